@@ -1,0 +1,150 @@
+// Package server is the runtime's CRI RuntimeService: a thin gRPC edge whose handlers, one file per
+// group of RPCs, turn CRI requests into namespaces, OCI bundles and conmon-monitored containers.
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"google.golang.org/grpc"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/runtime/store"
+)
+
+// Handler is one OCI runtime a pod can ask for through RunPodSandboxRequest.runtime_handler.
+type Handler struct {
+	Name string // the CRI runtime_handler name; "" selects Config.DefaultHandler
+	Path string // the OCI runtime binary (runc, crun, runsc)
+	// Root is the runtime's own state dir (its --root), under Config.State so two daemons
+	// never see each other's containers.
+	Root string
+	// Args are extra global arguments for the binary (e.g. runsc's --ignore-cgroups).
+	Args []string
+}
+
+// Config is everything a runtime daemon is made of. Paths are absolute.
+type Config struct {
+	Root  string // persistent state: metadata, container dirs
+	State string // volatile state: namespace pins, sockets, exit files
+	// Handlers by name; DefaultHandler names the one used when a pod asks for none.
+	Handlers       map[string]Handler
+	DefaultHandler string
+	ConmonPath     string
+	CatatonitPath  string
+	// CgroupParent is used for sandboxes whose config names none.
+	CgroupParent string
+	Images       RootfsProvider
+	Network      NetworkPlugin // nil: pods get loopback only
+	Logger       *slog.Logger
+}
+
+// Server implements runtimeapi.RuntimeServiceServer. It only wires parts together: the state of
+// sandboxes and containers lives in their managers.
+type Server struct {
+	runtimeapi.UnimplementedRuntimeServiceServer
+
+	cfg Config
+	log *slog.Logger
+
+	sandboxes   *store.Registry[*store.Sandbox]
+	containers  *store.Registry[*store.Container]
+	sandboxDB   *store.Dir[store.Sandbox]
+	containerDB *store.Dir[store.Container]
+
+	sb     sandboxManager
+	ctr    containerManager
+	stream streamingState
+}
+
+// New builds the server and rebuilds its view of sandboxes and containers from disk and from the
+// OCI runtimes, so a daemon restarted after SIGKILL finds everything that kept running.
+func New(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Root == "" || cfg.State == "" {
+		return nil, fmt.Errorf("runtime: root and state dirs are required")
+	}
+	if _, ok := cfg.Handlers[cfg.DefaultHandler]; !ok {
+		return nil, fmt.Errorf("runtime: default handler %q is not configured", cfg.DefaultHandler)
+	}
+	for _, d := range []string{cfg.Root, cfg.State} {
+		if err := os.MkdirAll(d, 0o711); err != nil {
+			return nil, err
+		}
+	}
+	s := &Server{
+		cfg:        cfg,
+		log:        cfg.Logger,
+		sandboxes:  store.NewRegistry[*store.Sandbox](),
+		containers: store.NewRegistry[*store.Container](),
+	}
+	var err error
+	if s.sandboxDB, err = store.OpenDir[store.Sandbox](filepath.Join(cfg.Root, "sandboxes")); err != nil {
+		return nil, err
+	}
+	if s.containerDB, err = store.OpenDir[store.Container](filepath.Join(cfg.Root, "containers")); err != nil {
+		return nil, err
+	}
+	// Sandboxes first: containers are attached to them on recovery.
+	if err := s.initSandboxes(ctx); err != nil {
+		return nil, fmt.Errorf("recover sandboxes: %w", err)
+	}
+	if err := s.initContainers(ctx); err != nil {
+		return nil, fmt.Errorf("recover containers: %w", err)
+	}
+	if err := s.initStreaming(ctx); err != nil {
+		return nil, fmt.Errorf("streaming: %w", err)
+	}
+	return s, nil
+}
+
+// Close stops background work; containers keep running under conmon.
+func (s *Server) Close() error {
+	return s.closeStreaming()
+}
+
+// Register adds the RuntimeService to a gRPC server.
+func (s *Server) Register(g *grpc.Server) {
+	runtimeapi.RegisterRuntimeServiceServer(g, s)
+}
+
+// Listen opens a listener for an endpoint such as unix:///run/nodelet/runtime.sock. A stale socket
+// file left by a killed daemon is replaced; the socket is made mode 0660.
+func Listen(endpoint string) (net.Listener, error) {
+	path, ok := strings.CutPrefix(endpoint, "unix://")
+	if !ok {
+		if strings.Contains(endpoint, "://") {
+			return nil, fmt.Errorf("endpoint %q: only unix:// sockets are supported", endpoint)
+		}
+		path = endpoint
+	}
+	if !filepath.IsAbs(path) {
+		return nil, fmt.Errorf("endpoint %q: socket path must be absolute", endpoint)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o711); err != nil {
+		return nil, err
+	}
+	if c, err := net.Dial("unix", path); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("endpoint %q: another daemon is serving it", endpoint)
+	}
+	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+		return nil, err
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(path, 0o660); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}

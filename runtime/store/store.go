@@ -1,0 +1,246 @@
+// Package store keeps the runtime's metadata: one JSON record per sandbox or container, written so
+// that a daemon killed at any instant finds, on restart, either the old record or the new one, and an
+// in-memory registry that gives the RPCs fast lookups by ID, ID prefix and name.
+package store
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/nodelet/nodelet/runtime/errdefs"
+)
+
+// NewID returns a random 64-hex-digit ID, the form CRI clients expect and shorten.
+func NewID() string {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // the kernel's CSPRNG does not fail
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// Dir holds one record per object, as <dir>/<id>.json.
+type Dir[T any] struct {
+	path string
+}
+
+// OpenDir creates the directory if needed.
+func OpenDir[T any](path string) (*Dir[T], error) {
+	if err := os.MkdirAll(path, 0o700); err != nil {
+		return nil, err
+	}
+	return &Dir[T]{path: path}, nil
+}
+
+// Put writes v as the record of id: to a temp file, fsynced, renamed over the old one, and the
+// directory fsynced, so the record is either wholly old or wholly new after a crash.
+func (d *Dir[T]) Put(id string, v *T) error {
+	if err := ValidID(id); err != nil {
+		return err
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return WriteFileAtomic(filepath.Join(d.path, id+".json"), data, 0o600)
+}
+
+// Delete removes the record of id; a missing record is not an error.
+func (d *Dir[T]) Delete(id string) error {
+	if err := ValidID(id); err != nil {
+		return err
+	}
+	if err := os.Remove(filepath.Join(d.path, id+".json")); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	return syncDir(d.path)
+}
+
+// Load reads every record. Records that do not parse are returned as errors in bad (keyed by
+// file name) rather than failing the whole load: one torn file must not stop the daemon.
+func (d *Dir[T]) Load() (records map[string]*T, bad map[string]error, err error) {
+	ents, err := os.ReadDir(d.path)
+	if err != nil {
+		return nil, nil, err
+	}
+	records = map[string]*T{}
+	bad = map[string]error{}
+	for _, e := range ents {
+		name := e.Name()
+		if strings.HasPrefix(name, ".tmp-") {
+			_ = os.Remove(filepath.Join(d.path, name)) // an interrupted Put
+			continue
+		}
+		id, ok := strings.CutSuffix(name, ".json")
+		if !ok {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(d.path, name))
+		if err != nil {
+			bad[name] = err
+			continue
+		}
+		v := new(T)
+		if err := json.Unmarshal(data, v); err != nil {
+			bad[name] = err
+			continue
+		}
+		records[id] = v
+	}
+	return records, bad, nil
+}
+
+// WriteFileAtomic replaces path with data so that readers and crash recovery see either the old
+// or the new content, never a mix.
+func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(path)+"-")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer func() {
+		if tmp != "" {
+			_ = os.Remove(tmp)
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(mode); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	tmp = ""
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// ValidID accepts the IDs this runtime makes (hex) and refuses anything that could be a path.
+func ValidID(id string) error {
+	if id == "" || len(id) > 128 {
+		return fmt.Errorf("id %q: %w", id, errdefs.ErrInvalidArgument)
+	}
+	for _, c := range id {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return fmt.Errorf("id %q: %w", id, errdefs.ErrInvalidArgument)
+		}
+	}
+	return nil
+}
+
+// Registry is the in-memory index of one kind of object: by ID, unique ID prefix, and name.
+// Names are reserved before the slow part of a create so that two concurrent creates of the same
+// name cannot both succeed.
+type Registry[T any] struct {
+	mu    sync.RWMutex
+	byID  map[string]T
+	names map[string]string // name → id
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry[T any]() *Registry[T] {
+	return &Registry[T]{byID: map[string]T{}, names: map[string]string{}}
+}
+
+// ReserveName claims name for id, or fails with ErrAlreadyExists naming the holder.
+func (r *Registry[T]) ReserveName(name, id string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if holder, ok := r.names[name]; ok && holder != id {
+		return fmt.Errorf("name %q is reserved for %s: %w", name, holder, errdefs.ErrAlreadyExists)
+	}
+	r.names[name] = id
+	return nil
+}
+
+// ReleaseName frees name if id holds it.
+func (r *Registry[T]) ReleaseName(name, id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.names[name] == id {
+		delete(r.names, name)
+	}
+}
+
+// Add stores v under id.
+func (r *Registry[T]) Add(id string, v T) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.byID[id] = v
+}
+
+// Delete forgets id (its name stays reserved until ReleaseName).
+func (r *Registry[T]) Delete(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.byID, id)
+}
+
+// Get finds an object by full ID or by a unique prefix of it, as crictl's short IDs are.
+func (r *Registry[T]) Get(idOrPrefix string) (T, error) {
+	var zero T
+	if idOrPrefix == "" {
+		return zero, fmt.Errorf("empty id: %w", errdefs.ErrInvalidArgument)
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if v, ok := r.byID[idOrPrefix]; ok {
+		return v, nil
+	}
+	var found []string
+	for id := range r.byID {
+		if strings.HasPrefix(id, idOrPrefix) {
+			found = append(found, id)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return zero, fmt.Errorf("%q: %w", idOrPrefix, errdefs.ErrNotFound)
+	case 1:
+		return r.byID[found[0]], nil
+	}
+	return zero, fmt.Errorf("id prefix %q matches %d objects: %w", idOrPrefix, len(found), errdefs.ErrInvalidArgument)
+}
+
+// List returns every object, ordered by ID for stable output.
+func (r *Registry[T]) List() []T {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	ids := make([]string, 0, len(r.byID))
+	for id := range r.byID {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	out := make([]T, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, r.byID[id])
+	}
+	return out
+}
