@@ -1,0 +1,236 @@
+package cni
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nodelet/nodelet/internal/testutil"
+)
+
+// newNetNS pins a fresh network namespace at dir/name, the way `ip netns add` does (a bind mount of
+// the namespace file onto an empty file), and removes it when the test ends.
+func newNetNS(t testing.TB, dir, name string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := pinNetNS(p); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeNetNS(t, p) })
+	return p
+}
+
+func pinNetNS(p string) error {
+	f, err := os.Create(p)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	errc := make(chan error, 1)
+	go func() {
+		// The thread ends with the goroutine (never unlocked), taking the new namespace with it.
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("unshare netns: %w", err)
+			return
+		}
+		src := fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid())
+		if err := unix.Mount(src, p, "", unix.MS_BIND, ""); err != nil {
+			errc <- fmt.Errorf("pin netns at %s: %w", p, err)
+			return
+		}
+		errc <- nil
+	}()
+	return <-errc
+}
+
+func removeNetNS(t testing.TB, p string) {
+	if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && err != unix.EINVAL && err != unix.ENOENT {
+		t.Errorf("unmount netns %s: %v", p, err)
+	}
+	if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+		t.Errorf("remove netns file %s: %v", p, err)
+	}
+}
+
+var netSeq atomic.Uint32
+
+// testNet is a private CNI network: its own bridge, /24 in 10.250.0.0/16 and host-local store, so
+// tests never touch the default network or each other.
+type testNet struct {
+	Manager *Manager
+	Net     DefaultNetwork
+	Dir     string // root of the test's files
+	NSDir   string
+}
+
+func newTestNet(t testing.TB) *testNet {
+	t.Helper()
+	testutil.Require(t, "ip", "iptables", "iptables-save", "nsenter", "busybox",
+		"cni:bridge", "cni:host-local", "cni:portmap", "cni:bandwidth")
+	dir := t.TempDir()
+	n := netSeq.Add(1)
+	id := (uint32(os.Getpid())*7 + n*13) % 250
+	d := DefaultNetwork{
+		Name:    fmt.Sprintf("nodelet-test-%d-%d", os.Getpid(), n),
+		Bridge:  fmt.Sprintf("nlt%d", 10000+id*37%90000),
+		Subnet:  fmt.Sprintf("10.250.%d.0/24", id),
+		DataDir: filepath.Join(dir, "ipam"),
+	}
+	tn := &testNet{Net: d, Dir: dir, NSDir: filepath.Join(dir, "netns")}
+	if err := os.MkdirAll(tn.NSDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	before := iptablesChains(t)
+	t.Cleanup(func() { cleanupHostSide(t, d, before) })
+	m, err := New(Options{
+		ConfDir:  filepath.Join(dir, "net.d"),
+		StateDir: filepath.Join(dir, "state"),
+		Default:  d,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	if err := m.Status(); err != nil {
+		t.Fatalf("status of a fresh test network: %v", err)
+	}
+	tn.Manager = m
+	return tn
+}
+
+func (tn *testNet) pod(t testing.TB, name string) PodNetwork {
+	t.Helper()
+	id := fmt.Sprintf("%x%s", os.Getpid(), strings.ReplaceAll(name, "-", ""))
+	return PodNetwork{
+		Namespace: "test", Name: name, UID: "uid-" + name, SandboxID: id,
+		NetNSPath: newNetNS(t, tn.NSDir, name),
+	}
+}
+
+// allocated lists the IPs host-local holds for this network (one file per IP in its store).
+func (tn *testNet) allocated(t testing.TB) []string {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Join(tn.Net.DataDir, tn.Net.Name))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ips []string
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "last_reserved_ip") || e.Name() == "lock" {
+			continue
+		}
+		ips = append(ips, e.Name())
+	}
+	return ips
+}
+
+// vethsOnBridge lists the host-side veths enslaved to the test bridge.
+func (tn *testNet) vethsOnBridge(t testing.TB) []string {
+	t.Helper()
+	out, err := exec.Command("ip", "-o", "link", "show", "master", tn.Net.Bridge).CombinedOutput()
+	if err != nil {
+		if strings.Contains(string(out), "does not exist") {
+			return nil
+		}
+		t.Fatalf("ip link show master %s: %v: %s", tn.Net.Bridge, err, out)
+	}
+	var links []string
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if f := strings.Fields(l); len(f) > 1 {
+			links = append(links, strings.TrimSuffix(f[1], ":"))
+		}
+	}
+	return links
+}
+
+// iptablesMentioning returns the iptables-save lines that name any of the given strings.
+func iptablesMentioning(t testing.TB, needles ...string) []string {
+	t.Helper()
+	out, err := exec.Command("iptables-save").CombinedOutput()
+	if err != nil {
+		t.Fatalf("iptables-save: %v: %s", err, out)
+	}
+	var hits []string
+	for _, l := range strings.Split(string(out), "\n") {
+		for _, n := range needles {
+			if strings.Contains(l, n) {
+				hits = append(hits, l)
+				break
+			}
+		}
+	}
+	return hits
+}
+
+type chainKey struct{ table, chain string }
+
+func iptablesChains(t testing.TB) map[chainKey]bool {
+	t.Helper()
+	out, err := exec.Command("iptables-save").CombinedOutput()
+	if err != nil {
+		t.Fatalf("iptables-save: %v: %s", err, out)
+	}
+	chains := map[chainKey]bool{}
+	table := ""
+	for _, l := range strings.Split(string(out), "\n") {
+		switch {
+		case strings.HasPrefix(l, "*"):
+			table = l[1:]
+		case strings.HasPrefix(l, ":"):
+			chains[chainKey{table, strings.Fields(l[1:])[0]}] = true
+		}
+	}
+	return chains
+}
+
+// cleanupHostSide removes the test bridge and the CNI chains that did not exist before the test.
+// portmap's shared chains (CNI-HOSTPORT-*) are dropped only when they are new, so a host whose own
+// CNI network uses them is left alone.
+func cleanupHostSide(t testing.TB, d DefaultNetwork, before map[chainKey]bool) {
+	if out, err := exec.Command("ip", "link", "del", d.Bridge).CombinedOutput(); err != nil &&
+		!strings.Contains(string(out), "Cannot find device") {
+		t.Errorf("delete bridge %s: %v: %s", d.Bridge, err, out)
+	}
+	after := iptablesChains(t)
+	var fresh []chainKey
+	for k := range after {
+		if !before[k] && strings.HasPrefix(k.chain, "CNI-") {
+			fresh = append(fresh, k)
+		}
+	}
+	// Unhook and flush first, then delete, since the chains refer to each other.
+	for _, k := range fresh {
+		for _, parent := range []string{"PREROUTING", "OUTPUT", "POSTROUTING", "INPUT", "FORWARD"} {
+			for exec.Command("iptables", "-w", "-t", k.table, "-D", parent, "-j", k.chain).Run() == nil {
+			}
+			for exec.Command("iptables", "-w", "-t", k.table, "-D", parent,
+				"-m", "comment", "--comment", "CNI portfwd requiring masquerade", "-j", k.chain).Run() == nil {
+			}
+			for exec.Command("iptables", "-w", "-t", k.table, "-D", parent,
+				"-m", "addrtype", "--dst-type", "LOCAL", "-j", k.chain).Run() == nil {
+			}
+		}
+		exec.Command("iptables", "-w", "-t", k.table, "-F", k.chain).Run()
+	}
+	for _, k := range fresh {
+		if out, err := exec.Command("iptables", "-w", "-t", k.table, "-X", k.chain).CombinedOutput(); err != nil {
+			t.Errorf("delete chain %s/%s: %v: %s", k.table, k.chain, err, out)
+		}
+	}
+}
+
+func ctxT(t testing.TB) context.Context {
+	return context.Background()
+}

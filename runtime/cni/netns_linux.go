@@ -1,0 +1,69 @@
+package cni
+
+import (
+	"fmt"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+)
+
+// InNetNS runs fn on an OS thread that has joined the network namespace pinned at nsPath.
+//
+// The thread is locked and never unlocked: when the goroutine ends, the Go runtime retires the
+// thread instead of handing a thread that sits in a foreign namespace to other goroutines. That
+// costs a thread per call, which is cheap next to the bug it rules out.
+func InNetNS(nsPath string, fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		fd, err := unix.Open(nsPath, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			errc <- fmt.Errorf("open netns %s: %w", nsPath, err)
+			return
+		}
+		err = unix.Setns(fd, unix.CLONE_NEWNET)
+		unix.Close(fd)
+		if err != nil {
+			errc <- fmt.Errorf("join netns %s: %w", nsPath, err)
+			return
+		}
+		errc <- fn()
+	}()
+	return <-errc
+}
+
+// IsNetNS tells whether path is a pinned network namespace (a bind mount of an nsfs inode), as
+// opposed to a missing file or the empty file left behind once the namespace was unmounted.
+func IsNetNS(path string) bool {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return false
+	}
+	return st.Type == unix.NSFS_MAGIC
+}
+
+// loopbackUp brings up lo inside the current thread's network namespace. It is done here rather
+// than through the loopback plugin: one ioctl instead of a fork and exec per pod.
+func loopbackUp() error {
+	s, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("socket for loopback: %w", err)
+	}
+	defer unix.Close(s)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(s, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("get lo flags: %w", err)
+	}
+	flags := ifr.Uint16()
+	if flags&unix.IFF_UP != 0 {
+		return nil
+	}
+	ifr.SetUint16(flags | unix.IFF_UP)
+	if err := unix.IoctlIfreq(s, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("set lo up: %w", err)
+	}
+	return nil
+}
