@@ -1,0 +1,12 @@
+// Command nodelet is a Kubernetes node agent and its own CRI container runtime in one binary.
+package main
+
+import (
+	"os"
+
+	"github.com/nodelet/nodelet/internal/cli"
+)
+
+func main() {
+	os.Exit(cli.Execute())
+}

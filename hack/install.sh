@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Installs everything nodelet and its tests need on Debian 12, as root. Idempotent: a second run
+# changes nothing and takes seconds.
+#   apt packages: the OCI runtimes, conmon, catatonit, CNI plugins, busybox, iptables, iproute2
+#   Go tools:     crictl and critest from sigs.k8s.io/cri-tools (the module proxy serves exactly v1.36.0)
+#   nodelet:      built into ./bin/nodelet and installed as /usr/local/bin/nodelet
+set -euo pipefail
+
+CRI_TOOLS_VERSION=v1.36.0
+here=$(cd "$(dirname "$0")/.." && pwd)
+bindir=/usr/local/bin
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+die() { printf 'install.sh: %s\n' "$*" >&2; exit 1; }
+
+[ "$(id -u)" = 0 ] || die "run as root (it installs packages): sudo $0"
+
+apt_packages=(runc crun conmon catatonit containernetworking-plugins busybox-static iptables iproute2
+  util-linux runsc containerd ca-certificates git curl)
+missing=()
+for p in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  say "apt-get install ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# Debian installs containerd as a service on systemd machines; nodelet's tests start their own.
+
+# Go: the module needs Go >= 1.26. Debian's golang is older, but any Go >= 1.21 fetches the right
+# toolchain through the module proxy by itself (GOTOOLCHAIN=auto).
+export PATH=$PATH:/usr/local/go/bin:/root/go/bin
+if ! command -v go >/dev/null; then
+  say "apt-get install golang-go (it will fetch the Go toolchain go.mod asks for)"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go >/dev/null
+fi
+export GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
+export GOFLAGS=${GOFLAGS:--buildvcs=false}
+
+# crictl and critest from cri-tools, built once per version.
+have_version() { [ -x "$1" ] && "$1" --version 2>/dev/null | grep -q "${CRI_TOOLS_VERSION#v}"; }
+if ! have_version "$bindir/crictl" || [ ! -x "$bindir/critest" ]; then
+  say "building crictl and critest ${CRI_TOOLS_VERSION} from the Go module proxy"
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  dir=$(cd "$tmp" && GOFLAGS=-mod=mod go mod download -json "sigs.k8s.io/cri-tools@${CRI_TOOLS_VERSION}" |
+    sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+  [ -n "$dir" ] || die "could not download sigs.k8s.io/cri-tools@${CRI_TOOLS_VERSION}"
+  ldflags="-X sigs.k8s.io/cri-tools/pkg/version.Version=${CRI_TOOLS_VERSION#v}"
+  (cd "$dir" && CGO_ENABLED=0 go build -mod=mod -ldflags "$ldflags" -o "$tmp/crictl" ./cmd/crictl)
+  (cd "$dir" && CGO_ENABLED=0 go test -mod=mod -c -ldflags "$ldflags" -o "$tmp/critest" ./cmd/critest)
+  install -m 0755 "$tmp/crictl" "$tmp/critest" "$bindir/"
+fi
+
+say "building nodelet"
+(cd "$here" && CGO_ENABLED=0 go build -o bin/nodelet ./cmd/nodelet)
+install -m 0755 "$here/bin/nodelet" "$bindir/nodelet"
+say "installed: $(nodelet --help >/dev/null && echo nodelet) $(crictl --version)"

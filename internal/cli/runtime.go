@@ -1,0 +1,134 @@
+package cli
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nodelet/nodelet/runtime/server"
+)
+
+// runtimeFlags configure the CRI runtime, alone (`nodelet runtime`) or embedded (`nodelet up`).
+type runtimeFlags struct {
+	listen         string
+	handlers       []string
+	defaultHandler string
+	conmon         string
+	catatonit      string
+	cgroupParent   string
+}
+
+func (r *runtimeFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&r.listen, "listen", "unix:///run/nodelet/runtime.sock", "CRI endpoint to serve")
+	f.StringArrayVar(&r.handlers, "runtime-handler", nil,
+		"runtime handler NAME=PATH[,ARG...] (repeatable); defaults: runc, crun and runsc where installed")
+	f.StringVar(&r.defaultHandler, "default-runtime-handler", "runc", "handler for pods that name none")
+	f.StringVar(&r.conmon, "conmon", "", "conmon binary (default: found in PATH)")
+	f.StringVar(&r.catatonit, "catatonit", "", "catatonit binary, the init of pods that share a PID namespace (default: found in PATH)")
+	f.StringVar(&r.cgroupParent, "cgroup-parent", "/nodelet", "cgroup parent of pods whose config names none")
+}
+
+// handlerDefaults are the OCI runtimes nodelet knows by name; only installed ones are offered.
+var handlerDefaults = []struct {
+	name string
+	args []string
+}{
+	{"runc", nil},
+	{"crun", nil},
+	// gVisor keeps its own network stack unless told to use the pod's namespace as is.
+	{"runsc", []string{"--network=host", "--ignore-cgroups"}},
+}
+
+func (r *runtimeFlags) config(root, state string, log *slog.Logger) (server.Config, error) {
+	cfg := server.Config{
+		Root:           filepath.Join(root, "runtime"),
+		State:          filepath.Join(state, "runtime"),
+		Handlers:       map[string]server.Handler{},
+		DefaultHandler: r.defaultHandler,
+		CgroupParent:   r.cgroupParent,
+		Logger:         log,
+	}
+	if len(r.handlers) == 0 {
+		for _, h := range handlerDefaults {
+			if p := lookBinary(h.name); p != "" {
+				cfg.Handlers[h.name] = server.Handler{Name: h.name, Path: p, Args: h.args}
+			}
+		}
+	}
+	for _, spec := range r.handlers {
+		name, rest, ok := strings.Cut(spec, "=")
+		if !ok || name == "" || rest == "" {
+			return cfg, fmt.Errorf("--runtime-handler %q: want NAME=PATH[,ARG...]", spec)
+		}
+		parts := strings.Split(rest, ",")
+		cfg.Handlers[name] = server.Handler{Name: name, Path: parts[0], Args: parts[1:]}
+	}
+	for name, h := range cfg.Handlers {
+		if _, err := os.Stat(h.Path); err != nil {
+			return cfg, fmt.Errorf("runtime handler %s: %w", name, err)
+		}
+		h.Root = filepath.Join(cfg.State, "oci", name)
+		cfg.Handlers[name] = h
+	}
+	if _, ok := cfg.Handlers[cfg.DefaultHandler]; !ok {
+		return cfg, fmt.Errorf("default runtime handler %q is not installed or configured (apt-get install -y runc, or hack/install.sh)", cfg.DefaultHandler)
+	}
+	cfg.ConmonPath = r.conmon
+	if cfg.ConmonPath == "" {
+		cfg.ConmonPath = lookBinary("conmon")
+	}
+	if cfg.ConmonPath == "" {
+		return cfg, fmt.Errorf("conmon not found: apt-get install -y conmon (or hack/install.sh)")
+	}
+	cfg.CatatonitPath = r.catatonit
+	if cfg.CatatonitPath == "" {
+		cfg.CatatonitPath = lookBinary("catatonit")
+	}
+	return cfg, nil
+}
+
+func lookBinary(name string) string {
+	for _, dir := range append(filepath.SplitList(os.Getenv("PATH")), "/usr/sbin", "/usr/bin", "/sbin", "/bin", "/usr/local/bin") {
+		p := filepath.Join(dir, name)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	return ""
+}
+
+func newRuntimeCmd() *cobra.Command {
+	var rf runtimeFlags
+	cmd := &cobra.Command{
+		Use:   "runtime",
+		Short: "Serve only the CRI runtime, for the kubelet, crictl or nodelet agent",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runRuntime(cmd, &rf)
+		},
+	}
+	rf.register(cmd)
+	return cmd
+}
+
+func runRuntime(cmd *cobra.Command, rf *runtimeFlags) error {
+	ctx := cmd.Context()
+	log := slog.Default()
+	rt, err := startRuntime(ctx, rf, log)
+	if err != nil {
+		return err
+	}
+	defer rt.stop()
+	log.Info("runtime serving", "listen", rf.listen, "root", global.root, "state", global.state)
+	select {
+	case <-ctx.Done():
+	case err := <-rt.errc:
+		return err
+	}
+	return nil
+}
