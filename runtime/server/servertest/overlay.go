@@ -1,0 +1,86 @@
+package servertest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nodelet/nodelet/runtime/imagestore"
+	"github.com/nodelet/nodelet/runtime/store"
+)
+
+// OverlayProvider is a RootfsProvider over one read-only folder: every container gets an overlay
+// with its own upper dir, as the image store gives it over image layers.
+type OverlayProvider struct {
+	lower, dir string
+	mu         sync.Mutex
+}
+
+// NewOverlayProvider serves lower (a rootfs folder) as every image, with overlays under dir.
+func NewOverlayProvider(lower, dir string) *OverlayProvider {
+	return &OverlayProvider{lower: lower, dir: dir}
+}
+
+// ImageID is the fake image ID every rootfs reports.
+var ImageID = func() string {
+	sum := sha256.Sum256([]byte("nodelet servertest busybox"))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}()
+
+func (p *OverlayProvider) PrepareRootfs(ctx context.Context, containerID, image string) (*imagestore.Rootfs, error) {
+	if err := store.ValidID(containerID); err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	base := filepath.Join(p.dir, containerID)
+	merged := filepath.Join(base, "merged")
+	rfs := &imagestore.Rootfs{Path: merged, ImageID: ImageID, ImageRef: Image + "@" + ImageID}
+	rfs.Config.Env = []string{"PATH=/bin"}
+	rfs.Config.Cmd = []string{"/bin/sh"}
+	if mounted(merged) {
+		return rfs, nil
+	}
+	for _, d := range []string{"upper", "work", "merged"} {
+		if err := os.MkdirAll(filepath.Join(base, d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", p.lower, filepath.Join(base, "upper"), filepath.Join(base, "work"))
+	if err := unix.Mount("overlay", merged, "overlay", 0, opts); err != nil {
+		os.RemoveAll(base)
+		return nil, fmt.Errorf("overlay for %s: %w", containerID, err)
+	}
+	return rfs, nil
+}
+
+func (p *OverlayProvider) RemoveRootfs(ctx context.Context, containerID string) error {
+	if err := store.ValidID(containerID); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	base := filepath.Join(p.dir, containerID)
+	merged := filepath.Join(base, "merged")
+	if err := unix.Unmount(merged, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("unmount rootfs of %s: %w", containerID, err)
+	}
+	return os.RemoveAll(base)
+}
+
+// mounted reports whether path is a mount point (its device differs from its parent's, or a
+// bind of the same fs, which overlay never is).
+func mounted(path string) bool {
+	var st, pst unix.Stat_t
+	if unix.Lstat(path, &st) != nil || unix.Lstat(filepath.Dir(path), &pst) != nil {
+		return false
+	}
+	return st.Dev != pst.Dev
+}

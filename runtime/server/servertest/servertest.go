@@ -1,0 +1,261 @@
+// Package servertest starts a real runtime server for integration tests: its own root, state and
+// handler dirs under the test's temp dir, a unix socket, the real runc/crun/runsc and conmon, and a
+// rootfs provider over a busybox-static folder. Tests talk to it only through CRI clients, as the
+// kubelet would.
+package servertest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/credentials/insecure"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/internal/testutil"
+	"github.com/nodelet/nodelet/runtime/server"
+)
+
+// Env is a running server and the clients that reach it.
+type Env struct {
+	Runtime  runtimeapi.RuntimeServiceClient
+	Image    runtimeapi.ImageServiceClient
+	Config   server.Config
+	Server   *server.Server
+	Endpoint string // unix:///… of the socket
+	// Rootfs is the busybox folder every container's overlay uses as its lower dir.
+	Rootfs string
+	// Dir is the test's temp dir holding root, state, rootfs and overlays.
+	Dir string
+
+	t      testing.TB
+	opts   options
+	grpc   *grpc.Server
+	conn   *grpc.ClientConn
+	socket string
+}
+
+type options struct {
+	network      server.NetworkPlugin
+	imageService runtimeapi.ImageServiceServer
+	mutate       []func(*server.Config)
+	keepPods     bool
+}
+
+// Option changes how Start builds the server.
+type Option func(*options)
+
+// WithNetwork gives pods a network plugin (default: none, loopback only).
+func WithNetwork(p server.NetworkPlugin) Option { return func(o *options) { o.network = p } }
+
+// WithImageService serves img as the ImageService (default: a fake that knows only Image).
+func WithImageService(img runtimeapi.ImageServiceServer) Option {
+	return func(o *options) { o.imageService = img }
+}
+
+// WithConfig edits the Config before the server is built.
+func WithConfig(f func(*server.Config)) Option {
+	return func(o *options) { o.mutate = append(o.mutate, f) }
+}
+
+// WithoutPodCleanup leaves sandboxes the test did not remove in place at cleanup, so that the leak
+// check reports them instead of the harness tidying them away.
+func WithoutPodCleanup() Option { return func(o *options) { o.keepPods = true } }
+
+// Start builds and serves a server for t. Cleanup, registered here, removes any sandboxes the test
+// left (unless WithoutPodCleanup), stops the server and then checks that no mounts, processes or
+// cgroups remain under the test's dirs.
+func Start(t testing.TB, opts ...Option) *Env {
+	t.Helper()
+	testutil.Require(t, "runc", "crun", "runsc", "conmon", "catatonit", "busybox")
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	dir := t.TempDir()
+	// unix socket paths are limited to 108 bytes; test temp dirs can be longer.
+	sockDir, err := os.MkdirTemp("", "nlt-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logw := &testWriter{t: t}
+	cfg := server.Config{
+		Root:           filepath.Join(dir, "root"),
+		State:          filepath.Join(dir, "state"),
+		DefaultHandler: "runc",
+		ConmonPath:     testutil.LookPath("conmon"),
+		CatatonitPath:  testutil.LookPath("catatonit"),
+		CgroupParent:   "/nodelet-test-" + randomHex(6),
+		Network:        o.network,
+		Logger:         slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	}
+	cfg.Handlers = map[string]server.Handler{}
+	for _, h := range []string{"runc", "crun", "runsc"} {
+		cfg.Handlers[h] = server.Handler{Name: h, Path: testutil.LookPath(h), Root: filepath.Join(cfg.State, "handlers", h)}
+	}
+	rootfs := filepath.Join(dir, "busybox")
+	if err := testutil.WriteBusyboxRootfs(rootfs); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Images = NewOverlayProvider(rootfs, filepath.Join(dir, "overlays"))
+	for _, f := range o.mutate {
+		f(&cfg)
+	}
+	e := &Env{Config: cfg, Rootfs: rootfs, Dir: dir, t: t, opts: o,
+		socket: filepath.Join(sockDir, "cri.sock"), Endpoint: "unix://" + filepath.Join(sockDir, "cri.sock")}
+
+	// Registered first so it runs last, after the server is closed and pods are gone.
+	t.Cleanup(func() { os.RemoveAll(sockDir) })
+	t.Cleanup(logw.close)
+	testutil.CheckNoLeaks(t, dir)
+	t.Cleanup(func() { checkNoCgroups(t, cfg.CgroupParent) })
+	t.Cleanup(func() {
+		if e.Server != nil && !o.keepPods {
+			e.removeAllPods()
+		}
+		e.Stop()
+	})
+	e.serve()
+	return e
+}
+
+// serve builds a Server on the Env's dirs and serves it on the socket.
+func (e *Env) serve() {
+	e.t.Helper()
+	ctx := context.Background()
+	srv, err := server.New(ctx, e.Config)
+	if err != nil {
+		e.t.Fatalf("server.New: %v", err)
+	}
+	l, err := server.Listen(e.Endpoint)
+	if err != nil {
+		srv.Close()
+		e.t.Fatalf("listen: %v", err)
+	}
+	g := server.NewGRPCServer(e.Config.Logger)
+	srv.Register(g)
+	img := e.opts.imageService
+	if img == nil {
+		img = &fakeImages{}
+	}
+	runtimeapi.RegisterImageServiceServer(g, img)
+	go g.Serve(l)
+	conn, err := grpc.NewClient("unix://"+e.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		g.Stop()
+		srv.Close()
+		e.t.Fatalf("dial: %v", err)
+	}
+	e.Server, e.grpc, e.conn = srv, g, conn
+	e.Runtime = runtimeapi.NewRuntimeServiceClient(conn)
+	e.Image = runtimeapi.NewImageServiceClient(conn)
+}
+
+// Stop stops serving and closes the Server, as a daemon exit would; pods and containers stay.
+// It is safe to call more than once.
+func (e *Env) Stop() {
+	if e.Server == nil {
+		return
+	}
+	e.conn.Close()
+	e.grpc.Stop()
+	if err := e.Server.Close(); err != nil {
+		e.t.Errorf("server close: %v", err)
+	}
+	e.Server, e.grpc, e.conn = nil, nil, nil
+}
+
+// Restart stops the server and builds a new one on the same dirs, as a daemon restarted after a
+// crash would; the clients in e are replaced.
+func (e *Env) Restart() {
+	e.t.Helper()
+	e.Stop()
+	e.serve()
+}
+
+// Ctx returns a context bounded well below the test timeout, for one CRI call.
+func (e *Env) Ctx() context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	e.t.Cleanup(cancel)
+	return ctx
+}
+
+func (e *Env) removeAllPods() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	resp, err := e.Runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if status.Code(err) == codes.Unimplemented {
+		return
+	}
+	if err != nil {
+		e.t.Errorf("cleanup: list sandboxes: %v", err)
+		return
+	}
+	for _, p := range resp.Items {
+		if _, err := e.Runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: p.Id}); err != nil {
+			e.t.Errorf("cleanup: stop sandbox %s: %v", p.Id, err)
+		}
+		if _, err := e.Runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: p.Id}); err != nil {
+			e.t.Errorf("cleanup: remove sandbox %s: %v", p.Id, err)
+		}
+	}
+}
+
+// PodConfig returns a minimal valid sandbox config with a unique uid.
+func PodConfig(name string) *runtimeapi.PodSandboxConfig {
+	return &runtimeapi.PodSandboxConfig{
+		Metadata: &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "test", Uid: randomHex(8)},
+		Hostname: name,
+		Labels:   map[string]string{"app": name},
+		Linux:    &runtimeapi.LinuxPodSandboxConfig{},
+	}
+}
+
+// RunPod runs a sandbox from cfg and fails the test if it cannot.
+func (e *Env) RunPod(cfg *runtimeapi.PodSandboxConfig, handler string) string {
+	e.t.Helper()
+	resp, err := e.Runtime.RunPodSandbox(e.Ctx(), &runtimeapi.RunPodSandboxRequest{Config: cfg, RuntimeHandler: handler})
+	if err != nil {
+		e.t.Fatalf("RunPodSandbox: %v", err)
+	}
+	return resp.PodSandboxId
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// testWriter sends the server's log to the test's log until the test ends; background goroutines
+// that log later must not make testing panic.
+type testWriter struct {
+	t    testing.TB
+	mu   sync.Mutex
+	done bool
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+func (w *testWriter) close() {
+	w.mu.Lock()
+	w.done = true
+	w.mu.Unlock()
+}
