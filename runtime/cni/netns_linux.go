@@ -2,6 +2,8 @@ package cni
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
 	"runtime"
 
 	"golang.org/x/sys/unix"
@@ -66,4 +68,47 @@ func loopbackUp() error {
 		return fmt.Errorf("set lo up: %w", err)
 	}
 	return nil
+}
+
+// withStandInNetNS runs fn with the path of a throwaway network namespace that holds a veth
+// interface ifName carrying addrs (CIDRs). TearDownPod uses it when the pod's own namespace is
+// gone: the bridge plugin removes its masquerade rules only for the addresses it finds on the pod's
+// interface, so without a stand-in those rules would outlive the pod.
+//
+// The namespace lives only as long as a locked thread that sits in it, so nothing is mounted and
+// nothing can leak (the veth pair dies with it). It is a veth rather than a dummy because kernels
+// without the dummy module exist (this machine's). The `ip` commands are forked from that thread
+// and so run inside it.
+func withStandInNetNS(ifName string, addrs []string, fn func(path string) error) error {
+	type ready struct {
+		path string
+		err  error
+	}
+	readyc := make(chan ready, 1)
+	done := make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			readyc <- ready{err: fmt.Errorf("unshare stand-in netns: %w", err)}
+			return
+		}
+		cmds := [][]string{{"link", "add", ifName, "type", "veth", "peer", "name", "standin0"}}
+		for _, a := range addrs {
+			cmds = append(cmds, []string{"addr", "add", a, "dev", ifName})
+		}
+		for _, args := range cmds {
+			if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+				readyc <- ready{err: fmt.Errorf("ip %v in stand-in netns: %v: %s", args, err, out)}
+				return
+			}
+		}
+		readyc <- ready{path: fmt.Sprintf("/proc/%d/task/%d/ns/net", os.Getpid(), unix.Gettid())}
+		<-done
+	}()
+	r := <-readyc
+	if r.err != nil {
+		return r.err
+	}
+	defer close(done)
+	return fn(r.path)
 }

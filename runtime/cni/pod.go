@@ -49,13 +49,7 @@ func (m *Manager) SetUpPod(ctx context.Context, pod PodNetwork) (*Result, error)
 	if err != nil {
 		return nil, fmt.Errorf("pod network for sandbox %q: %w", pod.SandboxID, err)
 	}
-	rt := &libcni.RuntimeConf{
-		ContainerID:    pod.SandboxID,
-		NetNS:          pod.NetNSPath,
-		IfName:         m.opts.IfName,
-		Args:           podArgs(pod),
-		CapabilityArgs: caps,
-	}
+	rt := runtimeConfFor(pod, m.opts.IfName, caps)
 
 	unlock := m.lockPod(pod.SandboxID)
 	defer unlock()
@@ -105,15 +99,54 @@ func (m *Manager) TearDownPod(ctx context.Context, pod PodNetwork) error {
 		return err
 	}
 	for _, j := range jobs {
-		if j.rt.NetNS != "" && !IsNetNS(j.rt.NetNS) {
-			j.rt.NetNS = ""
-		}
-		if err := m.cni.DelNetworkList(ctx, j.list, j.rt); err != nil {
+		if err := m.del(ctx, j); err != nil {
 			return fmt.Errorf("CNI DEL of sandbox %q from network %q: %w", pod.SandboxID, j.list.Name, err)
 		}
 	}
 	m.unmark(pod.SandboxID)
 	return nil
+}
+
+func runtimeConfFor(pod PodNetwork, ifName string, caps map[string]any) *libcni.RuntimeConf {
+	return &libcni.RuntimeConf{
+		ContainerID:    pod.SandboxID,
+		NetNS:          pod.NetNSPath,
+		IfName:         ifName,
+		Args:           podArgs(pod),
+		CapabilityArgs: caps,
+	}
+}
+
+// del runs one DEL. When the pod's namespace is gone, the plugins get a stand-in namespace with the
+// pod's old addresses (see withStandInNetNS), or no namespace at all if that cannot be made: the
+// IP is released either way.
+func (m *Manager) del(ctx context.Context, j delJob) error {
+	if j.rt.NetNS == "" || IsNetNS(j.rt.NetNS) {
+		return m.cni.DelNetworkList(ctx, j.list, j.rt)
+	}
+	gone := j.rt.NetNS
+	j.rt.NetNS = ""
+	var addrs []string
+	if prev, err := m.cni.GetNetworkListCachedResult(j.list, j.rt); err == nil && prev != nil {
+		if res, err := types100.NewResultFromResult(prev); err == nil {
+			for _, ip := range podIPs(res) {
+				addrs = append(addrs, ip.Address.String())
+			}
+		}
+	}
+	if len(addrs) > 0 {
+		err := withStandInNetNS(j.rt.IfName, addrs, func(path string) error {
+			rt := *j.rt
+			rt.NetNS = path
+			return m.cni.DelNetworkList(ctx, j.list, &rt)
+		})
+		if err == nil {
+			return nil
+		}
+		m.log.Warn("DEL through a stand-in netns failed; retrying without a netns",
+			"sandbox", j.rt.ContainerID, "netns", gone, "err", err)
+	}
+	return m.cni.DelNetworkList(ctx, j.list, j.rt)
 }
 
 type delJob struct {
@@ -240,13 +273,7 @@ func toResult(r types.Result) (*Result, error) {
 		return nil, err
 	}
 	var v4, v6 []string
-	for _, ip := range res.IPs {
-		if ip.Interface != nil {
-			i := *ip.Interface
-			if i < 0 || i >= len(res.Interfaces) || res.Interfaces[i].Sandbox == "" {
-				continue
-			}
-		}
+	for _, ip := range podIPs(res) {
 		if ip.Address.IP.To4() != nil {
 			v4 = append(v4, ip.Address.IP.String())
 		} else if ip.Address.IP.To16() != nil {
@@ -257,4 +284,19 @@ func toResult(r types.Result) (*Result, error) {
 		return nil, errors.New("the network gave the pod no IP address")
 	}
 	return &Result{IPs: append(v4, v6...)}, nil
+}
+
+// podIPs are the result's addresses on interfaces inside the pod (not the bridge's or the veth's).
+func podIPs(res *types100.Result) []*types100.IPConfig {
+	var out []*types100.IPConfig
+	for _, ip := range res.IPs {
+		if ip.Interface != nil {
+			i := *ip.Interface
+			if i < 0 || i >= len(res.Interfaces) || res.Interfaces[i].Sandbox == "" {
+				continue
+			}
+		}
+		out = append(out, ip)
+	}
+	return out
 }
