@@ -1,0 +1,129 @@
+package nsmgr
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nodelet/nodelet/internal/testutil"
+)
+
+func readSysctl(t *testing.T, key string) string {
+	t.Helper()
+	p, err := SysctlPath(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func TestSandboxNSPinRemove(t *testing.T) {
+	testutil.Require(t)
+	dir := t.TempDir()
+	testutil.CheckNoLeaks(t, dir)
+	m, err := New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostPort := readSysctl(t, "net.ipv4.ip_unprivileged_port_start")
+	hostShm := readSysctl(t, "kernel.shmmni")
+	paths, err := m.Pin(Request{
+		ID: "abc", Kinds: []Kind{Net, IPC, UTS}, Hostname: "pinned-host",
+		Sysctls: map[string]string{"net.ipv4.ip_unprivileged_port_start": "77", "kernel.shmmni": "1234"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []Kind{Net, IPC, UTS} {
+		if !IsPinned(paths[k]) || paths[k] != m.Path(k, "abc") {
+			t.Fatalf("%s not pinned at %s", k, paths[k])
+		}
+	}
+	var hostname, port, shm string
+	var loUp bool
+	err = Do([]string{paths[Net], paths[IPC], paths[UTS]}, func() error {
+		var u unix.Utsname
+		if err := unix.Uname(&u); err != nil {
+			return err
+		}
+		hostname = unix.ByteSliceToString(u.Nodename[:])
+		port = readSysctl(t, "net.ipv4.ip_unprivileged_port_start")
+		shm = readSysctl(t, "kernel.shmmni")
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		ifr, _ := unix.NewIfreq("lo")
+		if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+			return err
+		}
+		loUp = ifr.Uint16()&unix.IFF_UP != 0
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hostname != "pinned-host" || port != "77" || shm != "1234" || !loUp {
+		t.Errorf("inside: hostname %q port %q shmmni %q lo up %v", hostname, port, shm, loUp)
+	}
+	if readSysctl(t, "net.ipv4.ip_unprivileged_port_start") != hostPort || readSysctl(t, "kernel.shmmni") != hostShm {
+		t.Errorf("host sysctls changed")
+	}
+	if got, _ := m.List(); len(got["abc"]) != 3 {
+		t.Errorf("List = %v", got)
+	}
+	for i := 0; i < 2; i++ {
+		if err := m.Remove("abc"); err != nil {
+			t.Fatalf("Remove #%d: %v", i, err)
+		}
+	}
+	if got, _ := m.List(); len(got) != 0 {
+		t.Errorf("after Remove, List = %v", got)
+	}
+}
+
+func TestSandboxNSPinFailureLeavesNothing(t *testing.T) {
+	testutil.Require(t)
+	dir := t.TempDir()
+	testutil.CheckNoLeaks(t, dir)
+	m, err := New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.Pin(Request{ID: "abc", Kinds: []Kind{Net, UTS}, Sysctls: map[string]string{"net.no.such.sysctl": "1"}})
+	if err == nil {
+		t.Fatal("Pin with an unknown sysctl succeeded")
+	}
+	_, err = m.Pin(Request{ID: "abd", Kinds: []Kind{Net}, Inside: func() error { return os.ErrInvalid }})
+	if err == nil {
+		t.Fatal("Pin whose Inside failed succeeded")
+	}
+	if got, _ := m.List(); len(got) != 0 {
+		t.Errorf("after failed Pin, List = %v", got)
+	}
+}
+
+func TestSandboxSysctlPath(t *testing.T) {
+	for _, tc := range []struct {
+		key, want string
+		ok        bool
+	}{
+		{"net.ipv4.ip_forward", "/proc/sys/net/ipv4/ip_forward", true},
+		{"net.ipv4.conf.eth0/100.rp_filter", "/proc/sys/net/ipv4/conf/eth0.100/rp_filter", true},
+		{"net..x", "", false},
+		{"net./..x", "", false},
+		{"net.//.x", "", false},
+	} {
+		got, err := SysctlPath(tc.key)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("SysctlPath(%q) = %q, %v", tc.key, got, err)
+		}
+	}
+}
