@@ -1,0 +1,216 @@
+package imagestore
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/nodelet/nodelet/runtime/errdefs"
+)
+
+// Import loads every image of a docker-archive (`docker save`) or OCI-layout tarball, for machines
+// without a registry. Tags come from the archive (RepoTags, or the OCI ref-name annotations).
+func (s *Store) Import(ctx context.Context, file string) ([]*Image, error) {
+	names, err := tarNames(file)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case names["manifest.json"]:
+		return s.importDocker(ctx, file)
+	case names["index.json"] && names["oci-layout"]:
+		return s.importOCI(ctx, file)
+	}
+	return nil, fmt.Errorf("%s is neither a docker-archive (manifest.json) nor an OCI layout (index.json, oci-layout): %w", file, errdefs.ErrInvalidArgument)
+}
+
+func tarNames(file string) (map[string]bool, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := map[string]bool{}
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v: %w", file, err, errdefs.ErrInvalidArgument)
+		}
+		out[path.Clean(h.Name)] = true
+	}
+}
+
+func (s *Store) importDocker(ctx context.Context, file string) ([]*Image, error) {
+	opener := func() (io.ReadCloser, error) { return os.Open(file) }
+	mf, err := tarball.LoadManifest(opener)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v: %w", file, err, errdefs.ErrInvalidArgument)
+	}
+	var out []*Image
+	for _, d := range mf {
+		var tag *name.Tag
+		if len(d.RepoTags) > 0 {
+			t, err := name.NewTag(d.RepoTags[0])
+			if err != nil {
+				return nil, fmt.Errorf("%s: tag %q: %v: %w", file, d.RepoTags[0], err, errdefs.ErrInvalidArgument)
+			}
+			tag = &t
+		}
+		img, err := tarball.Image(opener, tag)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v: %w", file, err, errdefs.ErrInvalidArgument)
+		}
+		tags := []string{""}
+		if len(d.RepoTags) > 0 {
+			tags = tags[:0]
+			for _, t := range d.RepoTags {
+				r, err := parseRef(t)
+				if err != nil {
+					return nil, err
+				}
+				tags = append(tags, tagString(r))
+			}
+		}
+		rec, err := s.store(ctx, img, tags[0], "", nil)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range tags[1:] {
+			if rec, err = s.commit(rec, t, ""); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}
+
+func (s *Store) importOCI(ctx context.Context, file string) ([]*Image, error) {
+	dir, err := os.MkdirTemp(s.path("tmp"), "import-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	if err := untarPlain(file, dir); err != nil {
+		return nil, err
+	}
+	idx, err := layout.ImageIndexFromPath(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v: %w", file, err, errdefs.ErrInvalidArgument)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v: %w", file, err, errdefs.ErrInvalidArgument)
+	}
+	var out []*Image
+	for _, m := range im.Manifests {
+		var img v1.Image
+		switch {
+		case m.MediaType.IsImage():
+			img, err = idx.Image(m.Digest)
+		case m.MediaType.IsIndex():
+			var child v1.ImageIndex
+			if child, err = idx.ImageIndex(m.Digest); err == nil {
+				img, err = s.pickFromIndex(child)
+			}
+		default:
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		tag := ""
+		refName := m.Annotations["io.containerd.image.name"]
+		if refName == "" {
+			refName = m.Annotations["org.opencontainers.image.ref.name"]
+		}
+		if refName != "" {
+			if r, err := parseRef(refName); err == nil {
+				tag = tagString(r)
+			}
+		}
+		rec, err := s.store(ctx, img, tag, "", nil)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}
+
+func (s *Store) pickFromIndex(idx v1.ImageIndex) (v1.Image, error) {
+	im, err := idx.IndexManifest()
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range im.Manifests {
+		if m.Platform != nil && m.Platform.Satisfies(s.platform) && m.MediaType.IsImage() {
+			return idx.Image(m.Digest)
+		}
+	}
+	return nil, fmt.Errorf("image index has no image for %s: %w", s.platform.String(), errdefs.ErrNotFound)
+}
+
+// untarPlain extracts an OCI layout: only regular files and directories, every path confined to dir
+// by os.Root.
+func untarPlain(file, dir string) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %v: %w", file, err, errdefs.ErrInvalidArgument)
+		}
+		n := path.Clean(h.Name)
+		if !filepath.IsLocal(n) {
+			return fmt.Errorf("%s: entry %q leaves the archive: %w", file, h.Name, errdefs.ErrInvalidArgument)
+		}
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := root.MkdirAll(n, 0o755); err != nil {
+				return err
+			}
+		case tar.TypeReg:
+			if d := path.Dir(n); d != "." {
+				if err := root.MkdirAll(d, 0o755); err != nil {
+					return err
+				}
+			}
+			w, err := root.OpenFile(n, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(w, tr)
+			w.Close()
+			if err != nil {
+				return fmt.Errorf("%s: %v: %w", file, err, errdefs.ErrInvalidArgument)
+			}
+		}
+	}
+}

@@ -1,0 +1,243 @@
+package imagestore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/cyphar/filepath-securejoin/pathrs-lite"
+	"github.com/moby/sys/mountinfo"
+	"golang.org/x/sys/unix"
+
+	"github.com/nodelet/nodelet/runtime/errdefs"
+)
+
+// rootfsRecord is rootfs/<id>/rootfs.json. It exists before the mount does and outlives it until
+// RemoveRootfs, so the image and its layers count as in use for exactly that span.
+type rootfsRecord struct {
+	ContainerID string   `json:"containerID"`
+	ImageID     string   `json:"imageID"`
+	ImageRef    string   `json:"imageRef"`
+	Layers      []string `json:"layers"` // chain IDs, bottom first
+}
+
+var validID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+
+func (s *Store) rootfsDir(id string) string { return s.path("rootfs", id) }
+
+// PrepareRootfs mounts a writable overlay for containerID over the layers of image (a name,
+// name@digest or image ID) and returns it. Calling it again for the same container returns the same
+// rootfs, remounting it if it was unmounted (after a reboot, say).
+func (s *Store) PrepareRootfs(ctx context.Context, containerID, image string) (_ *Rootfs, retErr error) {
+	if !validID.MatchString(containerID) {
+		return nil, fmt.Errorf("container ID %q: %w", containerID, errdefs.ErrInvalidArgument)
+	}
+	lk, err := s.sharedLock()
+	if err != nil {
+		return nil, err
+	}
+	defer lk.unlock()
+	ml, err := s.metaLock()
+	if err != nil {
+		return nil, err
+	}
+	defer ml.unlock()
+
+	dir := s.rootfsDir(containerID)
+	rec, err := s.readRootfsRecord(containerID)
+	switch {
+	case err == nil:
+	case errors.Is(err, fs.ErrNotExist):
+		img, err := s.Get(image)
+		if err != nil {
+			return nil, err
+		}
+		rec = &rootfsRecord{ContainerID: containerID, ImageID: img.ID, ImageRef: img.ID}
+		if len(img.RepoDigests) > 0 {
+			rec.ImageRef = img.RepoDigests[0]
+		}
+		for _, l := range img.Layers {
+			if !s.hasLayer(l.ChainID) {
+				return nil, fmt.Errorf("image %s: layer %s is missing; pull the image again: %w", img.ID, l.ChainID, errdefs.ErrFailedPrecondition)
+			}
+			rec.Layers = append(rec.Layers, l.ChainID)
+		}
+		for _, d := range []string{"upper", "work", "merged"} {
+			if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+				return nil, err
+			}
+		}
+		defer func() {
+			if retErr != nil {
+				s.unmountAndDelete(containerID)
+			}
+		}()
+		b, _ := json.Marshal(rec)
+		if err := writeFileAtomic(filepath.Join(dir, "rootfs.json"), b, 0o600); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, err
+	}
+
+	cfg, _, err := s.Config(&Image{ID: rec.ImageID})
+	if err != nil {
+		return nil, err
+	}
+	merged := filepath.Join(dir, "merged")
+	if mounted, _ := mountinfo.Mounted(merged); !mounted {
+		if err := s.mountOverlay(rec); err != nil {
+			return nil, err
+		}
+	}
+	vols, err := makeVolumeDirs(merged, cfg.Config.Volumes)
+	if err != nil {
+		return nil, err
+	}
+	c := cfg.Config
+	c.Volumes = vols
+	return &Rootfs{Path: merged, ImageID: rec.ImageID, ImageRef: rec.ImageRef, Config: c}, nil
+}
+
+func (s *Store) readRootfsRecord(id string) (*rootfsRecord, error) {
+	b, err := os.ReadFile(filepath.Join(s.rootfsDir(id), "rootfs.json"))
+	if err != nil {
+		return nil, err
+	}
+	var r rootfsRecord
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("rootfs record %s: %w", id, err)
+	}
+	return &r, nil
+}
+
+// mountOverlay mounts the container's overlay. Lower dirs are named by their short links relative
+// to the store root, from a thread whose working directory is the store root: absolute paths would
+// hit the one-page limit on mount options after a few dozen layers.
+func (s *Store) mountOverlay(rec *rootfsRecord) error {
+	var lowers []string
+	for i := len(rec.Layers) - 1; i >= 0; i-- { // overlay wants the top layer first
+		m, err := s.readLayerMeta(rec.Layers[i])
+		if err != nil {
+			return fmt.Errorf("layer %s: %v: %w", rec.Layers[i], err, errdefs.ErrFailedPrecondition)
+		}
+		lowers = append(lowers, "l/"+m.Link)
+	}
+	dir := "rootfs/" + rec.ContainerID
+	var opts string
+	if len(lowers) == 0 {
+		// An image without layers: overlay needs a lower dir, so give it an empty one.
+		if err := os.MkdirAll(s.path(dir, "empty"), 0o755); err != nil {
+			return err
+		}
+		lowers = []string{dir + "/empty"}
+	}
+	opts = "lowerdir=" + strings.Join(lowers, ":") + ",upperdir=" + dir + "/upper,workdir=" + dir + "/work,index=off"
+	if len(opts) >= os.Getpagesize() {
+		return fmt.Errorf("image has too many layers (%d) for one overlay mount: %w", len(lowers), errdefs.ErrFailedPrecondition)
+	}
+	target := s.path(dir, "merged")
+	errc := make(chan error, 1)
+	go func() {
+		// The thread gets its own cwd (CLONE_FS) and is never returned to the Go scheduler, so the
+		// chdir cannot leak into other goroutines.
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_FS); err != nil {
+			errc <- err
+			return
+		}
+		if err := unix.Chdir(s.root); err != nil {
+			errc <- err
+			return
+		}
+		// nodev: device files an image carries cannot be opened through the container's rootfs.
+		errc <- unix.Mount("overlay", target, "overlay", unix.MS_NODEV, opts)
+	}()
+	if err := <-errc; err != nil {
+		return fmt.Errorf("mount overlay for %s: %w", rec.ContainerID, err)
+	}
+	return nil
+}
+
+// makeVolumeDirs creates each image volume as a directory inside the container's own rootfs and
+// returns the volume paths cleaned. Paths are resolved inside root (symlinks included), so
+// "/../../etc" or a symlink planted by the image can only ever name something under root.
+func makeVolumeDirs(root string, vols map[string]struct{}) (map[string]struct{}, error) {
+	if len(vols) == 0 {
+		return vols, nil
+	}
+	out := make(map[string]struct{}, len(vols))
+	keys := make([]string, 0, len(vols))
+	for v := range vols {
+		keys = append(keys, v)
+	}
+	sort.Strings(keys)
+	for _, v := range keys {
+		clean := path.Clean("/" + v)
+		if clean == "/" {
+			continue
+		}
+		if err := pathrs.MkdirAll(root, clean, 0o755); err != nil {
+			return nil, fmt.Errorf("image volume %q: %v: %w", v, err, errdefs.ErrInvalidArgument)
+		}
+		out[clean] = struct{}{}
+	}
+	return out, nil
+}
+
+// RemoveRootfs unmounts and deletes a container's rootfs. A missing rootfs is not an error.
+func (s *Store) RemoveRootfs(ctx context.Context, containerID string) error {
+	if !validID.MatchString(containerID) {
+		return fmt.Errorf("container ID %q: %w", containerID, errdefs.ErrInvalidArgument)
+	}
+	ml, err := s.metaLock()
+	if err != nil {
+		return err
+	}
+	defer ml.unlock()
+	return s.unmountAndDelete(containerID)
+}
+
+func (s *Store) unmountAndDelete(id string) error {
+	dir := s.rootfsDir(id)
+	merged := filepath.Join(dir, "merged")
+	for i := 0; ; i++ {
+		mounted, err := mountinfo.Mounted(merged)
+		if err != nil || !mounted {
+			break
+		}
+		err = unix.Unmount(merged, 0)
+		if errors.Is(err, unix.EBUSY) && i < 20 {
+			time.Sleep(50 * time.Millisecond) // a process may still be leaving the container's mount
+			continue
+		}
+		if err != nil {
+			if err := unix.Unmount(merged, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+				return fmt.Errorf("unmount rootfs of %s: %w", id, err)
+			}
+		}
+	}
+	// Remove the record last: while it exists, the image stays in use.
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if e.Name() != "rootfs.json" {
+			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+				return fmt.Errorf("remove rootfs of %s: %w", id, err)
+			}
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("remove rootfs of %s: %w", id, err)
+	}
+	return nil
+}
