@@ -1,0 +1,215 @@
+package kuberuntime
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	kubecontainer "github.com/nodelet/nodelet/agent/container"
+)
+
+// minimumGracePeriod is the kubelet's floor for a kill: a container always gets this long after SIGTERM.
+const minimumGracePeriod = 2
+
+func isNotFound(err error) bool {
+	return status.Code(err) == codes.NotFound
+}
+
+// crashBackOffKey ties a crash loop to the container's spec, so editing the spec starts afresh.
+func crashBackOffKey(pod *v1.Pod, c *v1.Container) string {
+	return fmt.Sprintf("%s/%s/%x", pod.UID, c.Name, HashContainer(c))
+}
+
+// doBackOff says whether the container must wait before it starts again after crashing.
+func (m *Manager) doBackOff(pod *v1.Pod, c *v1.Container, status *kubecontainer.PodStatus) (bool, error) {
+	cs := status.FindContainerStatusByName(c.Name)
+	if cs == nil || cs.State != kubecontainer.StateExited || cs.FinishedAt.IsZero() {
+		return false, nil
+	}
+	key := crashBackOffKey(pod, c)
+	if in, remaining := m.crashBackOff.InBackOffSince(key, cs.FinishedAt); in {
+		msg := fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", m.crashBackOff.Get(key), c.Name, kubecontainer.FormatPod(pod))
+		m.Recorder.Event(pod, v1.EventTypeWarning, "BackOff", "Back-off restarting failed container "+c.Name)
+		return true, &RetryAfterError{After: remaining, Err: fmt.Errorf("%s: %w", msg, kubecontainer.ErrCrashLoopBackOff)}
+	}
+	m.crashBackOff.Next(key, cs.FinishedAt)
+	return false, nil
+}
+
+// RetryAfterError tells the pod worker when syncing again makes sense.
+type RetryAfterError struct {
+	After time.Duration
+	Err   error
+}
+
+func (e *RetryAfterError) Error() string { return e.Err.Error() }
+func (e *RetryAfterError) Unwrap() error { return e.Err }
+
+// RetryAfter is the hint the pod worker reads.
+func (e *RetryAfterError) RetryAfter() time.Duration { return e.After }
+
+// startContainer pulls the image, then creates and starts the container. It returns the reason-
+// carrying error (ErrImagePull, CreateContainerError…) the status shows.
+func (m *Manager) startContainer(ctx context.Context, sandboxID string, sandboxCfg *runtimeapi.PodSandboxConfig,
+	pod *v1.Pod, c *v1.Container, status *kubecontainer.PodStatus, podIPs []string) error {
+	imageRef, err := m.imagePuller.EnsureImageExists(ctx, pod, c, sandboxCfg)
+	if err != nil {
+		return err
+	}
+	restartCount := 0
+	if cs := status.FindContainerStatusByName(c.Name); cs != nil {
+		restartCount = cs.RestartCount + 1
+	}
+	cfg, err := m.generateContainerConfig(pod, c, restartCount, imageRef, podIPs)
+	if err != nil {
+		m.Recorder.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
+		return fmt.Errorf("%w: %v", kubecontainer.ErrCreateContainer, err)
+	}
+	if err := os.MkdirAll(filepath.Join(sandboxCfg.LogDirectory, c.Name), 0o755); err != nil {
+		return fmt.Errorf("%w: container log directory: %v", kubecontainer.ErrCreateContainer, err)
+	}
+	created, err := m.Runtime.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
+		PodSandboxId: sandboxID, Config: cfg, SandboxConfig: sandboxCfg})
+	if err != nil {
+		m.Recorder.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
+		return fmt.Errorf("%w: %v", kubecontainer.ErrCreateContainer, err)
+	}
+	m.Recorder.Eventf(pod, v1.EventTypeNormal, "Created", "Created container %s", c.Name)
+	if _, err := m.Runtime.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: created.ContainerId}); err != nil {
+		m.Recorder.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
+		return fmt.Errorf("%w: %v", kubecontainer.ErrRunContainer, err)
+	}
+	m.Recorder.Eventf(pod, v1.EventTypeNormal, "Started", "Started container %s", c.Name)
+	return nil
+}
+
+// gracePeriodFor is the kill's grace period: an override, else the pod's deletion or spec grace
+// period, else what the container's annotation recorded; never below the kubelet's minimum.
+func gracePeriodFor(pod *v1.Pod, info labeledInfo, override *int64) int64 {
+	g := int64(30)
+	switch {
+	case override != nil:
+		g = *override
+	case pod != nil && pod.DeletionGracePeriodSeconds != nil:
+		g = *pod.DeletionGracePeriodSeconds
+	case pod != nil && pod.Spec.TerminationGracePeriodSeconds != nil:
+		g = *pod.Spec.TerminationGracePeriodSeconds
+	case info.GracePeriod != nil:
+		g = *info.GracePeriod
+	}
+	return g
+}
+
+// killContainer runs the preStop hook, then stops the container with what is left of the grace period.
+// pod may be nil (an orphan found by housekeeping): the labels written at creation stand in for it.
+func (m *Manager) killContainer(ctx context.Context, pod *v1.Pod, containerID string, spec *v1.Container,
+	reason string, gracePeriodOverride *int64, podIPs []string) error {
+	var info labeledInfo
+	resp, err := m.Runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: containerID})
+	switch {
+	case isNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("status of container %s: %w", containerID, err)
+	}
+	info = parseContainerLabels(resp.Status.Labels, resp.Status.Annotations)
+	grace := gracePeriodFor(pod, info, gracePeriodOverride)
+	preStop := info.PreStop
+	if spec != nil && spec.Lifecycle != nil {
+		preStop = spec.Lifecycle.PreStop
+	}
+	if pod != nil {
+		m.Recorder.Eventf(pod, v1.EventTypeNormal, "Killing", "Stopping container %s: %s", info.ContainerName, reason)
+	}
+	if preStop != nil && grace > 0 && resp.Status.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+		start := m.Now()
+		m.runPreStop(ctx, containerID, preStop, grace, podIPs)
+		grace -= int64(m.Now().Sub(start).Seconds())
+	}
+	if grace < minimumGracePeriod {
+		grace = minimumGracePeriod
+	}
+	if _, err := m.Runtime.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: containerID, Timeout: grace}); err != nil && !isNotFound(err) {
+		return fmt.Errorf("stop container %s: %w", containerID, err)
+	}
+	return nil
+}
+
+// runPreStop runs the hook bounded by the grace period. A failing hook is logged: the kill goes on.
+func (m *Manager) runPreStop(ctx context.Context, containerID string, h *v1.LifecycleHandler, grace int64, podIPs []string) {
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(grace)*time.Second)
+	defer cancel()
+	var err error
+	switch {
+	case h.Exec != nil:
+		var r *runtimeapi.ExecSyncResponse
+		r, err = m.Runtime.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: containerID, Cmd: h.Exec.Command, Timeout: grace})
+		if err == nil && r.ExitCode != 0 {
+			err = fmt.Errorf("exit code %d: %s", r.ExitCode, r.Stderr)
+		}
+	case h.Sleep != nil:
+		select {
+		case <-time.After(time.Duration(h.Sleep.Seconds) * time.Second):
+		case <-ctx.Done():
+		}
+	case h.HTTPGet != nil:
+		err = httpHook(ctx, h.HTTPGet, podIPs)
+	}
+	if err != nil {
+		m.Log.Warn("preStop hook failed", "container", containerID, "err", err)
+	}
+}
+
+func httpHook(ctx context.Context, g *v1.HTTPGetAction, podIPs []string) error {
+	host := g.Host
+	if host == "" && len(podIPs) > 0 {
+		host = podIPs[0]
+	}
+	if host == "" || g.Port.IntValue() == 0 {
+		return fmt.Errorf("http hook: no host or numeric port")
+	}
+	scheme := "http"
+	if g.Scheme == v1.URISchemeHTTPS {
+		scheme = "https"
+	}
+	u := scheme + "://" + net.JoinHostPort(host, strconv.Itoa(g.Port.IntValue())) + g.Path
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	return nil
+}
+
+// killContainers kills in parallel, as the pod's containers share one grace period.
+func (m *Manager) killContainers(ctx context.Context, pod *v1.Pod, ids map[string]containerToKill, override *int64, podIPs []string) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, len(ids))
+	for id, k := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := m.killContainer(ctx, pod, id, k.Spec, k.Message, override, podIPs); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}

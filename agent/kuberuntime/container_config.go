@@ -1,0 +1,342 @@
+package kuberuntime
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// The paths the kubelet masks and makes read-only in every unprivileged container. Runtimes such as
+// containerd use the list they are sent as is, so sending none would expose /proc/kcore and friends.
+var (
+	defaultMaskedPaths = []string{"/proc/asound", "/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+		"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware", "/sys/devices/virtual/powercap"}
+	defaultReadonlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
+)
+
+const (
+	cpuPeriod      = 100000
+	minShares      = 2
+	sharesPerCPU   = 1024
+	milliCPUToCPU  = 1000
+	oomGuaranteed  = -997
+	oomBestEffort  = 1000
+	oomBurstableLo = 2
+	oomBurstableHi = 999
+)
+
+// applyDefaultImageTag adds ":latest" to a name that has neither tag nor digest.
+func applyDefaultImageTag(image string) string {
+	if strings.Contains(image, "@") {
+		return image
+	}
+	last := image[strings.LastIndex(image, "/")+1:]
+	if !strings.Contains(last, ":") {
+		return image + ":latest"
+	}
+	return image
+}
+
+// expandVars replaces $(NAME) with env values as the kubelet does; $$ escapes a $.
+func expandVars(s string, env map[string]string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '$' || i+1 >= len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch s[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+		case '(':
+			end := strings.IndexByte(s[i+2:], ')')
+			if end < 0 {
+				b.WriteString(s[i:])
+				return b.String()
+			}
+			name := s[i+2 : i+2+end]
+			if v, ok := env[name]; ok {
+				b.WriteString(v)
+			} else {
+				b.WriteString(s[i : i+3+end])
+			}
+			i += 2 + end
+		default:
+			b.WriteByte('$')
+		}
+	}
+	return b.String()
+}
+
+// makeEnv resolves the container's env. References to secrets and config maps need the apiserver
+// and are reported as errors rather than silently dropped.
+func (m *Manager) makeEnv(pod *v1.Pod, c *v1.Container, podIPs []string) ([]*runtimeapi.KeyValue, map[string]string, error) {
+	vals := map[string]string{}
+	var out []*runtimeapi.KeyValue
+	for _, e := range c.Env {
+		v := expandVars(e.Value, vals)
+		if e.ValueFrom != nil {
+			switch {
+			case e.ValueFrom.FieldRef != nil:
+				var err error
+				if v, err = m.fieldRef(pod, e.ValueFrom.FieldRef.FieldPath, podIPs); err != nil {
+					return nil, nil, err
+				}
+			case e.ValueFrom.ResourceFieldRef != nil:
+				v = resourceFieldRef(c, e.ValueFrom.ResourceFieldRef)
+			default:
+				return nil, nil, fmt.Errorf("env %s: only fieldRef and resourceFieldRef are supported", e.Name)
+			}
+		}
+		vals[e.Name] = v
+		out = append(out, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(v)})
+	}
+	return out, vals, nil
+}
+
+func (m *Manager) fieldRef(pod *v1.Pod, path string, podIPs []string) (string, error) {
+	first := func(s []string) string {
+		if len(s) > 0 {
+			return s[0]
+		}
+		return ""
+	}
+	switch path {
+	case "metadata.name":
+		return pod.Name, nil
+	case "metadata.namespace":
+		return pod.Namespace, nil
+	case "metadata.uid":
+		return string(pod.UID), nil
+	case "spec.nodeName":
+		return m.NodeName, nil
+	case "spec.serviceAccountName":
+		return pod.Spec.ServiceAccountName, nil
+	case "status.podIP":
+		return first(podIPs), nil
+	case "status.podIPs":
+		return strings.Join(podIPs, ","), nil
+	case "status.hostIP":
+		return first(m.NodeIPs), nil
+	case "status.hostIPs":
+		return strings.Join(m.NodeIPs, ","), nil
+	}
+	if strings.HasPrefix(path, "metadata.labels['") && strings.HasSuffix(path, "']") {
+		return pod.Labels[path[len("metadata.labels['"):len(path)-2]], nil
+	}
+	if strings.HasPrefix(path, "metadata.annotations['") && strings.HasSuffix(path, "']") {
+		return pod.Annotations[path[len("metadata.annotations['"):len(path)-2]], nil
+	}
+	return "", fmt.Errorf("unsupported fieldRef %q", path)
+}
+
+func resourceFieldRef(c *v1.Container, r *v1.ResourceFieldSelector) string {
+	var q interface{ String() string }
+	switch r.Resource {
+	case "limits.cpu":
+		x := c.Resources.Limits[v1.ResourceCPU]
+		q = &x
+	case "limits.memory":
+		x := c.Resources.Limits[v1.ResourceMemory]
+		q = &x
+	case "requests.cpu":
+		x := c.Resources.Requests[v1.ResourceCPU]
+		q = &x
+	case "requests.memory":
+		x := c.Resources.Requests[v1.ResourceMemory]
+		q = &x
+	default:
+		return ""
+	}
+	return q.String()
+}
+
+// makeMounts maps volumeMounts to host paths: emptyDir under the root dir, hostPath as is.
+func (m *Manager) makeMounts(pod *v1.Pod, c *v1.Container) ([]*runtimeapi.Mount, error) {
+	vols := map[string]*v1.Volume{}
+	for i := range pod.Spec.Volumes {
+		vols[pod.Spec.Volumes[i].Name] = &pod.Spec.Volumes[i]
+	}
+	var out []*runtimeapi.Mount
+	for _, vm := range c.VolumeMounts {
+		vol, ok := vols[vm.Name]
+		if !ok {
+			return nil, fmt.Errorf("volume mount %q: no such volume", vm.Name)
+		}
+		var host string
+		switch {
+		case vol.EmptyDir != nil:
+			if m.RootDir == "" {
+				return nil, fmt.Errorf("volume %q: emptyDir needs a root dir", vol.Name)
+			}
+			host = filepath.Join(m.RootDir, "pods", string(pod.UID), "volumes", "kubernetes.io~empty-dir", vol.Name)
+			if err := os.MkdirAll(host, 0o777); err != nil {
+				return nil, fmt.Errorf("volume %q: %w", vol.Name, err)
+			}
+		case vol.HostPath != nil:
+			host = vol.HostPath.Path
+			if t := vol.HostPath.Type; t != nil && *t == v1.HostPathDirectoryOrCreate {
+				if err := os.MkdirAll(host, 0o755); err != nil {
+					return nil, fmt.Errorf("volume %q: %w", vol.Name, err)
+				}
+			}
+		default:
+			return nil, fmt.Errorf("volume %q: only emptyDir and hostPath volumes are supported", vol.Name)
+		}
+		if vm.SubPath != "" {
+			host = filepath.Join(host, filepath.Clean("/"+vm.SubPath))
+		}
+		mnt := &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: host, Readonly: vm.ReadOnly}
+		if vm.MountPropagation != nil {
+			switch *vm.MountPropagation {
+			case v1.MountPropagationHostToContainer:
+				mnt.Propagation = runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER
+			case v1.MountPropagationBidirectional:
+				mnt.Propagation = runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL
+			}
+		}
+		out = append(out, mnt)
+	}
+	return out, nil
+}
+
+func oomScoreAdj(pod *v1.Pod, c *v1.Container) int64 {
+	switch qosClass(pod) {
+	case v1.PodQOSGuaranteed:
+		return oomGuaranteed
+	case v1.PodQOSBestEffort:
+		return oomBestEffort
+	}
+	// Burstable: the larger a container's memory request, the less likely it is killed.
+	req := c.Resources.Requests.Memory().Value()
+	if req == 0 {
+		return oomBurstableHi
+	}
+	adj := int64(1000 - (1000*req)/(64<<30))
+	if adj < oomBurstableLo {
+		adj = oomBurstableLo
+	}
+	if adj >= oomBurstableHi {
+		adj = oomBurstableHi - 1
+	}
+	return adj
+}
+
+func linuxResources(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerResources {
+	r := &runtimeapi.LinuxContainerResources{OomScoreAdj: oomScoreAdj(pod, c)}
+	cpuReq := c.Resources.Requests.Cpu().MilliValue()
+	cpuLim := c.Resources.Limits.Cpu().MilliValue()
+	if cpuReq == 0 && cpuLim > 0 {
+		cpuReq = cpuLim
+	}
+	shares := cpuReq * sharesPerCPU / milliCPUToCPU
+	if shares < minShares {
+		shares = minShares
+	}
+	r.CpuShares = shares
+	if cpuLim > 0 {
+		r.CpuPeriod = cpuPeriod
+		r.CpuQuota = cpuLim * cpuPeriod / milliCPUToCPU
+	}
+	r.MemoryLimitInBytes = c.Resources.Limits.Memory().Value()
+	return r
+}
+
+func containerSecurityContext(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerSecurityContext {
+	sc := &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: namespaceOptions(pod)}
+	psc := pod.Spec.SecurityContext
+	if psc != nil {
+		if psc.RunAsUser != nil {
+			sc.RunAsUser = &runtimeapi.Int64Value{Value: *psc.RunAsUser}
+		}
+		if psc.RunAsGroup != nil {
+			sc.RunAsGroup = &runtimeapi.Int64Value{Value: *psc.RunAsGroup}
+		}
+		sc.SupplementalGroups = append(sc.SupplementalGroups, psc.SupplementalGroups...)
+		if psc.FSGroup != nil {
+			sc.SupplementalGroups = append(sc.SupplementalGroups, *psc.FSGroup)
+		}
+		if psc.SeccompProfile != nil {
+			sc.Seccomp = seccompProfile(psc.SeccompProfile)
+		}
+	}
+	csc := c.SecurityContext
+	if csc != nil {
+		if csc.RunAsUser != nil {
+			sc.RunAsUser = &runtimeapi.Int64Value{Value: *csc.RunAsUser}
+		}
+		if csc.RunAsGroup != nil {
+			sc.RunAsGroup = &runtimeapi.Int64Value{Value: *csc.RunAsGroup}
+		}
+		if csc.Privileged != nil {
+			sc.Privileged = *csc.Privileged
+		}
+		if csc.ReadOnlyRootFilesystem != nil {
+			sc.ReadonlyRootfs = *csc.ReadOnlyRootFilesystem
+		}
+		if csc.AllowPrivilegeEscalation != nil {
+			sc.NoNewPrivs = !*csc.AllowPrivilegeEscalation
+		}
+		if csc.Capabilities != nil {
+			sc.Capabilities = &runtimeapi.Capability{}
+			for _, a := range csc.Capabilities.Add {
+				sc.Capabilities.AddCapabilities = append(sc.Capabilities.AddCapabilities, string(a))
+			}
+			for _, d := range csc.Capabilities.Drop {
+				sc.Capabilities.DropCapabilities = append(sc.Capabilities.DropCapabilities, string(d))
+			}
+		}
+		if csc.SeccompProfile != nil {
+			sc.Seccomp = seccompProfile(csc.SeccompProfile)
+		}
+	}
+	if !sc.Privileged {
+		sc.MaskedPaths = append([]string(nil), defaultMaskedPaths...)
+		sc.ReadonlyPaths = append([]string(nil), defaultReadonlyPaths...)
+	}
+	return sc
+}
+
+// generateContainerConfig translates one container of the pod into its CRI config.
+func (m *Manager) generateContainerConfig(pod *v1.Pod, c *v1.Container, restartCount int, imageRef string, podIPs []string) (*runtimeapi.ContainerConfig, error) {
+	envs, vals, err := m.makeEnv(pod, c, podIPs)
+	if err != nil {
+		return nil, err
+	}
+	mounts, err := m.makeMounts(pod, c)
+	if err != nil {
+		return nil, err
+	}
+	expand := func(in []string) []string {
+		out := make([]string, len(in))
+		for i, s := range in {
+			out[i] = expandVars(s, vals)
+		}
+		return out
+	}
+	return &runtimeapi.ContainerConfig{
+		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(restartCount)},
+		Image:       &runtimeapi.ImageSpec{Image: imageRef, UserSpecifiedImage: c.Image},
+		Command:     expand(c.Command),
+		Args:        expand(c.Args),
+		WorkingDir:  c.WorkingDir,
+		Envs:        envs,
+		Mounts:      mounts,
+		Labels:      newContainerLabels(c, pod),
+		Annotations: newContainerAnnotations(c, pod, restartCount),
+		LogPath:     filepath.Join(c.Name, strconv.Itoa(restartCount)+".log"),
+		Stdin:       c.Stdin,
+		StdinOnce:   c.StdinOnce,
+		Tty:         c.TTY,
+		Linux: &runtimeapi.LinuxContainerConfig{
+			Resources:       linuxResources(pod, c),
+			SecurityContext: containerSecurityContext(pod, c),
+		},
+	}, nil
+}

@@ -1,0 +1,221 @@
+// Package kuberuntime is the runtime manager: it plans (computePodActions, pure) and carries out
+// (SyncPod, KillPod) a pod's life through CRI alone. It never learns what runtime is on the other
+// end of the socket.
+package kuberuntime
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	kubecontainer "github.com/nodelet/nodelet/agent/container"
+)
+
+// Deps are what the manager needs; zero values pick the kubelet's defaults.
+type Deps struct {
+	Runtime runtimeapi.RuntimeServiceClient
+	Images  runtimeapi.ImageServiceClient
+	// Recorder receives pod events (Pulling, Created, Started, Killing, BackOff, Failed). Optional.
+	Recorder record.EventRecorder
+	// Reasons is shared with the status manager: why a container is waiting.
+	Reasons *kubecontainer.ReasonCache
+	Log     *slog.Logger
+	Now     func() time.Time
+
+	// RootDir holds pods/<uid>/volumes (emptyDir volumes).
+	RootDir string
+	// PodLogsDir is /var/log/pods upstream.
+	PodLogsDir string
+	// NodeName and NodeHostname (os.Hostname, read once) fill spec.nodeName env and hostNetwork hostnames.
+	NodeName     string
+	NodeHostname string
+	// NodeIPs fill status.hostIP env references.
+	NodeIPs []string
+	// DNS is the cluster DNS and the host's resolv.conf, read once at start (no lookups on the sync path).
+	DNS DNSConfigurer
+	// CgroupRoot is the parent of the QoS cgroups (cgroupfs layout: <root>/<qos>/pod<uid>). Empty
+	// leaves cgroup placement to the runtime.
+	CgroupRoot     string
+	RuntimeHandler string
+	// RuntimeName is the prefix of container IDs in pod status ("containerd://…"), from Version.
+	RuntimeName string
+}
+
+// Manager is the runtime manager.
+type Manager struct {
+	Deps
+	crashBackOff *BackOff
+	imagePuller  *imagePuller
+}
+
+// NewManager makes a manager.
+func NewManager(d Deps) *Manager {
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	if d.Reasons == nil {
+		d.Reasons = kubecontainer.NewReasonCache()
+	}
+	if d.PodLogsDir == "" {
+		d.PodLogsDir = "/var/log/pods"
+	}
+	if d.Recorder == nil {
+		d.Recorder = &record.FakeRecorder{}
+	}
+	m := &Manager{Deps: d, crashBackOff: NewBackOff(backOffInitial, backOffMax, d.Now)}
+	m.imagePuller = newImagePuller(d.Images, NewBackOff(backOffInitial, backOffMax, d.Now), d.Recorder, d.Now)
+	return m
+}
+
+// GC trims back-off entries that have gone quiet.
+func (m *Manager) GC() {
+	m.crashBackOff.GC()
+	m.imagePuller.backOff.GC()
+}
+
+// GetPodStatus observes one pod through CRI: its sandboxes and every container attempt, newest first.
+func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespace string) (*kubecontainer.PodStatus, error) {
+	filter := map[string]string{LabelPodUID: string(uid)}
+	sbs, err := m.Runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{
+		Filter: &runtimeapi.PodSandboxFilter{LabelSelector: filter}})
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes of pod %s: %w", uid, err)
+	}
+	status := &kubecontainer.PodStatus{ID: uid, Name: name, Namespace: namespace, TimeStamp: m.Now()}
+	items := sbs.Items
+	sort.Slice(items, func(i, j int) bool { return items[i].CreatedAt > items[j].CreatedAt })
+	for i, sb := range items {
+		resp, err := m.Runtime.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sb.Id})
+		if err != nil {
+			if isNotFound(err) {
+				continue
+			}
+			return nil, fmt.Errorf("status of sandbox %s: %w", sb.Id, err)
+		}
+		st := resp.Status
+		status.SandboxStatuses = append(status.SandboxStatuses, st)
+		if i == 0 && st.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+			status.IPs = sandboxIPs(st)
+		}
+	}
+	cs, err := m.Runtime.ListContainers(ctx, &runtimeapi.ListContainersRequest{
+		Filter: &runtimeapi.ContainerFilter{LabelSelector: filter}})
+	if err != nil {
+		return nil, fmt.Errorf("list containers of pod %s: %w", uid, err)
+	}
+	for _, c := range cs.Containers {
+		resp, err := m.Runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.Id})
+		if err != nil {
+			if isNotFound(err) {
+				continue
+			}
+			return nil, fmt.Errorf("status of container %s: %w", c.Id, err)
+		}
+		status.ContainerStatuses = append(status.ContainerStatuses, toContainerStatus(resp.Status))
+	}
+	sort.SliceStable(status.ContainerStatuses, func(i, j int) bool {
+		a, b := status.ContainerStatuses[i], status.ContainerStatuses[j]
+		if a.RestartCount != b.RestartCount {
+			return a.RestartCount > b.RestartCount
+		}
+		return a.CreatedAt.After(b.CreatedAt)
+	})
+	return status, nil
+}
+
+func sandboxIPs(st *runtimeapi.PodSandboxStatus) []string {
+	var ips []string
+	if ip := st.GetNetwork().GetIp(); ip != "" {
+		ips = append(ips, ip)
+	}
+	for _, a := range st.GetNetwork().GetAdditionalIps() {
+		if a.GetIp() != "" {
+			ips = append(ips, a.GetIp())
+		}
+	}
+	return ips
+}
+
+func toContainerStatus(s *runtimeapi.ContainerStatus) *kubecontainer.Status {
+	info := parseContainerLabels(s.Labels, s.Annotations)
+	name := info.ContainerName
+	if name == "" {
+		name = s.GetMetadata().GetName()
+	}
+	cs := &kubecontainer.Status{
+		ID:           s.Id,
+		Name:         name,
+		State:        kubecontainer.StateFromCRI(s.State),
+		CreatedAt:    time.Unix(0, s.CreatedAt),
+		ExitCode:     s.ExitCode,
+		Image:        s.GetImage().GetImage(),
+		ImageID:      s.ImageId,
+		ImageRef:     s.ImageRef,
+		Hash:         info.Hash,
+		RestartCount: info.RestartCount,
+		Reason:       s.Reason,
+		Message:      s.Message,
+	}
+	if cs.ImageID == "" {
+		cs.ImageID = s.ImageRef
+	}
+	if s.StartedAt > 0 {
+		cs.StartedAt = time.Unix(0, s.StartedAt)
+	}
+	if s.FinishedAt > 0 {
+		cs.FinishedAt = time.Unix(0, s.FinishedAt)
+	}
+	return cs
+}
+
+// GetPods lists every pod the runtime holds that carries the agent's labels. Housekeeping compares it
+// with the desired pods to find orphans.
+func (m *Manager) GetPods(ctx context.Context) ([]*kubecontainer.RuntimePod, error) {
+	sbs, err := m.Runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	cs, err := m.Runtime.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("list containers: %w", err)
+	}
+	pods := map[types.UID]*kubecontainer.RuntimePod{}
+	get := func(labels map[string]string) *kubecontainer.RuntimePod {
+		uid := types.UID(labels[LabelPodUID])
+		if uid == "" {
+			return nil
+		}
+		p := pods[uid]
+		if p == nil {
+			p = &kubecontainer.RuntimePod{ID: uid, Name: labels[LabelPodName], Namespace: labels[LabelPodNamespace]}
+			pods[uid] = p
+		}
+		return p
+	}
+	for _, sb := range sbs.Items {
+		if p := get(sb.Labels); p != nil {
+			p.SandboxIDs = append(p.SandboxIDs, sb.Id)
+		}
+	}
+	for _, c := range cs.Containers {
+		if p := get(c.Labels); p != nil {
+			p.Containers = append(p.Containers, kubecontainer.RuntimeContainer{
+				ID: c.Id, Name: c.Labels[LabelContainerName], State: kubecontainer.StateFromCRI(c.State)})
+		}
+	}
+	out := make([]*kubecontainer.RuntimePod, 0, len(pods))
+	for _, p := range pods {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}

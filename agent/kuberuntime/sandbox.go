@@ -1,0 +1,183 @@
+package kuberuntime
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// PodLogsDir is the upstream layout <root>/<namespace>_<name>_<uid>.
+func (m *Manager) podLogsDir(pod *v1.Pod) string {
+	return filepath.Join(m.PodLogsDir, fmt.Sprintf("%s_%s_%s", pod.Namespace, pod.Name, pod.UID))
+}
+
+func podHostname(pod *v1.Pod, nodeHostname string) string {
+	if pod.Spec.HostNetwork {
+		return nodeHostname
+	}
+	h := pod.Name
+	if pod.Spec.Hostname != "" {
+		h = pod.Spec.Hostname
+	}
+	if len(h) > 63 {
+		h = strings.TrimRight(h[:63], "-.")
+	}
+	return h
+}
+
+// qosClass is the pod's QoS class by the usual rules (all requests equal limits → Guaranteed).
+func qosClass(pod *v1.Pod) v1.PodQOSClass {
+	if pod.Status.QOSClass != "" {
+		return pod.Status.QOSClass
+	}
+	guaranteed, any := true, false
+	for _, c := range append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		for _, r := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+			req, hasReq := c.Resources.Requests[r]
+			lim, hasLim := c.Resources.Limits[r]
+			if hasReq || hasLim {
+				any = true
+			}
+			if !hasLim || (hasReq && req.Cmp(lim) != 0) {
+				guaranteed = false
+			}
+		}
+	}
+	switch {
+	case !any:
+		return v1.PodQOSBestEffort
+	case guaranteed:
+		return v1.PodQOSGuaranteed
+	}
+	return v1.PodQOSBurstable
+}
+
+func (m *Manager) podCgroupParent(pod *v1.Pod) string {
+	if m.CgroupRoot == "" {
+		return ""
+	}
+	switch q := qosClass(pod); q {
+	case v1.PodQOSGuaranteed:
+		return path.Join(m.CgroupRoot, "pod"+string(pod.UID))
+	default:
+		return path.Join(m.CgroupRoot, strings.ToLower(string(q)), "pod"+string(pod.UID))
+	}
+}
+
+func namespaceOptions(pod *v1.Pod) *runtimeapi.NamespaceOption {
+	ns := &runtimeapi.NamespaceOption{
+		Network: runtimeapi.NamespaceMode_POD,
+		Pid:     runtimeapi.NamespaceMode_CONTAINER,
+		Ipc:     runtimeapi.NamespaceMode_POD,
+	}
+	if pod.Spec.HostNetwork {
+		ns.Network = runtimeapi.NamespaceMode_NODE
+	}
+	if pod.Spec.HostIPC {
+		ns.Ipc = runtimeapi.NamespaceMode_NODE
+	}
+	switch {
+	case pod.Spec.HostPID:
+		ns.Pid = runtimeapi.NamespaceMode_NODE
+	case pod.Spec.ShareProcessNamespace != nil && *pod.Spec.ShareProcessNamespace:
+		ns.Pid = runtimeapi.NamespaceMode_POD
+	}
+	return ns
+}
+
+// generatePodSandboxConfig translates the pod into the CRI sandbox config.
+func (m *Manager) generatePodSandboxConfig(pod *v1.Pod, attempt uint32) *runtimeapi.PodSandboxConfig {
+	cfg := &runtimeapi.PodSandboxConfig{
+		Metadata: &runtimeapi.PodSandboxMetadata{
+			Name: pod.Name, Namespace: pod.Namespace, Uid: string(pod.UID), Attempt: attempt,
+		},
+		Hostname:     podHostname(pod, m.NodeHostname),
+		LogDirectory: m.podLogsDir(pod),
+		DnsConfig:    m.DNS.PodDNS(pod),
+		Labels:       newSandboxLabels(pod),
+		Annotations:  copyMap(pod.Annotations),
+	}
+	for _, c := range pod.Spec.Containers {
+		for _, p := range c.Ports {
+			proto := runtimeapi.Protocol_TCP
+			switch p.Protocol {
+			case v1.ProtocolUDP:
+				proto = runtimeapi.Protocol_UDP
+			case v1.ProtocolSCTP:
+				proto = runtimeapi.Protocol_SCTP
+			}
+			cfg.PortMappings = append(cfg.PortMappings, &runtimeapi.PortMapping{
+				Protocol: proto, ContainerPort: p.ContainerPort, HostPort: p.HostPort, HostIp: p.HostIP,
+			})
+		}
+	}
+	lsc := &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: namespaceOptions(pod)}
+	if psc := pod.Spec.SecurityContext; psc != nil {
+		if psc.RunAsUser != nil {
+			lsc.RunAsUser = &runtimeapi.Int64Value{Value: *psc.RunAsUser}
+		}
+		if psc.RunAsGroup != nil {
+			lsc.RunAsGroup = &runtimeapi.Int64Value{Value: *psc.RunAsGroup}
+		}
+		lsc.SupplementalGroups = append(lsc.SupplementalGroups, psc.SupplementalGroups...)
+		if psc.FSGroup != nil {
+			lsc.SupplementalGroups = append(lsc.SupplementalGroups, *psc.FSGroup)
+		}
+		if sp := psc.SeccompProfile; sp != nil {
+			lsc.Seccomp = seccompProfile(sp)
+		}
+	}
+	for _, c := range pod.Spec.Containers {
+		if c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {
+			lsc.Privileged = true
+		}
+	}
+	linux := &runtimeapi.LinuxPodSandboxConfig{CgroupParent: m.podCgroupParent(pod), SecurityContext: lsc}
+	if psc := pod.Spec.SecurityContext; psc != nil && len(psc.Sysctls) > 0 {
+		linux.Sysctls = map[string]string{}
+		for _, s := range psc.Sysctls {
+			linux.Sysctls[s.Name] = s.Value
+		}
+	}
+	cfg.Linux = linux
+	return cfg
+}
+
+func seccompProfile(sp *v1.SeccompProfile) *runtimeapi.SecurityProfile {
+	switch sp.Type {
+	case v1.SeccompProfileTypeRuntimeDefault:
+		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}
+	case v1.SeccompProfileTypeLocalhost:
+		if sp.LocalhostProfile != nil {
+			return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: *sp.LocalhostProfile}
+		}
+	}
+	return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}
+}
+
+func copyMap(in map[string]string) map[string]string {
+	out := make(map[string]string, len(in))
+	for k, v := range in {
+		out[k] = v
+	}
+	return out
+}
+
+// createPodSandbox makes the pod's log directory and runs its sandbox.
+func (m *Manager) createPodSandbox(ctx context.Context, pod *v1.Pod, attempt uint32) (string, *runtimeapi.PodSandboxConfig, error) {
+	cfg := m.generatePodSandboxConfig(pod, attempt)
+	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
+		return "", nil, fmt.Errorf("create pod log directory: %w", err)
+	}
+	resp, err := m.Runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: cfg, RuntimeHandler: m.RuntimeHandler})
+	if err != nil {
+		return "", nil, fmt.Errorf("run pod sandbox: %w", err)
+	}
+	return resp.PodSandboxId, cfg, nil
+}

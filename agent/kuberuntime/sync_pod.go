@@ -1,0 +1,184 @@
+package kuberuntime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	kubecontainer "github.com/nodelet/nodelet/agent/container"
+)
+
+// SyncPod brings the pod in the runtime to its spec, in steps:
+//
+//  1. compute the plan (computePodActions);
+//  2. kill the pod when its sandbox must be replaced (or it finished), else kill the containers the plan names;
+//  3. prune dead container attempts beyond the newest of each name;
+//  4. create the sandbox when needed;
+//  5. start the next init container, if any, and stop there (they run one at a time);
+//  6. start the app containers the plan names.
+//
+// Every step is idempotent: an interrupted sync is simply done again from fresh observations.
+// The error carries a waiting reason (kubecontainer.ReasonFor) and maybe a retry hint (RetryAfterError).
+func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *kubecontainer.PodStatus) error {
+	// Step 1.
+	plan := computePodActions(pod, status)
+	m.Log.Debug("sync pod", "pod", kubecontainer.FormatPod(pod), "plan", plan.String())
+
+	// Step 2.
+	if plan.KillPod {
+		if plan.CreateSandbox {
+			m.Recorder.Event(pod, v1.EventTypeNormal, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
+		}
+		if err := m.KillPod(ctx, pod, status, nil); err != nil {
+			return fmt.Errorf("kill pod: %w", err)
+		}
+		if !plan.CreateSandbox {
+			return nil
+		}
+	} else if len(plan.ContainersToKill) > 0 {
+		if err := m.killContainers(ctx, pod, plan.ContainersToKill, nil, status.IPs); err != nil {
+			return err
+		}
+	}
+
+	// Step 3.
+	m.pruneDeadContainers(ctx, pod, status)
+
+	// Step 4.
+	sandboxID, podIPs := plan.SandboxID, status.IPs
+	if plan.CreateSandbox {
+		id, _, err := m.createPodSandbox(ctx, pod, plan.Attempt)
+		if err != nil {
+			m.Recorder.Eventf(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
+			return err
+		}
+		sandboxID = id
+		if !pod.Spec.HostNetwork {
+			st, err := m.Runtime.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id})
+			if err != nil {
+				return fmt.Errorf("status of new sandbox %s: %w", id, err)
+			}
+			podIPs = sandboxIPs(st.Status)
+		}
+	}
+	sandboxCfg := m.generatePodSandboxConfig(pod, plan.Attempt)
+
+	// Step 5.
+	if c := plan.NextInitContainerToStart; c != nil {
+		return m.start(ctx, sandboxID, sandboxCfg, pod, c, status, podIPs)
+	}
+
+	// Step 6.
+	var errs []error
+	for _, i := range plan.ContainersToStart {
+		if err := m.start(ctx, sandboxID, sandboxCfg, pod, &pod.Spec.Containers[i], status, podIPs); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// start applies the crash-loop back-off, then starts c; the outcome goes to the reason cache.
+func (m *Manager) start(ctx context.Context, sandboxID string, sandboxCfg *runtimeapi.PodSandboxConfig,
+	pod *v1.Pod, c *v1.Container, status *kubecontainer.PodStatus, podIPs []string) error {
+	if wait, err := m.doBackOff(pod, c, status); wait {
+		m.Reasons.Update(pod.UID, c.Name, err)
+		return err
+	}
+	err := m.startContainer(ctx, sandboxID, sandboxCfg, pod, c, status, podIPs)
+	m.Reasons.Update(pod.UID, c.Name, err)
+	if err != nil {
+		return fmt.Errorf("start container %s: %w", c.Name, err)
+	}
+	return nil
+}
+
+// KillPod stops every running container of the pod (in parallel, with the grace period and preStop
+// hooks), then every sandbox. pod may be nil for an orphan found in the runtime.
+func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, status *kubecontainer.PodStatus, gracePeriodOverride *int64) error {
+	toKill := map[string]containerToKill{}
+	for _, cs := range status.ContainerStatuses {
+		if cs.State != kubecontainer.StateRunning && cs.State != kubecontainer.StateUnknown {
+			continue
+		}
+		k := containerToKill{Name: cs.Name, Message: "pod is being killed"}
+		if pod != nil {
+			k.Spec = findSpec(pod, cs.Name)
+		}
+		toKill[cs.ID] = k
+	}
+	if err := m.killContainers(ctx, pod, toKill, gracePeriodOverride, status.IPs); err != nil {
+		return err
+	}
+	for _, sb := range status.SandboxStatuses {
+		if sb.State != runtimeapi.PodSandboxState_SANDBOX_READY {
+			continue
+		}
+		if _, err := m.Runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.Id}); err != nil && !isNotFound(err) {
+			return fmt.Errorf("stop sandbox %s: %w", sb.Id, err)
+		}
+	}
+	return nil
+}
+
+// RemovePod removes every container and sandbox of a pod that has terminated, right away rather than
+// at a later garbage collection, so a deleted pod leaves nothing behind once its grace period ends.
+func (m *Manager) RemovePod(ctx context.Context, status *kubecontainer.PodStatus) error {
+	for _, cs := range status.ContainerStatuses {
+		if _, err := m.Runtime.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: cs.ID}); err != nil && !isNotFound(err) {
+			return fmt.Errorf("remove container %s: %w", cs.ID, err)
+		}
+	}
+	for _, sb := range status.SandboxStatuses {
+		if _, err := m.Runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.Id}); err != nil && !isNotFound(err) {
+			return fmt.Errorf("remove sandbox %s: %w", sb.Id, err)
+		}
+	}
+	m.Reasons.Forget(status.ID)
+	return nil
+}
+
+// pruneDeadContainers keeps the newest dead attempt of each container (its exit code feeds lastState
+// and the restart count) and removes older ones; it also removes dead sandboxes other than the newest
+// (their containers go with them; the new sandbox's containers carry the restart count on).
+// Failures are only logged: pruning is tidying, not the sync's purpose.
+func (m *Manager) pruneDeadContainers(ctx context.Context, pod *v1.Pod, status *kubecontainer.PodStatus) {
+	seen := map[string]int{}
+	for _, cs := range status.ContainerStatuses {
+		if cs.State != kubecontainer.StateExited {
+			continue
+		}
+		seen[cs.Name]++
+		if seen[cs.Name] <= 1 {
+			continue
+		}
+		if _, err := m.Runtime.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: cs.ID}); err != nil && !isNotFound(err) {
+			m.Log.Warn("prune container", "pod", kubecontainer.FormatPod(pod), "container", cs.ID, "err", err)
+		}
+	}
+	for i, sb := range status.SandboxStatuses {
+		if i == 0 || sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+			continue
+		}
+		if _, err := m.Runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.Id}); err != nil && !isNotFound(err) {
+			m.Log.Warn("prune sandbox", "pod", kubecontainer.FormatPod(pod), "sandbox", sb.Id, "err", err)
+		}
+	}
+}
+
+func findSpec(pod *v1.Pod, name string) *v1.Container {
+	for i := range pod.Spec.Containers {
+		if pod.Spec.Containers[i].Name == name {
+			return &pod.Spec.Containers[i]
+		}
+	}
+	for i := range pod.Spec.InitContainers {
+		if pod.Spec.InitContainers[i].Name == name {
+			return &pod.Spec.InitContainers[i]
+		}
+	}
+	return nil
+}
