@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Builds the upstream Kubernetes node and control-plane binaries (kubelet, kube-apiserver,
+# kube-controller-manager, kube-scheduler, kubectl) and etcd/etcdctl from the Go module proxy, for the
+# interop tests that run them against nodelet. Nothing upstream is reachable except the module proxy, so
+# each is built from source in a throwaway wrapper module generated under the cache dir (never inside
+# this repository, so `go test ./...` of nodelet never sees it).
+#
+# k8s.io/kubernetes cannot be required as is: its go.mod points every staging module (k8s.io/api,
+# k8s.io/client-go, ...) at ./staging/src/..., which a module download lacks. The wrapper replaces each
+# with its published v0.X.Y twin. Binaries that exist already are kept, so a second run takes seconds.
+#
+#   hack/kube/build.sh [BINARY...]       default: all of them
+# Env: KUBE_VERSION (v1.34.4), ETCD_VERSION (v3.6.5), NODELET_CACHE (/var/cache/nodelet).
+# Prints the bin dir on its last line.
+set -euo pipefail
+
+KUBE_VERSION=${KUBE_VERSION:-v1.34.4}
+ETCD_VERSION=${ETCD_VERSION:-v3.6.5}
+cache=${NODELET_CACHE:-/var/cache/nodelet}
+base=$cache/kube-$KUBE_VERSION
+bin=$base/bin
+export PATH=$PATH:/usr/local/go/bin
+export GOTOOLCHAIN=${GOTOOLCHAIN:-auto} CGO_ENABLED=0
+export GOFLAGS=-mod=mod
+unset GOWORK || true
+
+say() { printf '==> %s\n' "$*" >&2; }
+die() { printf 'kube/build.sh: %s\n' "$*" >&2; exit 1; }
+
+kube_bins=(kubelet kube-apiserver kube-controller-manager kube-scheduler kubectl)
+etcd_bins=(etcd etcdctl)
+want=("$@")
+[ ${#want[@]} -gt 0 ] || want=("${kube_bins[@]}" "${etcd_bins[@]}")
+mkdir -p "$bin"
+
+is_kube() { local b; for b in "${kube_bins[@]}"; do [ "$b" = "$1" ] && return 0; done; return 1; }
+
+# kube_wrapper writes the wrapper module for k8s.io/kubernetes at $KUBE_VERSION into $1.
+kube_wrapper() {
+  local dir=$1 gomod staging=${KUBE_VERSION/v1./v0.}
+  [ -f "$dir/go.mod" ] && return 0
+  mkdir -p "$dir"
+  gomod=$(cd "$dir" && go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" |
+    sed -n 's/^\t"GoMod": "\(.*\)",$/\1/p')
+  [ -f "$gomod" ] || die "could not download k8s.io/kubernetes@$KUBE_VERSION"
+  {
+    echo "module nodelet.local/kubewrap"
+    echo
+    sed -n 's/^go \(.*\)$/go \1/p' "$gomod"
+    sed -n 's/^godebug \(.*\)$/godebug \1/p' "$gomod"
+    echo
+    echo "require k8s.io/kubernetes $KUBE_VERSION"
+    echo
+    # "	k8s.io/api => ./staging/src/k8s.io/api" → "replace k8s.io/api => k8s.io/api v0.34.4"
+    sed -n 's#^[[:space:]]*\(k8s\.io/[a-z0-9-]*\) => \./staging/src/.*$#replace \1 => \1 '"$staging"'#p' "$gomod"
+  } >"$dir/go.mod.tmp"
+  grep -q '^replace k8s.io/api ' "$dir/go.mod.tmp" || die "no staging replace lines found in $gomod"
+  # No go.sum yet: GOFLAGS=-mod=mod lets each build fill it with what that binary needs.
+  mv "$dir/go.mod.tmp" "$dir/go.mod"
+}
+
+etcd_wrapper() {
+  local dir=$1
+  [ -f "$dir/go.mod" ] && return 0
+  mkdir -p "$dir"
+  cat >"$dir/go.mod" <<EOM
+module nodelet.local/etcdwrap
+
+go 1.24
+
+require (
+	go.etcd.io/etcd/server/v3 $ETCD_VERSION
+	go.etcd.io/etcd/etcdctl/v3 $ETCD_VERSION
+)
+EOM
+}
+
+kube_ldflags() {
+  local v=${KUBE_VERSION#v} major minor
+  major=${v%%.*}; minor=${v#*.}; minor=${minor%%.*}
+  local p=k8s.io/component-base/version
+  echo "-s -w -X $p.gitVersion=$KUBE_VERSION -X $p.gitMajor=$major -X $p.gitMinor=$minor" \
+    "-X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z" \
+    "-X k8s.io/client-go/pkg/version.gitVersion=$KUBE_VERSION"
+}
+
+start=$(date +%s)
+kdir=$base/wrap-kube
+edir=$cache/etcd-$ETCD_VERSION/wrap
+for b in "${want[@]}"; do
+  if [ -x "$bin/$b" ]; then continue; fi
+  t0=$(date +%s)
+  if is_kube "$b"; then
+    kube_wrapper "$kdir"
+    say "building $b $KUBE_VERSION"
+    (cd "$kdir" && go build -trimpath -ldflags "$(kube_ldflags)" -o "$bin/$b.tmp" "k8s.io/kubernetes/cmd/$b")
+  elif [ "$b" = etcd ]; then
+    etcd_wrapper "$edir"
+    say "building etcd $ETCD_VERSION"
+    (cd "$edir" && go build -trimpath -ldflags "-s -w" -o "$bin/$b.tmp" go.etcd.io/etcd/server/v3)
+  elif [ "$b" = etcdctl ]; then
+    etcd_wrapper "$edir"
+    say "building etcdctl $ETCD_VERSION"
+    (cd "$edir" && go build -trimpath -ldflags "-s -w" -o "$bin/$b.tmp" go.etcd.io/etcd/etcdctl/v3)
+  else
+    die "unknown binary $b (want one of: ${kube_bins[*]} ${etcd_bins[*]})"
+  fi
+  mv "$bin/$b.tmp" "$bin/$b"
+  say "$b built in $(( $(date +%s) - t0 )) s"
+done
+say "done in $(( $(date +%s) - start )) s"
+echo "$bin"
