@@ -17,7 +17,6 @@ import (
 	"github.com/nodelet/nodelet/internal/testutil"
 )
 
-
 // entry is one file of an image's flattened filesystem.
 type entry struct {
 	hdr  *tar.Header
