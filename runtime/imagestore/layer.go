@@ -97,7 +97,7 @@ func decompress(r io.Reader) (io.ReadCloser, error) {
 }
 
 // unpackLayer unpacks one compressed layer stream into layers/<chainID>. The stream's uncompressed
-// digest must equal diffID, or nothing becomes visible. Entries are applied inside a chroot of the
+// digest must equal diffID, or nothing becomes visible. Entries are extracted inside a chroot of the
 // new directory (moby/go-archive's chrootarchive, which also resolves every path through os.Root),
 // so no entry, symlink, hardlink or whiteout can reach outside it. Whiteouts are kept in overlay
 // form (0/0 character devices, trusted.overlay.opaque) because each layer is its own lowerdir.
@@ -119,7 +119,7 @@ func (s *Store) unpackLayer(ctx context.Context, chainID, diffID string, compres
 	defer dec.Close()
 	h := sha256.New()
 	tee := io.TeeReader(dec, h)
-	if _, err := chrootarchive.ApplyUncompressedLayer(diff, tee, &archive.TarOptions{WhiteoutFormat: archive.OverlayWhiteoutFormat}); err != nil {
+	if err := chrootarchive.UntarUncompressed(tee, diff, &archive.TarOptions{WhiteoutFormat: archive.OverlayWhiteoutFormat}); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -127,6 +127,10 @@ func (s *Store) unpackLayer(ctx context.Context, chainID, diffID string, compres
 	}
 	// The tar reader stops at the end-of-archive marker; the digest covers the padding after it too.
 	if _, err := io.Copy(io.Discard, tee); err != nil {
+		return fmt.Errorf("layer %s: %v: %w", diffID, err, errdefs.ErrInvalidArgument)
+	}
+	// The compressed stream's verifier (digest and size against the manifest) speaks only at its end.
+	if _, err := io.Copy(io.Discard, compressed); err != nil {
 		return fmt.Errorf("layer %s: %v: %w", diffID, err, errdefs.ErrInvalidArgument)
 	}
 	if got := sumString(h); got != diffID {
