@@ -393,4 +393,3 @@ func TestHostileConfigVolumesThroughSymlinks(t *testing.T) {
 	}
 	sb.checkOutside(t, escape)
 }
-
