@@ -5,7 +5,8 @@
 #     extracted rather than installed: its applets run as separate processes, which critest's
 #     MaskedPaths and pidof-based specs look at. Put at $NODELET_DYNAMIC_BUSYBOX
 #     (default /usr/local/libexec/nodelet/busybox-dynamic), where internal/testimage finds it.
-#   - ipcmk (util-linux), for critest's HostIpc specs.
+#   - ipcmk (util-linux), for critest's HostIpc specs; ipcs (util-linux) and pgrep (procps), which the
+#     stand-in of registry.k8s.io/e2e-test-images/busybox copies in (busybox has neither).
 set -euo pipefail
 dest=${NODELET_DYNAMIC_BUSYBOX:-/usr/local/libexec/nodelet/busybox-dynamic}
 
@@ -23,7 +24,10 @@ if [ ! -x "$dest" ]; then
   install -D -m 0755 "$tmp/x/bin/busybox" "$dest"
 fi
 
-if ! command -v ipcmk >/dev/null; then
-  echo "==> apt-get install util-linux (ipcmk)" >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq util-linux >/dev/null
+missing=()
+command -v ipcmk >/dev/null && command -v ipcs >/dev/null || missing+=(util-linux)
+command -v pgrep >/dev/null || missing+=(procps)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "==> apt-get install ${missing[*]}" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi

@@ -6,6 +6,7 @@ import (
 	"debug/elf"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -155,6 +156,7 @@ func (b *builder) baseLayer() (v1.Layer, error) {
 		file{path: "etc/passwd", content: []byte(b.passwd()), mode: 0o644},
 		file{path: "etc/group", content: []byte(b.group()), mode: 0o644},
 	)
+	var dynamic []string // binaries whose libraries the image needs
 	if b.busybox != "-" {
 		bin, err := staticBusybox()
 		if b.dynamic {
@@ -178,18 +180,33 @@ func (b *builder) baseLayer() (v1.Layer, error) {
 			files = append(files, file{path: a, link: "bin/busybox", mode: 0o755 | hardLink})
 		}
 		if b.dynamic {
-			libs, err := sharedLibs(bin)
-			if err != nil {
-				return nil, err
-			}
-			for _, p := range slices.Sorted(mapsKeys(libs)) {
-				data, err := os.ReadFile(libs[p])
-				if err != nil {
-					return nil, err
-				}
-				files = append(files, file{path: p, content: data, mode: 0o755})
-			}
+			dynamic = append(dynamic, bin)
 		}
+	}
+	for _, p := range slices.Sorted(mapsKeys(b.hostBins)) {
+		data, err := os.ReadFile(b.hostBins[p])
+		if err != nil {
+			return nil, fmt.Errorf("testimage: host binary: %w", err)
+		}
+		// A host binary replaces a busybox applet of the same path.
+		files = slices.DeleteFunc(files, func(f file) bool { return f.path == p })
+		files = append(files, file{path: p, content: data, mode: 0o755})
+		dynamic = append(dynamic, b.hostBins[p])
+	}
+	libs := map[string]string{}
+	for _, bin := range dynamic {
+		l, err := sharedLibs(bin)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(libs, l)
+	}
+	for _, p := range slices.Sorted(mapsKeys(libs)) {
+		data, err := os.ReadFile(libs[p])
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, file{path: p, content: data, mode: 0o755})
 	}
 	return layerOf(files)
 }

@@ -50,7 +50,8 @@ type builder struct {
 	users       []User
 	groups      []Group
 	files       []file
-	extraLayers []int // size of each extra layer in bytes
+	extraLayers []int             // size of each extra layer in bytes
+	hostBins    map[string]string // image path → host path of extra dynamic binaries
 	cfg         v1.Config
 	hasCmd      bool
 	err         error
@@ -171,6 +172,18 @@ func WithLayers(n, sizeEach int) Option {
 // instead of busybox-static. Its applets are hard links run as separate processes, so tests that
 // look at processes (MaskedPaths, pidof) see them. hack/install-extras.sh puts it in place.
 func WithDynamicBusybox() Option { return func(b *builder) { b.dynamic = true } }
+
+// WithHostBinary copies a host executable into the image at imagePath, with the loader and
+// shared libraries it needs (in the base layer). It gives stand-in images the tools busybox lacks
+// (procps' pgrep, util-linux's ipcs) that upstream test images have.
+func WithHostBinary(hostPath, imagePath string) Option {
+	return func(b *builder) {
+		if b.hostBins == nil {
+			b.hostBins = map[string]string{}
+		}
+		b.hostBins[strings.TrimPrefix(imagePath, "/")] = hostPath
+	}
+}
 
 // WithoutBusybox makes an image of only the given files (a pause-like or data-only image).
 func WithoutBusybox() Option { return func(b *builder) { b.busybox = "-" } }

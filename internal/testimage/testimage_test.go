@@ -146,26 +146,33 @@ func TestEnvRejectsMalformed(t *testing.T) {
 // TestImagesRun unpacks the images into directories and runs a shell in them with chroot: the
 // static and the dynamic busybox must both work with what the image holds and nothing else.
 func TestImagesRun(t *testing.T) {
-	testutil.Require(t, "busybox", "chroot")
+	testutil.Require(t, "busybox", "chroot", "ipcs", "pgrep")
 	if _, err := dynamicBusybox(); err != nil {
 		t.Fatal(err)
 	}
+	const script = "id -u; wget --help 2>&1 | head -1"
 	for _, tc := range []struct {
-		name string
-		opts []Option
+		name   string
+		opts   []Option
+		script string
+		want   string
 	}{
-		{"static", nil},
-		{"dynamic", []Option{WithDynamicBusybox()}},
+		{"static", nil, script, "BusyBox"},
+		{"dynamic", []Option{WithDynamicBusybox()}, script, "BusyBox"},
+		{"static with host ipcs", []Option{WithHostBinary(testutil.LookPath("ipcs"), "/usr/bin/ipcs")},
+			"id -u; ipcs -m", "Shared Memory"},
+		{"dynamic with host pgrep", []Option{WithDynamicBusybox(), WithHostBinary(testutil.LookPath("pgrep"), "/usr/bin/pgrep")},
+			"id -u; pgrep -l pgrep || echo none", "none"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			extract(t, MustBusybox(tc.opts...), dir)
-			out, err := exec.Command("chroot", dir, "/bin/sh", "-c", "id -u; wget --help 2>&1 | head -1").CombinedOutput()
+			out, err := exec.Command("chroot", dir, "/bin/sh", "-c", tc.script).CombinedOutput()
 			if err != nil {
 				t.Fatalf("chroot: %v: %s", err, out)
 			}
-			if !strings.HasPrefix(string(out), "0\n") || !strings.Contains(string(out), "BusyBox") {
-				t.Errorf("output %q", out)
+			if !strings.HasPrefix(string(out), "0\n") || !strings.Contains(string(out), tc.want) {
+				t.Errorf("output %q, want it to contain %q", out, tc.want)
 			}
 		})
 	}
