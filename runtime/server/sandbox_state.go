@@ -1,9 +1,165 @@
 package server
 
-import "context"
+// A sandbox's life, and what each step leaves on disk (every path follows from the ID, so a
+// half-made or half-removed sandbox can always be finished off):
+//
+//	RunPodSandbox    validate → reserve name → record {Creating} → <root>/pods/<id>/{hostname,hosts,
+//	                 resolv.conf} → cgroup dirs → pins <state>/ns/{net,ipc,uts}/<id> (sysctls applied
+//	                 inside; catatonit started inside when the pod shares a PID namespace, pinned at
+//	                 <state>/ns/pid/<id>) → tmpfs <state>/pods/<id>/shm → CNI ADD → record {READY}.
+//	                 Any failure undoes the steps done, newest first.
+//	StopPodSandbox   containers stopped → catatonit killed → CNI DEL (once per ADD) → shm unmounted →
+//	                 record {NOTREADY}. Namespaces stay pinned (containers may still be inspected).
+//	RemovePodSandbox containers removed → the Stop steps → pins, cgroups, dirs → record deleted →
+//	                 name released.
+//	restart          records loaded: a {Creating} one is a RunPodSandbox cut short and is undone;
+//	                 a READY one whose pins or catatonit are gone becomes NOTREADY; pins with no
+//	                 record are removed.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/runtime/nsmgr"
+	"github.com/nodelet/nodelet/runtime/store"
+)
 
 // sandboxManager holds what the sandbox RPCs need beyond the registry. Owned by sandbox_*.go.
-type sandboxManager struct{}
+type sandboxManager struct {
+	ns *nsmgr.Manager
+
+	mu    sync.Mutex
+	locks map[string]*sandboxLock
+	// infraExited holds the reaper channel of each catatonit this daemon started, by sandbox ID.
+	infraExited map[string]<-chan struct{}
+}
+
+type sandboxLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+// lockSandbox serialises the changes to one sandbox (Stop, Remove, and whatever a container
+// RPC must not let race a Remove). It returns the unlock function.
+func (s *Server) lockSandbox(id string) func() {
+	m := &s.sb
+	m.mu.Lock()
+	l := m.locks[id]
+	if l == nil {
+		l = &sandboxLock{}
+		m.locks[id] = l
+	}
+	l.refs++
+	m.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		m.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(m.locks, id)
+		}
+		m.mu.Unlock()
+	}
+}
+
+func (s *Server) sandboxDir(id string) string      { return filepath.Join(s.cfg.Root, "pods", id) }
+func (s *Server) sandboxStateDir(id string) string { return filepath.Join(s.cfg.State, "pods", id) }
+
+// saveSandbox persists sb and makes it the registry's snapshot.
+func (s *Server) saveSandbox(sb *store.Sandbox) error {
+	if err := s.sandboxDB.Put(sb.ID, sb); err != nil {
+		return fmt.Errorf("persist sandbox %s: %w", sb.ID, err)
+	}
+	s.sandboxes.Add(sb.ID, sb)
+	return nil
+}
 
 // initSandboxes rebuilds the sandbox registry from disk after a (re)start.
-func (s *Server) initSandboxes(ctx context.Context) error { return nil }
+func (s *Server) initSandboxes(ctx context.Context) error {
+	s.sb.locks = map[string]*sandboxLock{}
+	s.sb.infraExited = map[string]<-chan struct{}{}
+	ns, err := nsmgr.New(filepath.Join(s.cfg.State, "ns"))
+	if err != nil {
+		return err
+	}
+	s.sb.ns = ns
+	for _, d := range []string{filepath.Join(s.cfg.Root, "pods"), filepath.Join(s.cfg.State, "pods")} {
+		if err := os.MkdirAll(d, 0o711); err != nil {
+			return err
+		}
+	}
+	records, bad, err := s.sandboxDB.Load()
+	if err != nil {
+		return err
+	}
+	for name, err := range bad {
+		s.log.Error("unreadable sandbox record, ignored", "file", name, "err", err)
+	}
+	for id, sb := range records {
+		if sb.ID != id {
+			s.log.Error("sandbox record names another id, ignored", "file", id, "id", sb.ID)
+			continue
+		}
+		if sb.Creating {
+			s.log.Warn("undoing a sandbox whose RunPodSandbox was cut short", "id", id)
+			if err := s.releaseSandbox(ctx, sb); err != nil {
+				s.log.Error("undo half-made sandbox", "id", id, "err", err)
+			}
+			continue
+		}
+		if err := s.sandboxes.ReserveName(sb.Name, id); err != nil {
+			s.log.Error("two sandbox records hold one name, ignoring the second", "id", id, "err", err)
+			continue
+		}
+		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+			if lost := lostNamespaces(sb); lost != "" {
+				s.log.Warn("sandbox lost its namespaces while the daemon was down", "id", id, "lost", lost)
+				sb = sb.Clone()
+				sb.State = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+				if err := s.sandboxDB.Put(id, sb); err != nil {
+					return err
+				}
+			}
+		}
+		s.sandboxes.Add(id, sb)
+	}
+	return s.removeOrphanPins(records)
+}
+
+// lostNamespaces names what a ready sandbox no longer has (a reboot empties the state dir; a
+// killed catatonit ends the PID namespace), or "" when all is in place.
+func lostNamespaces(sb *store.Sandbox) string {
+	for _, p := range []string{sb.NetNSPath, sb.IPCNSPath, sb.UTSNSPath, sb.PIDNSPath} {
+		if p != "" && !nsmgr.IsPinned(p) {
+			return p
+		}
+	}
+	if sb.InfraPID != 0 && !infraAlive(sb.InfraPID, sb.InfraStartTime) {
+		return fmt.Sprintf("catatonit (pid %d)", sb.InfraPID)
+	}
+	return ""
+}
+
+// removeOrphanPins unpins namespaces no record owns, such as a Remove cut short after its record
+// was deleted.
+func (s *Server) removeOrphanPins(records map[string]*store.Sandbox) error {
+	pins, err := s.sb.ns.List()
+	if err != nil {
+		return err
+	}
+	for id := range pins {
+		if sb, ok := records[id]; ok && !sb.Creating {
+			continue
+		}
+		s.log.Warn("removing namespace pins no sandbox owns", "id", id)
+		if err := s.sb.ns.Remove(id); err != nil {
+			s.log.Error("remove orphan pins", "id", id, "err", err)
+		}
+	}
+	return nil
+}

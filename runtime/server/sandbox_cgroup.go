@@ -1,0 +1,197 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// The pod's cgroup is made with plain cgroupfs operations: a directory per hierarchy (each cgroup
+// v1 hierarchy and the cgroup2 one, unified or not), which the OCI runtime then nests the
+// containers' cgroups under. Limits are the kubelet's business (it writes them for the pod
+// cgroups it made); the runtime only makes sure the parent exists and goes away with the pod.
+
+type cgroupRoot struct {
+	path string
+	v2   bool
+	// cpuset v1 cgroups start with empty cpus and mems, which no process can join.
+	cpuset bool
+}
+
+var (
+	cgroupRootsOnce sync.Once
+	cgroupRootsList []cgroupRoot
+	cgroupRootsErr  error
+)
+
+// cgroupRoots lists each mounted hierarchy once; mount points do not change while we run.
+func cgroupRoots() ([]cgroupRoot, error) {
+	cgroupRootsOnce.Do(func() { cgroupRootsList, cgroupRootsErr = readCgroupRoots() })
+	return cgroupRootsList, cgroupRootsErr
+}
+
+func readCgroupRoots() ([]cgroupRoot, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	seen := map[string]bool{}
+	var out []cgroupRoot
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		sep := -1
+		for i, fl := range fields {
+			if fl == "-" {
+				sep = i
+				break
+			}
+		}
+		if sep < 5 || sep+3 >= len(fields) || fields[3] != "/" {
+			continue
+		}
+		fstype, superOpts := fields[sep+1], fields[sep+3]
+		if fstype != "cgroup" && fstype != "cgroup2" {
+			continue
+		}
+		// A hierarchy bind-mounted twice shows the same super options.
+		key := fstype + " " + superOpts
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		out = append(out, cgroupRoot{
+			path:   fields[4],
+			v2:     fstype == "cgroup2",
+			cpuset: fstype == "cgroup" && hasOpt(superOpts, "cpuset"),
+		})
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no cgroup hierarchy is mounted")
+	}
+	return out, sc.Err()
+}
+
+func hasOpt(opts, want string) bool {
+	for _, o := range strings.Split(opts, ",") {
+		if o == want {
+			return true
+		}
+	}
+	return false
+}
+
+// missingCgroups lists the dirs of rel and its ancestors (parents first) absent from some
+// hierarchy: what creating rel will make, and so what removing the pod must delete.
+func missingCgroups(rel string) ([]string, error) {
+	roots, err := cgroupRoots()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	var chain []string
+	for p := rel; p != "/" && p != "."; p = path.Dir(p) {
+		chain = append([]string{p}, chain...)
+	}
+	for _, p := range chain {
+		for _, r := range roots {
+			if _, err := os.Stat(filepath.Join(r.path, p)); os.IsNotExist(err) {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// createCgroup makes rel in every hierarchy.
+func createCgroup(rel string) error {
+	roots, err := cgroupRoots()
+	if err != nil {
+		return err
+	}
+	for _, r := range roots {
+		cur := r.path
+		for _, c := range strings.Split(strings.Trim(rel, "/"), "/") {
+			parent := cur
+			cur = filepath.Join(cur, c)
+			if err := os.Mkdir(cur, 0o755); err != nil {
+				if os.IsExist(err) {
+					continue
+				}
+				return fmt.Errorf("cgroup %s: %w", cur, err)
+			}
+			if err := initCgroupDir(r, parent, cur); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func initCgroupDir(r cgroupRoot, parent, dir string) error {
+	switch {
+	case r.cpuset:
+		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+			b, err := os.ReadFile(filepath.Join(parent, f))
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(dir, f), bytes.TrimSpace(b), 0); err != nil {
+				return fmt.Errorf("cgroup %s: %s: %w", dir, f, err)
+			}
+		}
+	case r.v2:
+		// Delegate whatever the parent has, so containers below can have limits. In a hybrid
+		// setup the unified hierarchy has no controllers and this is a no-op.
+		b, _ := os.ReadFile(filepath.Join(parent, "cgroup.controllers"))
+		for _, c := range strings.Fields(string(b)) {
+			_ = os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte("+"+c), 0)
+		}
+	}
+	return nil
+}
+
+// removeCgroups deletes the dirs a sandbox created, children first. The pod's own cgroup (the
+// last) must go; an ancestor another pod still uses stays.
+func removeCgroups(created []string) error {
+	roots, err := cgroupRoots()
+	if err != nil {
+		return err
+	}
+	for i := len(created) - 1; i >= 0; i-- {
+		for _, r := range roots {
+			err := os.Remove(filepath.Join(r.path, created[i]))
+			if err == nil || os.IsNotExist(err) {
+				continue
+			}
+			if i == len(created)-1 {
+				return fmt.Errorf("remove cgroup %s: %w", filepath.Join(r.path, created[i]), err)
+			}
+		}
+	}
+	return nil
+}
+
+// addToCgroup moves pid into rel in every hierarchy.
+func addToCgroup(rel string, pid int) error {
+	roots, err := cgroupRoots()
+	if err != nil {
+		return err
+	}
+	for _, r := range roots {
+		p := filepath.Join(r.path, rel, "cgroup.procs")
+		if err := os.WriteFile(p, []byte(strconv.Itoa(pid)), 0); err != nil {
+			return fmt.Errorf("join %s: %w", p, err)
+		}
+	}
+	return nil
+}

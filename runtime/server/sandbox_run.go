@@ -1,0 +1,247 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nodelet/nodelet/runtime/errdefs"
+	"github.com/nodelet/nodelet/runtime/nsmgr"
+	"github.com/nodelet/nodelet/runtime/store"
+)
+
+// shmSize is the pod's /dev/shm, the size Docker and the kubelet's users expect.
+const shmSize = 64 << 20
+
+// defaultCgroupParent is used when neither the pod nor the daemon's config names one.
+const defaultCgroupParent = "/nodelet"
+
+// sandboxName is the reserved name: one sandbox per pod attempt, as the kubelet expects.
+func sandboxName(md *runtimeapi.PodSandboxMetadata) string {
+	return fmt.Sprintf("%s_%s_%s_%d", md.Name, md.Namespace, md.Uid, md.Attempt)
+}
+
+// resolveHandler maps a RuntimeClass handler name to a configured OCI runtime.
+func (s *Server) resolveHandler(name string) (string, error) {
+	if name == "" {
+		name = s.cfg.DefaultHandler
+	}
+	if _, ok := s.cfg.Handlers[name]; !ok {
+		return "", invalid("runtime handler %q is not configured", name)
+	}
+	return name, nil
+}
+
+func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandboxRequest) (_ *runtimeapi.RunPodSandboxResponse, retErr error) {
+	cfg := req.GetConfig()
+	if err := validateSandboxConfig(cfg); err != nil {
+		return nil, err
+	}
+	handler, err := s.resolveHandler(req.GetRuntimeHandler())
+	if err != nil {
+		return nil, err
+	}
+	nsOpts := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
+	hostNet := nsOpts.GetNetwork() == runtimeapi.NamespaceMode_NODE
+	hostIPC := nsOpts.GetIpc() == runtimeapi.NamespaceMode_NODE
+	sharedPID := nsOpts.GetPid() == runtimeapi.NamespaceMode_POD
+
+	id := store.NewID()
+	sb := &store.Sandbox{
+		ID:        id,
+		Name:      sandboxName(cfg.Metadata),
+		Config:    cfg,
+		State:     runtimeapi.PodSandboxState_SANDBOX_NOTREADY,
+		CreatedAt: time.Now().UnixNano(),
+		Handler:   handler,
+		Dir:       s.sandboxDir(id),
+		Creating:  true,
+	}
+	sb.CgroupParent = cfg.GetLinux().GetCgroupParent()
+	if sb.CgroupParent == "" {
+		parent := s.cfg.CgroupParent
+		if parent == "" {
+			parent = defaultCgroupParent
+		}
+		sb.CgroupParent = path.Join(parent, id)
+	}
+	hostname, err := sandboxHostname(cfg, id, hostNet)
+	if err != nil {
+		return nil, err
+	}
+	if sb.CgroupCreated, err = missingCgroups(sb.CgroupParent); err != nil {
+		return nil, err
+	}
+
+	if err := s.sandboxes.ReserveName(sb.Name, id); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if retErr != nil {
+			s.sandboxes.ReleaseName(sb.Name, id)
+		}
+	}()
+
+	// Written before anything is made, so that a crash from here on leaves a record that
+	// recovery undoes (see sandbox_state.go).
+	if err := s.sandboxDB.Put(id, sb); err != nil {
+		return nil, fmt.Errorf("persist sandbox %s: %w", id, err)
+	}
+	defer func() {
+		if retErr != nil {
+			s.undo("delete record", s.sandboxDB.Delete(id))
+		}
+	}()
+
+	if err := os.MkdirAll(sb.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if retErr != nil {
+			s.undo("remove pod files", os.RemoveAll(sb.Dir))
+		}
+	}()
+	if err := writePodFiles(sb, hostname, hostNet); err != nil {
+		return nil, fmt.Errorf("pod files: %w", err)
+	}
+
+	if err := createCgroup(sb.CgroupParent); err != nil {
+		removeCgroups(sb.CgroupCreated)
+		return nil, err
+	}
+	defer func() {
+		if retErr != nil {
+			s.undo("remove cgroup", removeCgroups(sb.CgroupCreated))
+		}
+	}()
+
+	if err := s.makeNamespaces(sb, hostname, !hostNet, !hostIPC, sharedPID); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if retErr != nil {
+			s.undo("kill pod init", s.killSandboxInit(sb))
+			s.undo("unpin namespaces", s.sb.ns.Remove(id))
+		}
+	}()
+
+	if !hostIPC {
+		shm := filepath.Join(s.sandboxStateDir(id), "shm")
+		if err := mountShm(shm); err != nil {
+			return nil, err
+		}
+		sb.ShmPath = shm
+		defer func() {
+			if retErr != nil {
+				s.undo("unmount shm", unmount(shm))
+				s.undo("remove state dir", os.RemoveAll(s.sandboxStateDir(id)))
+			}
+		}()
+	}
+
+	if s.cfg.Network != nil && !hostNet {
+		sb.NetworkSetUp = true
+		// DEL follows a failed ADD too: a plugin may have taken an address before failing.
+		defer func() {
+			if retErr != nil {
+				s.undo("tear down network", s.cfg.Network.TearDownPod(context.WithoutCancel(ctx), podNetwork(sb)))
+			}
+		}()
+		res, err := s.cfg.Network.SetUpPod(ctx, podNetwork(sb))
+		if err != nil {
+			return nil, fmt.Errorf("set up network of sandbox %s: %w", id, err)
+		}
+		sb.IPs = res.IPs
+		sb.NetworkReady = true
+	}
+
+	sb.Creating = false
+	sb.State = runtimeapi.PodSandboxState_SANDBOX_READY
+	if err := s.saveSandbox(sb); err != nil {
+		return nil, err
+	}
+	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: id}, nil
+}
+
+// makeNamespaces pins the pod's own namespaces and, when it shares one PID namespace, starts its
+// init inside them, moves it into the pod cgroup and pins its PID namespace. On error, what it
+// made is gone.
+func (s *Server) makeNamespaces(sb *store.Sandbox, hostname string, ownNet, ownIPC, sharedPID bool) (retErr error) {
+	var kinds []nsmgr.Kind
+	if ownNet {
+		// The UTS namespace follows the network's: CRI has no option of its own for it.
+		kinds = append(kinds, nsmgr.Net, nsmgr.UTS)
+	}
+	if ownIPC {
+		kinds = append(kinds, nsmgr.IPC)
+	}
+	var infraPID int
+	var infraStart uint64
+	var exited <-chan struct{}
+	req := nsmgr.Request{ID: sb.ID, Kinds: kinds, Hostname: hostname, Sysctls: sb.Config.GetLinux().GetSysctls()}
+	if sharedPID {
+		req.Inside = func() (err error) {
+			infraPID, infraStart, exited, err = startInfra(s.cfg.CatatonitPath)
+			return err
+		}
+	}
+	paths, err := s.sb.ns.Pin(req)
+	if err != nil {
+		if infraPID != 0 {
+			_ = killInfra(infraPID, infraStart, exited)
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			// An unknown sysctl: /proc/sys has no such file.
+			return fmt.Errorf("sandbox namespaces: %w (%w)", err, errdefs.ErrInvalidArgument)
+		}
+		return fmt.Errorf("sandbox namespaces: %w", err)
+	}
+	sb.NetNSPath, sb.UTSNSPath, sb.IPCNSPath = paths[nsmgr.Net], paths[nsmgr.UTS], paths[nsmgr.IPC]
+	if !sharedPID {
+		return nil
+	}
+	s.sb.mu.Lock()
+	s.sb.infraExited[sb.ID] = exited
+	s.sb.mu.Unlock()
+	sb.InfraPID, sb.InfraStartTime = infraPID, infraStart
+	defer func() {
+		if retErr != nil {
+			s.undo("kill pod init", s.killSandboxInit(sb))
+			s.undo("unpin namespaces", s.sb.ns.Remove(sb.ID))
+		}
+	}()
+	if err := addToCgroup(sb.CgroupParent, infraPID); err != nil {
+		return err
+	}
+	if sb.PIDNSPath, err = s.sb.ns.PinPID(sb.ID, infraPID); err != nil {
+		return err
+	}
+	return nil
+}
+
+func mountShm(p string) error {
+	if err := os.MkdirAll(p, 0o755); err != nil {
+		return err
+	}
+	opts := fmt.Sprintf("mode=1777,size=%d", shmSize)
+	if err := unix.Mount("shm", p, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, opts); err != nil {
+		return fmt.Errorf("mount pod shm: %w", err)
+	}
+	return nil
+}
+
+// undo logs the failure of a rollback step: the original error is what the caller must see.
+func (s *Server) undo(step string, err error) {
+	if err != nil {
+		s.log.Error("rollback step failed", "step", step, "err", err)
+	}
+}

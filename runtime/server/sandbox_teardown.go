@@ -1,0 +1,134 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nodelet/nodelet/runtime/cni"
+	"github.com/nodelet/nodelet/runtime/nsmgr"
+	"github.com/nodelet/nodelet/runtime/store"
+)
+
+// Each step here is idempotent and works from the record alone, so Stop, Remove, a rolled-back
+// Run and recovery after a crash all share them.
+
+func podNetwork(sb *store.Sandbox) cni.PodNetwork {
+	md := sb.Config.GetMetadata()
+	return cni.PodNetwork{
+		Namespace:    md.GetNamespace(),
+		Name:         md.GetName(),
+		UID:          md.GetUid(),
+		SandboxID:    sb.ID,
+		NetNSPath:    sb.NetNSPath,
+		PortMappings: sb.Config.GetPortMappings(),
+		Annotations:  sb.Config.GetAnnotations(),
+		DNS:          sb.Config.GetDnsConfig(),
+		CgroupParent: sb.CgroupParent,
+	}
+}
+
+func hostNetwork(cfg *runtimeapi.PodSandboxConfig) bool {
+	return cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetNetwork() == runtimeapi.NamespaceMode_NODE
+}
+
+// stopSandboxParts kills the pod's init, releases its network and unmounts its /dev/shm. It
+// returns the changed record even on error, so that what did happen (a DEL done) is persisted.
+func (s *Server) stopSandboxParts(ctx context.Context, sb *store.Sandbox) (*store.Sandbox, error) {
+	sb = sb.Clone()
+	if err := s.killSandboxInit(sb); err != nil {
+		return sb, err
+	}
+	if sb.NetworkSetUp {
+		if s.cfg.Network != nil {
+			if err := s.cfg.Network.TearDownPod(ctx, podNetwork(sb)); err != nil {
+				return sb, fmt.Errorf("tear down network of sandbox %s: %w", sb.ID, err)
+			}
+		}
+		sb.NetworkSetUp, sb.NetworkReady = false, false
+	}
+	if err := unmount(filepath.Join(s.sandboxStateDir(sb.ID), "shm")); err != nil {
+		return sb, err
+	}
+	sb.State = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+	return sb, nil
+}
+
+func (s *Server) killSandboxInit(sb *store.Sandbox) error {
+	s.sb.mu.Lock()
+	exited := s.sb.infraExited[sb.ID]
+	s.sb.mu.Unlock()
+	if sb.InfraPID != 0 {
+		if err := killInfra(sb.InfraPID, sb.InfraStartTime, exited); err != nil {
+			return err
+		}
+	} else if pin := s.sb.ns.Path(nsmgr.PID, sb.ID); nsmgr.IsPinned(pin) {
+		// A Run cut short between starting catatonit and recording its pid.
+		killPIDNamespace(pin)
+	}
+	s.sb.mu.Lock()
+	delete(s.sb.infraExited, sb.ID)
+	s.sb.mu.Unlock()
+	return nil
+}
+
+// killPIDNamespace SIGKILLs every process whose PID namespace is the one pinned at pin.
+func killPIDNamespace(pin string) {
+	var want unix.Stat_t
+	if unix.Stat(pin, &want) != nil {
+		return
+	}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Stat("/proc/"+e.Name()+"/ns/pid", &st) == nil && st.Dev == want.Dev && st.Ino == want.Ino {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// releaseSandbox removes everything of a sandbox but its containers (removed before), its record
+// last so that a crash midway leaves a record to finish from.
+func (s *Server) releaseSandbox(ctx context.Context, sb *store.Sandbox) error {
+	if sb.Creating && !hostNetwork(sb.Config) {
+		// ADD may have run, or half-run, before the crash; DEL of what was never added is a
+		// no-op for CNI plugins.
+		sb = sb.Clone()
+		sb.NetworkSetUp = true
+		sb.NetNSPath = s.sb.ns.Path(nsmgr.Net, sb.ID)
+	}
+	sb, err := s.stopSandboxParts(ctx, sb)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	errs = append(errs, s.sb.ns.Remove(sb.ID))
+	errs = append(errs, os.RemoveAll(s.sandboxStateDir(sb.ID)))
+	errs = append(errs, removeCgroups(sb.CgroupCreated))
+	errs = append(errs, os.RemoveAll(s.sandboxDir(sb.ID)))
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("release sandbox %s: %w", sb.ID, err)
+	}
+	return s.sandboxDB.Delete(sb.ID)
+}
+
+// unmount detaches the mount at p; no mount there is not an error.
+func unmount(p string) error {
+	err := unix.Unmount(p, unix.MNT_DETACH)
+	if err == nil || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	return fmt.Errorf("unmount %s: %w", p, err)
+}
