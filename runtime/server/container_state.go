@@ -1,9 +1,334 @@
 package server
 
-import "context"
+// A container's life, as the records and the OCI runtime see it:
+//
+//	CreateContainer: name reserved → rootfs prepared → bundle written → record persisted (CREATED)
+//	                 → conmon runs `runtime create` → record gets the init PID.
+//	StartContainer:  Starting set (keeps a concurrent Start out) → `runtime start` → RUNNING.
+//	exit:            conmon writes <state>/exits/<id> with the exit code; the exit watcher (inotify)
+//	                 marks the record EXITED with the code, the file's time and a reason (OOMKilled when
+//	                 conmon or the cgroup saw the OOM killer) and wakes StopContainer.
+//	StopContainer:   stop signal, grace period, SIGKILL to every process; idempotent.
+//	RemoveContainer: Removing set → kill if alive → `runtime delete` → rootfs, bundle, exit file,
+//	                 record and name released; idempotent.
+//
+// Recovery (initContainers) relies on: records written before conmon runs, conmon outliving the
+// daemon, exit files outliving the daemon (they are on --state), and the runtime's own state.
 
-// containerManager holds what the container RPCs need beyond the registry. Owned by container_*.go.
-type containerManager struct{}
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/runtime/cgroups"
+	"github.com/nodelet/nodelet/runtime/errdefs"
+	"github.com/nodelet/nodelet/runtime/oci"
+	"github.com/nodelet/nodelet/runtime/store"
+)
+
+// containerManager holds what the container RPCs need beyond the registry.
+type containerManager struct {
+	exitDir string
+	minOOM  int
+	events  *broadcaster
+
+	mu     sync.Mutex
+	exited map[string]chan struct{} // closed once the container's exit is recorded
+	cpu    map[string]cpuSample     // last CPU reading, for usage rates
+
+	watcher *fsnotify.Watcher
+	stop    chan struct{}
+	once    sync.Once
+}
 
 // initContainers rebuilds the container registry from disk and the OCI runtimes after a (re)start.
-func (s *Server) initContainers(ctx context.Context) error { return nil }
+func (s *Server) initContainers(ctx context.Context) error {
+	m := &s.ctr
+	m.exitDir = filepath.Join(s.cfg.State, "exits")
+	m.minOOM = oci.MinOOMScoreAdj()
+	m.exited = map[string]chan struct{}{}
+	m.cpu = map[string]cpuSample{}
+	m.stop = make(chan struct{})
+	m.events = newBroadcaster(s)
+	if err := os.MkdirAll(m.exitDir, 0o700); err != nil {
+		return err
+	}
+	// Watch before reading records, so an exit between the two is not missed.
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return err
+	}
+	if err := w.Add(m.exitDir); err != nil {
+		w.Close()
+		return err
+	}
+	m.watcher = w
+	go s.watchExits()
+
+	records, bad, err := s.containerDB.Load()
+	if err != nil {
+		return err
+	}
+	for name, err := range bad {
+		s.log.Error("unreadable container record, ignored", "file", name, "err", err)
+	}
+	for id, c := range records {
+		if err := s.containers.ReserveName(c.Name, id); err != nil {
+			s.log.Error("container record with a duplicate name, ignored", "id", id, "err", err)
+			continue
+		}
+		s.containers.Add(id, c)
+		s.recoverContainer(ctx, c)
+	}
+	return nil
+}
+
+// recoverContainer reconciles one record with what happened while the daemon was away.
+func (s *Server) recoverContainer(ctx context.Context, c *store.Container) {
+	st := c.Snapshot()
+	if st.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+		s.exitChan(c.ID) // closed below: waiters return at once
+		s.ctr.markClosed(c.ID)
+		return
+	}
+	if s.handleExit(c.ID) {
+		return
+	}
+	rt, err := s.runtimeFor(c.Handler)
+	if err != nil {
+		s.markExited(c, 255, time.Now(), "Unknown", err.Error())
+		return
+	}
+	rs, err := rt.State(ctx, c.ID)
+	switch {
+	case err == nil && rs.Status == "running":
+		c.Lock()
+		if c.Status.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+			// The daemon died between `runtime start` and persisting RUNNING.
+			c.Status.State = runtimeapi.ContainerState_CONTAINER_RUNNING
+			c.Status.StartedAt = time.Now().UnixNano()
+		}
+		c.Status.Pid = rs.Pid
+		_ = s.containerDB.Put(c.ID, c)
+		c.Unlock()
+	case err == nil && (rs.Status == "created" || rs.Status == "creating"):
+	default:
+		if s.handleExit(c.ID) {
+			return
+		}
+		msg := "the container ended while the runtime was not watching and its exit code was lost"
+		if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			msg += ": " + err.Error()
+		}
+		s.markExited(c, 255, time.Now(), "Unknown", msg)
+	}
+}
+
+// CloseContainers stops the container manager's background work (the exit watcher and event
+// streams). Containers keep running. Server.Close should call it.
+func (s *Server) CloseContainers() {
+	m := &s.ctr
+	m.once.Do(func() {
+		if m.stop != nil {
+			close(m.stop)
+		}
+		if m.watcher != nil {
+			m.watcher.Close()
+		}
+		if m.events != nil {
+			m.events.close()
+		}
+	})
+}
+
+func (s *Server) watchExits() {
+	m := &s.ctr
+	for {
+		select {
+		case <-m.stop:
+			return
+		case ev, ok := <-m.watcher.Events:
+			if !ok {
+				return
+			}
+			if ev.Op&(fsnotify.Create|fsnotify.Write|fsnotify.Rename) != 0 {
+				s.handleExit(filepath.Base(ev.Name))
+			}
+		case err, ok := <-m.watcher.Errors:
+			if !ok {
+				return
+			}
+			// An overflow loses events; every waiter also polls, so exits are still found.
+			s.log.Warn("exit watcher", "err", err)
+		}
+	}
+}
+
+// handleExit records a container's exit from its exit file; false when there is none (yet).
+func (s *Server) handleExit(id string) bool {
+	if store.ValidID(id) != nil {
+		return false
+	}
+	code, at, ok := oci.ReadExitFile(filepath.Join(s.ctr.exitDir, id))
+	if !ok {
+		return false
+	}
+	c, err := s.containers.Get(id)
+	if err != nil || c.ID != id {
+		return false
+	}
+	reason := "Completed"
+	if code != 0 {
+		reason = "Error"
+	}
+	if s.oomKilled(c) {
+		reason = "OOMKilled"
+	}
+	s.markExited(c, int32(code), at, reason, "")
+	return true
+}
+
+func (s *Server) oomKilled(c *store.Container) bool {
+	if _, err := os.Stat(filepath.Join(c.Bundle, oci.OOMFile)); err == nil {
+		return true
+	}
+	n, err := cgroups.OOMKills(c.CgroupPath)
+	return err == nil && n > 0
+}
+
+// markExited moves a container to EXITED once; later calls change nothing.
+func (s *Server) markExited(c *store.Container, code int32, at time.Time, reason, msg string) {
+	c.Lock()
+	if c.Status.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+		c.Unlock()
+		s.ctr.markClosed(c.ID)
+		return
+	}
+	c.Status.State = runtimeapi.ContainerState_CONTAINER_EXITED
+	c.Status.ExitCode = code
+	c.Status.FinishedAt = at.UnixNano()
+	if c.Status.StartedAt > c.Status.FinishedAt {
+		c.Status.StartedAt = c.Status.FinishedAt
+	}
+	c.Status.Reason, c.Status.Message = reason, msg
+	if err := s.containerDB.Put(c.ID, c); err != nil {
+		s.log.Error("persist container exit", "id", c.ID, "err", err)
+	}
+	c.Unlock()
+	s.ctr.markClosed(c.ID)
+	s.ctr.events.publish(c.ID, c.SandboxID, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT)
+}
+
+func (s *Server) exitChan(id string) chan struct{} {
+	m := &s.ctr
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ch, ok := m.exited[id]
+	if !ok {
+		ch = make(chan struct{})
+		m.exited[id] = ch
+	}
+	return ch
+}
+
+func (m *containerManager) markClosed(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ch, ok := m.exited[id]
+	if !ok {
+		ch = make(chan struct{})
+		m.exited[id] = ch
+	}
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+}
+
+func (m *containerManager) forget(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.exited, id)
+	delete(m.cpu, id)
+}
+
+// waitExit waits up to d for the container to exit. Besides the watcher's signal it polls the
+// exit file and the runtime, so a lost inotify event or a dead conmon cannot hang a Stop.
+func (s *Server) waitExit(ctx context.Context, c *store.Container, d time.Duration) bool {
+	ch := s.exitChan(c.ID)
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	gone := 0
+	for {
+		select {
+		case <-ch:
+			return true
+		case <-ctx.Done():
+			return false
+		case <-deadline.C:
+			return false
+		case <-tick.C:
+			if s.handleExit(c.ID) {
+				return true
+			}
+			if rt, err := s.runtimeFor(c.Handler); err == nil {
+				if st, err := rt.State(ctx, c.ID); errors.Is(err, errdefs.ErrNotFound) || err == nil && st.Status == "stopped" {
+					gone++
+				} else {
+					gone = 0
+				}
+			}
+			// conmon writes the exit file right after reaping; a runtime that has said "stopped"
+			// for a whole second with no file means conmon is gone.
+			if gone >= 10 {
+				s.markExited(c, 137, time.Now(), "Error", "the container's monitor is gone; exit code unknown")
+				return true
+			}
+		}
+	}
+}
+
+// runtimeFor builds the OCI runtime of a handler name ("" is the default handler).
+func (s *Server) runtimeFor(handler string) (*oci.Runtime, error) {
+	if handler == "" {
+		handler = s.cfg.DefaultHandler
+	}
+	h, ok := s.cfg.Handlers[handler]
+	if !ok {
+		return nil, fmt.Errorf("runtime handler %q is not configured: %w", handler, errdefs.ErrInvalidArgument)
+	}
+	var err error
+	root := h.Root
+	if root == "" {
+		root = filepath.Join(s.cfg.State, "handlers", handler)
+	}
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return nil, err
+	}
+	path := h.Path
+	if oci.NeedsHybridWrapper(path) {
+		if path, err = oci.HybridWrapper(filepath.Join(s.cfg.State, "handlers"), h.Path); err != nil {
+			return nil, err
+		}
+	}
+	return &oci.Runtime{Path: path, Root: root, Args: handlerArgs(h)}, nil
+}
+
+// handlerArgs adds what gVisor needs to run under conmon with cgroupfs-managed pods when the
+// handler's config names no arguments of its own.
+func handlerArgs(h Handler) []string {
+	if len(h.Args) > 0 || filepath.Base(h.Path) != "runsc" {
+		return h.Args
+	}
+	return runscDefaultArgs
+}

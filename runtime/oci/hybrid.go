@@ -1,0 +1,51 @@
+package oci
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// crun (1.8) refuses to run on a hybrid cgroup host whose v2 hierarchy holds any controller
+// ("cgroups in hybrid mode not supported"), which is this kind of machine: hugetlb is bound to
+// v2 because no v1 hierarchy mounts it. Rather than change the host's cgroup layout, crun runs in
+// its own mount namespace where /sys/fs/cgroup/unified is an empty tmpfs (the change stays in that
+// namespace: /sys/fs/cgroup is made private there first). crun then manages the v1 hierarchies as
+// on a legacy host; the containers' own mount namespaces are made from it and never see the host's
+// /sys/fs/cgroup anyway.
+
+// NeedsHybridWrapper reports whether runtimePath is crun on such a host.
+func NeedsHybridWrapper(runtimePath string) bool {
+	if filepath.Base(runtimePath) != "crun" {
+		return false
+	}
+	b, err := os.ReadFile("/sys/fs/cgroup/unified/cgroup.controllers")
+	return err == nil && strings.TrimSpace(string(b)) != ""
+}
+
+// HybridWrapper writes (idempotently) the wrapper script for runtimePath into dir and returns its
+// path, to be used in place of the runtime binary for every verb.
+func HybridWrapper(dir, runtimePath string) (string, error) {
+	if strings.ContainsAny(runtimePath, "'\n") {
+		return "", fmt.Errorf("runtime path %q cannot be quoted", runtimePath)
+	}
+	script := "#!/bin/sh\n" +
+		"exec unshare --mount --propagation unchanged -- /bin/sh -c '" +
+		"mount --make-rprivate /sys/fs/cgroup && " +
+		"mount -t tmpfs -o size=64k,mode=755 nodelet-no-cgroup2 /sys/fs/cgroup/unified && " +
+		": > /sys/fs/cgroup/unified/cgroup.controllers && " +
+		"exec \"$0\" \"$@\"' '" + runtimePath + "' \"$@\"\n"
+	path := filepath.Join(dir, filepath.Base(runtimePath)+"-hybrid.sh")
+	if b, err := os.ReadFile(path); err == nil && string(b) == script {
+		return path, nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(script), 0o700); err != nil {
+		return "", err
+	}
+	return path, os.Rename(tmp, path)
+}

@@ -1,0 +1,231 @@
+package oci
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+
+	"github.com/nodelet/nodelet/runtime/errdefs"
+	"github.com/nodelet/nodelet/runtime/store"
+)
+
+// Runtime is one OCI runtime binary with its own state dir: runc, crun and runsc share the CLI
+// verbs used here (create through conmon, start, state, kill, delete, update, exec).
+type Runtime struct {
+	Path string
+	Root string   // --root
+	Args []string // extra global arguments
+}
+
+// GlobalArgs come before the verb on every invocation.
+func (r *Runtime) GlobalArgs() []string {
+	return append([]string{"--root", r.Root}, r.Args...)
+}
+
+func (r *Runtime) command(ctx context.Context, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, r.Path, append(r.GlobalArgs(), args...)...)
+}
+
+// run executes a verb and returns its stdout; the error carries the runtime's stderr, which is
+// the only place it explains itself.
+func (r *Runtime) run(ctx context.Context, stdin io.Reader, args ...string) ([]byte, error) {
+	cmd := r.command(ctx, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &stdout, &stderr
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Run(); err != nil {
+		msg := bytes.TrimSpace(stderr.Bytes())
+		if len(msg) > 4096 {
+			msg = msg[len(msg)-4096:]
+		}
+		return stdout.Bytes(), fmt.Errorf("%s %s: %w: %s", filepath.Base(r.Path), args[0], err, msg)
+	}
+	return stdout.Bytes(), nil
+}
+
+// State is what the runtime knows of a container.
+type State struct {
+	Status string `json:"status"` // creating, created, running, paused, stopped
+	Pid    int    `json:"pid"`
+}
+
+// State asks the runtime; a container it does not know wraps errdefs.ErrNotFound.
+func (r *Runtime) State(ctx context.Context, id string) (*State, error) {
+	out, err := r.run(ctx, nil, "state", id)
+	if err != nil {
+		if !r.exists(id) {
+			return nil, fmt.Errorf("%v: %w", err, errdefs.ErrNotFound)
+		}
+		return nil, err
+	}
+	var st State
+	if err := json.Unmarshal(out, &st); err != nil {
+		return nil, fmt.Errorf("runtime state of %s: %w", id, err)
+	}
+	return &st, nil
+}
+
+// exists tells whether the runtime still keeps state for id. runc and crun keep a dir per
+// container under their root; runsc keeps files named after it.
+func (r *Runtime) exists(id string) bool {
+	if _, err := os.Stat(filepath.Join(r.Root, id)); err == nil {
+		return true
+	}
+	m, _ := filepath.Glob(filepath.Join(r.Root, "*"+id+"*"))
+	return len(m) > 0
+}
+
+// Start runs the created container's process.
+func (r *Runtime) Start(ctx context.Context, id string) error {
+	_, err := r.run(ctx, nil, "start", id)
+	return err
+}
+
+// Kill signals the container's init, or every process in it when all is set.
+func (r *Runtime) Kill(ctx context.Context, id string, sig syscall.Signal, all bool) error {
+	args := []string{"kill"}
+	if all {
+		args = append(args, "--all")
+	}
+	_, err := r.run(ctx, nil, append(args, id, strconv.Itoa(int(sig)))...)
+	return err
+}
+
+// Delete forgets a stopped container (and force-kills a live one). Deleting an unknown
+// container succeeds, so Remove stays idempotent across daemon restarts.
+func (r *Runtime) Delete(ctx context.Context, id string) error {
+	if !r.exists(id) {
+		return nil
+	}
+	_, err := r.run(ctx, nil, "delete", "--force", id)
+	if err != nil && !r.exists(id) {
+		return nil
+	}
+	return err
+}
+
+// Update changes a running container's resources.
+func (r *Runtime) Update(ctx context.Context, id, bundle string, res *specs.LinuxResources) error {
+	f, err := os.CreateTemp(bundle, ".update-*.json")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if err := json.NewEncoder(f).Encode(res); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	_, err = r.run(ctx, nil, "update", "--resources", f.Name(), id)
+	return err
+}
+
+// ExecResult is a finished exec's exit code and whether its output was cut.
+type ExecResult struct {
+	ExitCode  int
+	Truncated bool
+}
+
+// Exec runs p in the container and waits for it. When ctx ends first, the process is killed and
+// the context's error is returned.
+func (r *Runtime) Exec(ctx context.Context, id, bundle string, p *specs.Process, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	dir, err := os.MkdirTemp(bundle, ".exec-")
+	if err != nil {
+		return -1, err
+	}
+	defer os.RemoveAll(dir)
+	procFile, pidFile := filepath.Join(dir, "process.json"), filepath.Join(dir, "pid")
+	if err := writeJSON(procFile, p); err != nil {
+		return -1, err
+	}
+	// Not CommandContext: on timeout the exec'd process must die, not only the runtime's
+	// front process, whose SIGKILL it would not forward.
+	cmd := exec.Command(r.Path, append(r.GlobalArgs(), "exec", "--process", procFile, "--pid-file", pidFile, id)...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	cmd.WaitDelay = 2 * time.Second
+	if err := cmd.Start(); err != nil {
+		return -1, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode(), nil
+		}
+		if err != nil {
+			return -1, err
+		}
+		return 0, nil
+	case <-ctx.Done():
+		if b, err := os.ReadFile(pidFile); err == nil {
+			if pid, err := strconv.Atoi(string(bytes.TrimSpace(b))); err == nil && pid > 0 {
+				_ = unix.Kill(pid, unix.SIGKILL)
+			}
+		}
+		_ = cmd.Process.Kill()
+		<-done
+		return -1, ctx.Err()
+	}
+}
+
+// ReadSpec loads a bundle's config.json.
+func ReadSpec(bundle string) (*specs.Spec, error) {
+	data, err := os.ReadFile(filepath.Join(bundle, "config.json"))
+	if err != nil {
+		return nil, err
+	}
+	var s specs.Spec
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+func writeJSON(path string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return store.WriteFileAtomic(path, data, 0o600)
+}
+
+// LimitedBuffer keeps the first Max bytes written to it and counts the rest, so a process that
+// prints gigabytes costs the daemon at most Max bytes of memory and never blocks.
+type LimitedBuffer struct {
+	Max       int
+	buf       bytes.Buffer
+	Truncated bool
+}
+
+func (b *LimitedBuffer) Write(p []byte) (int, error) {
+	if room := b.Max - b.buf.Len(); room > 0 {
+		if len(p) > room {
+			b.buf.Write(p[:room])
+			b.Truncated = true
+		} else {
+			b.buf.Write(p)
+		}
+	} else if len(p) > 0 {
+		b.Truncated = true
+	}
+	return len(p), nil
+}
+
+// Bytes is what was kept.
+func (b *LimitedBuffer) Bytes() []byte { return b.buf.Bytes() }

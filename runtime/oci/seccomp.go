@@ -1,0 +1,81 @@
+package oci
+
+import (
+	"strings"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// The RuntimeDefault profile allows every system call except those that reach outside the
+// container: kernel modules and keyrings, clocks, reboot, swap, accounting, tracing of other
+// processes, namespace and mount manipulation. It is a deny list rather than containerd's allow
+// list, so a new kernel's new calls keep working; the capabilities the container holds re-allow
+// the calls they govern, as the upstream default profiles do.
+var (
+	alwaysDenied = []string{
+		"acct", "add_key", "bpf", "clock_adjtime", "clock_settime", "create_module", "delete_module",
+		"finit_module", "get_kernel_syms", "get_mempolicy", "init_module", "ioperm", "iopl", "kcmp",
+		"kexec_file_load", "kexec_load", "keyctl", "lookup_dcookie", "mbind", "move_pages",
+		"name_to_handle_at", "nfsservctl", "open_by_handle_at", "perf_event_open", "pivot_root",
+		"process_vm_readv", "process_vm_writev", "ptrace", "query_module", "quotactl", "reboot",
+		"request_key", "set_mempolicy", "settimeofday", "stime", "swapoff", "swapon", "sysfs",
+		"_sysctl", "uselib", "userfaultfd", "ustat", "vm86", "vm86old", "fsopen", "fsconfig",
+		"fsmount", "fspick", "move_mount", "open_tree", "mount_setattr",
+	}
+	// deniedUnlessCap: calls a capability the container was given makes legitimate again.
+	deniedUnlessCap = map[string][]string{
+		"CAP_SYS_ADMIN":  {"mount", "umount", "umount2", "unshare", "setns", "setdomainname", "sethostname", "fanotify_init"},
+		"CAP_SYS_PTRACE": {"ptrace", "process_vm_readv", "process_vm_writev", "kcmp"},
+		"CAP_SYS_TIME":   {"clock_adjtime", "clock_settime", "settimeofday", "stime"},
+		"CAP_SYS_MODULE": {"init_module", "finit_module", "delete_module"},
+		"CAP_SYS_BOOT":   {"reboot"},
+		"CAP_SYS_PACCT":  {"acct"},
+		"CAP_SYS_NICE":   {"get_mempolicy", "mbind", "set_mempolicy", "move_pages"},
+	}
+)
+
+// DefaultSeccomp is the RuntimeDefault filter for a container given the added capabilities.
+func DefaultSeccomp(addedCaps []string) *specs.LinuxSeccomp {
+	allowed := map[string]bool{}
+	for _, c := range addedCaps {
+		n, err := normCap(c)
+		if strings.EqualFold(c, "ALL") {
+			for _, calls := range deniedUnlessCap {
+				for _, s := range calls {
+					allowed[s] = true
+				}
+			}
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		for _, s := range deniedUnlessCap[n] {
+			allowed[s] = true
+		}
+	}
+	seen := map[string]bool{}
+	var denied []string
+	addDenied := func(s string) {
+		if !allowed[s] && !seen[s] {
+			seen[s] = true
+			denied = append(denied, s)
+		}
+	}
+	for _, s := range alwaysDenied {
+		addDenied(s)
+	}
+	for _, calls := range deniedUnlessCap {
+		for _, s := range calls {
+			addDenied(s)
+		}
+	}
+	errno := uint(1) // EPERM
+	return &specs.LinuxSeccomp{
+		DefaultAction: specs.ActAllow,
+		Architectures: []specs.Arch{specs.ArchX86_64, specs.ArchX86, specs.ArchX32, specs.ArchAARCH64, specs.ArchARM},
+		Syscalls: []specs.LinuxSyscall{
+			{Names: denied, Action: specs.ActErrno, ErrnoRet: &errno},
+		},
+	}
+}

@@ -1,0 +1,338 @@
+// Package oci turns a CRI container request into an OCI runtime bundle, and drives the OCI runtimes
+// (runc, crun, runsc) and conmon, the monitor that holds each container's stdio and exit code.
+package oci
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	imagespec "github.com/opencontainers/image-spec/specs-go/v1"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/runtime/errdefs"
+)
+
+// SpecInput is everything a container's OCI spec is made from. The sandbox fields come from the
+// pod's record; empty namespace paths mean the host's namespace.
+type SpecInput struct {
+	ID          string
+	Config      *runtimeapi.ContainerConfig
+	Sandbox     *runtimeapi.PodSandboxConfig
+	Rootfs      string
+	Image       imagespec.ImageConfig
+	NetNSPath   string
+	IPCNSPath   string
+	UTSNSPath   string
+	PIDNSPath   string
+	ShmPath     string
+	SandboxDir  string // holds hostname, hosts, resolv.conf
+	CgroupsPath string
+	// MinOOMScoreAdj is the lowest oom_score_adj the daemon may set (its own); requests below it
+	// are raised to it, since without CAP_SYS_RESOURCE the kernel refuses them.
+	MinOOMScoreAdj int
+	// SeccompRoot confines Localhost seccomp profiles when set.
+	SeccompRoot string
+}
+
+// ociVersion is the spec version written: the oldest one the runtimes here (crun 1.8 refuses
+// newer majors it does not know) accept, and all the fields used exist in it.
+const ociVersion = "1.0.2-dev"
+
+const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// Generate builds the OCI spec. Errors wrap errdefs.ErrInvalidArgument for bad requests and
+// errdefs.ErrFailedPrecondition for a request the image cannot satisfy (e.g. run-as-non-root).
+func Generate(in SpecInput) (*specs.Spec, error) {
+	cfg := in.Config
+	sc := cfg.GetLinux().GetSecurityContext()
+	privileged := sc.GetPrivileged()
+	if privileged && !in.Sandbox.GetLinux().GetSecurityContext().GetPrivileged() {
+		return nil, fmt.Errorf("privileged container in a non-privileged sandbox: %w", errdefs.ErrInvalidArgument)
+	}
+	args, err := processArgs(cfg, in.Image)
+	if err != nil {
+		return nil, err
+	}
+	cwd := cfg.GetWorkingDir()
+	if cwd == "" {
+		cwd = in.Image.WorkingDir
+	}
+	if cwd == "" {
+		cwd = "/"
+	}
+	user, err := resolveUser(in.Rootfs, sc, in.Image.User)
+	if err != nil {
+		return nil, err
+	}
+	s := &specs.Spec{
+		Version: ociVersion,
+		Root:    &specs.Root{Path: in.Rootfs, Readonly: sc.GetReadonlyRootfs()},
+		Process: &specs.Process{
+			Args:            args,
+			Env:             mergeEnv(in.Image.Env, cfg.GetEnvs(), in.Sandbox.GetHostname()),
+			Cwd:             cwd,
+			User:            user,
+			Terminal:        cfg.GetTty(),
+			NoNewPrivileges: sc.GetNoNewPrivs(),
+		},
+		Annotations: map[string]string{},
+		Linux: &specs.Linux{
+			CgroupsPath: in.CgroupsPath,
+			Resources:   &specs.LinuxResources{Devices: []specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"}}},
+		},
+	}
+	for k, v := range cfg.GetAnnotations() {
+		s.Annotations[k] = v
+	}
+	// No io.kubernetes.cri.container-type/sandbox-id annotations: with them runsc would look for
+	// a pod-level gVisor sandbox, but each container here is its own.
+
+	caps, err := capabilities(sc, privileged)
+	if err != nil {
+		return nil, err
+	}
+	s.Process.Capabilities = caps
+	if v := in.Image.StopSignal; v != "" {
+		s.Annotations["org.opencontainers.image.stopSignal"] = v
+	}
+	if err := setNamespaces(s, in); err != nil {
+		return nil, err
+	}
+	if err := setMounts(s, in, privileged); err != nil {
+		return nil, err
+	}
+	if err := setDevices(s, cfg.GetDevices(), privileged); err != nil {
+		return nil, err
+	}
+	setPaths(s, sc, privileged)
+	seccomp, err := seccompFor(sc, privileged, in.SeccompRoot)
+	if err != nil {
+		return nil, err
+	}
+	s.Linux.Seccomp = seccomp
+	res := cfg.GetLinux().GetResources()
+	if err := ApplyResources(s.Linux.Resources, res); err != nil {
+		return nil, err
+	}
+	adj := int(res.GetOomScoreAdj())
+	if adj < in.MinOOMScoreAdj {
+		adj = in.MinOOMScoreAdj
+	}
+	s.Process.OOMScoreAdj = &adj
+	s.Linux.Sysctl = podSysctls(in)
+	return s, nil
+}
+
+// processArgs applies the kubelet's rules: command replaces the image entrypoint (and then the
+// image cmd is dropped), args replace the image cmd.
+func processArgs(cfg *runtimeapi.ContainerConfig, img imagespec.ImageConfig) ([]string, error) {
+	var args []string
+	if len(cfg.GetCommand()) > 0 {
+		args = append(append(args, cfg.GetCommand()...), cfg.GetArgs()...)
+	} else {
+		args = append(args, img.Entrypoint...)
+		if len(cfg.GetArgs()) > 0 {
+			args = append(args, cfg.GetArgs()...)
+		} else {
+			args = append(args, img.Cmd...)
+		}
+	}
+	if len(args) == 0 {
+		return nil, fmt.Errorf("no command: neither the request nor the image names one: %w", errdefs.ErrInvalidArgument)
+	}
+	return args, nil
+}
+
+func mergeEnv(image []string, envs []*runtimeapi.KeyValue, hostname string) []string {
+	order := []string{}
+	vals := map[string]string{}
+	set := func(k, v string) {
+		if _, ok := vals[k]; !ok {
+			order = append(order, k)
+		}
+		vals[k] = v
+	}
+	set("PATH", strings.TrimPrefix(defaultPath, "PATH="))
+	if hostname != "" {
+		set("HOSTNAME", hostname)
+	}
+	for _, e := range image {
+		k, v, _ := strings.Cut(e, "=")
+		set(k, v)
+	}
+	for _, e := range envs {
+		set(e.GetKey(), string(e.GetValue()))
+	}
+	out := make([]string, 0, len(order))
+	for _, k := range order {
+		out = append(out, k+"="+vals[k])
+	}
+	return out
+}
+
+func setNamespaces(s *specs.Spec, in SpecInput) error {
+	nsOpts := in.Config.GetLinux().GetSecurityContext().GetNamespaceOptions()
+	ns := []specs.LinuxNamespace{{Type: specs.MountNamespace}}
+	if in.NetNSPath != "" {
+		ns = append(ns, specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: in.NetNSPath})
+	}
+	if in.IPCNSPath != "" {
+		ns = append(ns, specs.LinuxNamespace{Type: specs.IPCNamespace, Path: in.IPCNSPath})
+	}
+	if in.UTSNSPath != "" {
+		ns = append(ns, specs.LinuxNamespace{Type: specs.UTSNamespace, Path: in.UTSNSPath})
+	}
+	switch nsOpts.GetPid() {
+	case runtimeapi.NamespaceMode_NODE:
+	case runtimeapi.NamespaceMode_POD:
+		if in.PIDNSPath != "" {
+			ns = append(ns, specs.LinuxNamespace{Type: specs.PIDNamespace, Path: in.PIDNSPath})
+		} else {
+			ns = append(ns, specs.LinuxNamespace{Type: specs.PIDNamespace})
+		}
+	case runtimeapi.NamespaceMode_TARGET:
+		return fmt.Errorf("pid namespace of a target container is not supported: %w", errdefs.ErrInvalidArgument)
+	default:
+		ns = append(ns, specs.LinuxNamespace{Type: specs.PIDNamespace})
+	}
+	s.Linux.Namespaces = ns
+	return nil
+}
+
+// podSysctls passes the pod's sysctls, minus those of namespaces the container shares with the
+// host (the runtime would refuse them, and they would change the node).
+func podSysctls(in SpecInput) map[string]string {
+	src := in.Sandbox.GetLinux().GetSysctls()
+	if len(src) == 0 {
+		return nil
+	}
+	out := map[string]string{}
+	for k, v := range src {
+		isNet := strings.HasPrefix(k, "net.")
+		isIPC := strings.HasPrefix(k, "kernel.shm") || strings.HasPrefix(k, "kernel.msg") ||
+			k == "kernel.sem" || strings.HasPrefix(k, "fs.mqueue.")
+		if isNet && in.NetNSPath == "" || isIPC && in.IPCNSPath == "" {
+			continue
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// setPaths masks and write-protects the parts of /proc and /sys a container must not use.
+func setPaths(s *specs.Spec, sc *runtimeapi.LinuxContainerSecurityContext, privileged bool) {
+	if privileged {
+		return
+	}
+	masked, ro := sc.GetMaskedPaths(), sc.GetReadonlyPaths()
+	if masked == nil {
+		masked = DefaultMaskedPaths
+	}
+	if ro == nil {
+		ro = DefaultReadonlyPaths
+	}
+	s.Linux.MaskedPaths = append([]string(nil), masked...)
+	s.Linux.ReadonlyPaths = append([]string(nil), ro...)
+}
+
+// DefaultMaskedPaths and DefaultReadonlyPaths are the kernel interfaces hidden from, or frozen for,
+// unprivileged containers, the same set other runtimes use.
+var (
+	DefaultMaskedPaths = []string{
+		"/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+		"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi",
+		"/sys/firmware", "/sys/devices/virtual/powercap",
+	}
+	DefaultReadonlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
+)
+
+// ApplyResources sets CRI resources onto an OCI resources block. It is shared by create and
+// update, so a limit means the same thing on both paths.
+func ApplyResources(r *specs.LinuxResources, res *runtimeapi.LinuxContainerResources) error {
+	if res == nil {
+		return nil
+	}
+	if res.GetCpuQuota() < 0 && res.GetCpuQuota() != -1 || res.GetCpuPeriod() < 0 || res.GetCpuShares() < 0 || res.GetMemoryLimitInBytes() < 0 {
+		return fmt.Errorf("negative resource limit: %w", errdefs.ErrInvalidArgument)
+	}
+	if r.CPU == nil {
+		r.CPU = &specs.LinuxCPU{}
+	}
+	if v := res.GetCpuShares(); v != 0 {
+		u := uint64(v)
+		r.CPU.Shares = &u
+	}
+	if v := res.GetCpuQuota(); v != 0 {
+		r.CPU.Quota = &v
+	}
+	if v := res.GetCpuPeriod(); v != 0 {
+		u := uint64(v)
+		r.CPU.Period = &u
+	}
+	r.CPU.Cpus = res.GetCpusetCpus()
+	r.CPU.Mems = res.GetCpusetMems()
+	if v := res.GetMemoryLimitInBytes(); v != 0 {
+		if r.Memory == nil {
+			r.Memory = &specs.LinuxMemory{}
+		}
+		r.Memory.Limit = &v
+		if sw := res.GetMemorySwapLimitInBytes(); sw != 0 {
+			r.Memory.Swap = &sw
+		}
+	}
+	for _, h := range res.GetHugepageLimits() {
+		r.HugepageLimits = append(r.HugepageLimits, specs.LinuxHugepageLimit{Pagesize: h.GetPageSize(), Limit: h.GetLimit()})
+	}
+	if len(res.GetUnified()) > 0 {
+		r.Unified = map[string]string{}
+		for k, v := range res.GetUnified() {
+			if strings.ContainsAny(k, "/\x00") || strings.Contains(k, "..") {
+				return fmt.Errorf("unified resource %q: %w", k, errdefs.ErrInvalidArgument)
+			}
+			r.Unified[k] = v
+		}
+	}
+	return nil
+}
+
+// MinOOMScoreAdj reads the daemon's own oom_score_adj: without CAP_SYS_RESOURCE nothing lower
+// can be set for its children.
+func MinOOMScoreAdj() int {
+	b, err := os.ReadFile("/proc/self/oom_score_adj")
+	if err != nil {
+		return 0
+	}
+	var v int
+	if _, err := fmt.Sscanf(strings.TrimSpace(string(b)), "%d", &v); err != nil {
+		return 0
+	}
+	if hasCapSysResource() {
+		return -1000
+	}
+	return v
+}
+
+func hasCapSysResource() bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			var mask uint64
+			if _, err := fmt.Sscanf(strings.TrimSpace(v), "%x", &mask); err != nil {
+				return false
+			}
+			return mask&(1<<24) != 0 // CAP_SYS_RESOURCE
+		}
+	}
+	return false
+}
+
+// WriteBundle writes config.json into dir.
+func WriteBundle(dir string, s *specs.Spec) error {
+	return writeJSON(filepath.Join(dir, "config.json"), s)
+}

@@ -1,0 +1,188 @@
+package oci
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	securejoin "github.com/cyphar/filepath-securejoin"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/runtime/errdefs"
+)
+
+type passwdEntry struct {
+	name     string
+	uid, gid uint32
+}
+
+type groupEntry struct {
+	name    string
+	gid     uint32
+	members []string
+}
+
+// resolveUser computes the process user from the security context and the image's USER, looking
+// names up in the image's own /etc/passwd and /etc/group (through securejoin: the image's
+// symlinks must not lead to the host's files).
+func resolveUser(rootfs string, sc *runtimeapi.LinuxContainerSecurityContext, imageUser string) (specs.User, error) {
+	userPart, groupPart, _ := strings.Cut(imageUser, ":")
+	if sc.GetRunAsUser() != nil {
+		userPart = strconv.FormatInt(sc.GetRunAsUser().GetValue(), 10)
+		groupPart = ""
+	} else if sc.GetRunAsUsername() != "" {
+		userPart = sc.GetRunAsUsername()
+		groupPart = ""
+	}
+	if sc.GetRunAsGroup() != nil {
+		groupPart = strconv.FormatInt(sc.GetRunAsGroup().GetValue(), 10)
+	}
+	passwd := readPasswd(rootfs)
+	groups := readGroups(rootfs)
+
+	var u specs.User
+	name := ""
+	switch {
+	case userPart == "":
+		name = "root"
+	case isNumeric(userPart):
+		v, err := strconv.ParseUint(userPart, 10, 32)
+		if err != nil {
+			return u, fmt.Errorf("user %q: %w", userPart, errdefs.ErrInvalidArgument)
+		}
+		u.UID = uint32(v)
+		for _, p := range passwd {
+			if p.uid == u.UID {
+				u.GID, name = p.gid, p.name
+				break
+			}
+		}
+	default:
+		found := false
+		for _, p := range passwd {
+			if p.name == userPart {
+				u.UID, u.GID, name, found = p.uid, p.gid, p.name, true
+				break
+			}
+		}
+		if !found {
+			return u, fmt.Errorf("user %q is not in the image's /etc/passwd: %w", userPart, errdefs.ErrFailedPrecondition)
+		}
+	}
+	if groupPart != "" {
+		if isNumeric(groupPart) {
+			v, err := strconv.ParseUint(groupPart, 10, 32)
+			if err != nil {
+				return u, fmt.Errorf("group %q: %w", groupPart, errdefs.ErrInvalidArgument)
+			}
+			u.GID = uint32(v)
+		} else {
+			found := false
+			for _, g := range groups {
+				if g.name == groupPart {
+					u.GID, found = g.gid, true
+					break
+				}
+			}
+			if !found {
+				return u, fmt.Errorf("group %q is not in the image's /etc/group: %w", groupPart, errdefs.ErrFailedPrecondition)
+			}
+		}
+	}
+	seen := map[uint32]bool{u.GID: true}
+	add := func(g uint32) {
+		if !seen[g] {
+			seen[g] = true
+			u.AdditionalGids = append(u.AdditionalGids, g)
+		}
+	}
+	if name != "" && sc.GetSupplementalGroupsPolicy() != runtimeapi.SupplementalGroupsPolicy_Strict {
+		for _, g := range groups {
+			for _, m := range g.members {
+				if m == name {
+					add(g.gid)
+				}
+			}
+		}
+	}
+	for _, g := range sc.GetSupplementalGroups() {
+		if g < 0 || g > int64(^uint32(0)) {
+			return u, fmt.Errorf("supplemental group %d: %w", g, errdefs.ErrInvalidArgument)
+		}
+		add(uint32(g))
+	}
+	return u, nil
+}
+
+func isNumeric(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func readImageFile(rootfs, name string) [][]string {
+	p, err := securejoin.SecureJoin(rootfs, name)
+	if err != nil {
+		return nil
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out [][]string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for n := 0; sc.Scan() && n < 100000; n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		out = append(out, strings.Split(line, ":"))
+	}
+	return out
+}
+
+func readPasswd(rootfs string) []passwdEntry {
+	var out []passwdEntry
+	for _, f := range readImageFile(rootfs, "/etc/passwd") {
+		if len(f) < 4 {
+			continue
+		}
+		uid, err1 := strconv.ParseUint(f[2], 10, 32)
+		gid, err2 := strconv.ParseUint(f[3], 10, 32)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		out = append(out, passwdEntry{name: f[0], uid: uint32(uid), gid: uint32(gid)})
+	}
+	return out
+}
+
+func readGroups(rootfs string) []groupEntry {
+	var out []groupEntry
+	for _, f := range readImageFile(rootfs, "/etc/group") {
+		if len(f) < 3 {
+			continue
+		}
+		gid, err := strconv.ParseUint(f[2], 10, 32)
+		if err != nil {
+			continue
+		}
+		g := groupEntry{name: f[0], gid: uint32(gid)}
+		if len(f) > 3 && f[3] != "" {
+			g.members = strings.Split(f[3], ",")
+		}
+		out = append(out, g)
+	}
+	return out
+}

@@ -1,0 +1,240 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/runtime/errdefs"
+	"github.com/nodelet/nodelet/runtime/oci"
+	"github.com/nodelet/nodelet/runtime/store"
+)
+
+// runscDefaultArgs: gVisor under conmon. Its own cgroup handling does not match the pod cgroups
+// made through cgroupfs, so the host's runtime leaves cgroups to the pod; the network is the pod's
+// namespace, used through the host stack.
+var runscDefaultArgs = []string{"--ignore-cgroups", "--network=host"}
+
+// Limits on what one CreateContainer may ask for; far above real pods, far below what would hurt.
+const (
+	maxCtrNameLen       = 253
+	maxCtrArgBytes      = 1 << 20
+	maxCtrEnvs          = 10000
+	maxCtrMounts        = 1000
+	maxCtrDevices       = 1000
+	maxCtrMetadataBytes = 256 << 10
+)
+
+func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateContainerRequest) (_ *runtimeapi.CreateContainerResponse, retErr error) {
+	cfg := req.GetConfig()
+	if err := validateContainerConfig(cfg); err != nil {
+		return nil, err
+	}
+	sb, err := s.sandboxes.Get(req.GetPodSandboxId())
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %q: %w", req.GetPodSandboxId(), err)
+	}
+	if sb.State != runtimeapi.PodSandboxState_SANDBOX_READY {
+		return nil, fmt.Errorf("sandbox %s is not ready: %w", sb.ID, errdefs.ErrFailedPrecondition)
+	}
+	sbCfg := sb.Config
+	if sbCfg == nil {
+		sbCfg = req.GetSandboxConfig()
+	}
+	rt, err := s.runtimeFor(sb.Handler)
+	if err != nil {
+		return nil, err
+	}
+
+	id := store.NewID()
+	md := cfg.GetMetadata()
+	name := strings.Join([]string{md.GetName(), sbCfg.GetMetadata().GetName(), sbCfg.GetMetadata().GetNamespace(),
+		sbCfg.GetMetadata().GetUid(), fmt.Sprint(md.GetAttempt())}, "_")
+	if err := s.containers.ReserveName(name, id); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if retErr != nil {
+			s.containers.ReleaseName(name, id)
+		}
+	}()
+
+	if s.cfg.Images == nil {
+		return nil, fmt.Errorf("no image store configured: %w", errdefs.ErrUnavailable)
+	}
+	rootfs, err := s.cfg.Images.PrepareRootfs(ctx, id, cfg.GetImage().GetImage())
+	if err != nil {
+		return nil, fmt.Errorf("rootfs from image %q: %w", cfg.GetImage().GetImage(), err)
+	}
+	defer func() {
+		if retErr != nil {
+			if err := s.cfg.Images.RemoveRootfs(context.WithoutCancel(ctx), id); err != nil {
+				s.log.Error("undo rootfs", "id", id, "err", err)
+			}
+		}
+	}()
+
+	bundle := filepath.Join(s.cfg.Root, "containers", id)
+	if err := os.MkdirAll(bundle, 0o700); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if retErr != nil {
+			_ = os.RemoveAll(bundle)
+		}
+	}()
+
+	logPath := ""
+	if dir := sbCfg.GetLogDirectory(); dir != "" && cfg.GetLogPath() != "" {
+		logPath = filepath.Join(dir, cfg.GetLogPath())
+		if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
+			return nil, fmt.Errorf("log dir: %w", err)
+		}
+	}
+	monitorLog := logPath
+	if monitorLog == "" {
+		monitorLog = filepath.Join(bundle, "ctr.log") // conmon must log somewhere
+	}
+
+	parent := sb.CgroupParent
+	if parent == "" {
+		parent = s.cfg.CgroupParent
+	}
+	if parent == "" {
+		parent = "/nodelet"
+	}
+	cgroupPath := filepath.Join(parent, "nodelet-"+id)
+
+	spec, err := oci.Generate(oci.SpecInput{
+		ID: id, Config: cfg, Sandbox: sbCfg, Rootfs: rootfs.Path, Image: rootfs.Config,
+		NetNSPath: sb.NetNSPath, IPCNSPath: sb.IPCNSPath, UTSNSPath: sb.UTSNSPath, PIDNSPath: sb.PIDNSPath,
+		ShmPath: sb.ShmPath, SandboxDir: sb.Dir, CgroupsPath: cgroupPath, MinOOMScoreAdj: s.ctr.minOOM,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := oci.WriteBundle(bundle, spec); err != nil {
+		return nil, err
+	}
+
+	stopSignal := rootfs.Config.StopSignal
+	if sig := cfg.GetStopSignal(); sig != runtimeapi.Signal_RUNTIME_DEFAULT {
+		stopSignal = sig.String()
+	}
+	c := &store.Container{
+		ID: id, Name: name, SandboxID: sb.ID, Config: cfg, CreatedAt: time.Now().UnixNano(), Handler: sb.Handler,
+		Image: cfg.GetImage().GetImage(), ImageID: rootfs.ImageID, ImageRef: rootfs.ImageRef,
+		Bundle: bundle, Rootfs: rootfs.Path, LogPath: logPath, CgroupPath: cgroupPath, StopSignal: stopSignal,
+		Status: store.ContainerStatus{
+			State:     runtimeapi.ContainerState_CONTAINER_CREATED,
+			Resources: cfg.GetLinux().GetResources(),
+		},
+	}
+	// The record goes to disk before conmon runs: a daemon killed in between finds the record
+	// on restart and reconciles it with the runtime, instead of leaving an unknown container.
+	if err := s.containerDB.Put(id, c); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if retErr != nil {
+			_ = s.containerDB.Delete(id)
+		}
+	}()
+
+	mon := &oci.Monitor{
+		ConmonPath: s.cfg.ConmonPath, Runtime: rt, ID: id, Bundle: bundle, LogPath: monitorLog,
+		ExitDir: s.ctr.exitDir, Stdin: cfg.GetStdin(), StdinOnce: cfg.GetStdinOnce(), Tty: cfg.GetTty(),
+	}
+	pid, err := mon.Create(ctx)
+	if err != nil {
+		ctx := context.WithoutCancel(ctx)
+		_ = rt.Delete(ctx, id)
+		mon.KillConmon()
+		_ = os.Remove(filepath.Join(s.ctr.exitDir, id))
+		return nil, err
+	}
+	c.Lock()
+	c.Status.Pid = pid
+	c.Status.ConmonPid = oci.ConmonPIDOf(bundle)
+	err = s.containerDB.Put(id, c)
+	c.Unlock()
+	if err != nil {
+		ctx := context.WithoutCancel(ctx)
+		_ = rt.Delete(ctx, id)
+		mon.KillConmon()
+		return nil, err
+	}
+	s.containers.Add(id, c)
+	s.ctr.events.publish(id, sb.ID, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT)
+	return &runtimeapi.CreateContainerResponse{ContainerId: id}, nil
+}
+
+// validateContainerConfig refuses requests that could escape their dirs or cost the daemon more
+// than a real pod ever would.
+func validateContainerConfig(cfg *runtimeapi.ContainerConfig) error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf(format+": %w", append(a, errdefs.ErrInvalidArgument)...)
+	}
+	if cfg == nil || cfg.GetMetadata() == nil {
+		return bad("container config and metadata are required")
+	}
+	name := cfg.GetMetadata().GetName()
+	if name == "" || len(name) > maxCtrNameLen || strings.ContainsAny(name, "/\x00") || strings.Contains(name, "..") {
+		return bad("container name %q", name)
+	}
+	if cfg.GetImage().GetImage() == "" {
+		return bad("container %q: image is required", name)
+	}
+	n := 0
+	for _, a := range append(append([]string(nil), cfg.GetCommand()...), cfg.GetArgs()...) {
+		n += len(a)
+		if strings.ContainsRune(a, 0) {
+			return bad("container %q: NUL in command", name)
+		}
+	}
+	if n > maxCtrArgBytes {
+		return bad("container %q: command and args are %d bytes", name, n)
+	}
+	if len(cfg.GetEnvs()) > maxCtrEnvs {
+		return bad("container %q: %d env vars", name, len(cfg.GetEnvs()))
+	}
+	for _, e := range cfg.GetEnvs() {
+		if e.GetKey() == "" || strings.ContainsAny(e.GetKey(), "=\x00") || strings.ContainsRune(string(e.GetValue()), 0) {
+			return bad("container %q: env var %q", name, e.GetKey())
+		}
+	}
+	if len(cfg.GetMounts()) > maxCtrMounts || len(cfg.GetDevices()) > maxCtrDevices {
+		return bad("container %q: too many mounts or devices", name)
+	}
+	meta := 0
+	for k, v := range cfg.GetLabels() {
+		meta += len(k) + len(v)
+	}
+	for k, v := range cfg.GetAnnotations() {
+		meta += len(k) + len(v)
+	}
+	if meta > maxCtrMetadataBytes {
+		return bad("container %q: labels and annotations are %d bytes", name, meta)
+	}
+	if lp := cfg.GetLogPath(); lp != "" && (filepath.IsAbs(lp) || ctrHasDotDot(lp) || len(lp) > 1024) {
+		return bad("container %q: log path %q must be relative and stay in the log directory", name, lp)
+	}
+	if wd := cfg.GetWorkingDir(); wd != "" && !filepath.IsAbs(wd) {
+		return bad("container %q: working dir %q must be absolute", name, wd)
+	}
+	return nil
+}
+
+func ctrHasDotDot(p string) bool {
+	for _, part := range strings.Split(filepath.ToSlash(p), "/") {
+		if part == ".." {
+			return true
+		}
+	}
+	return false
+}

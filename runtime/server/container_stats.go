@@ -1,0 +1,195 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/moby/sys/mountinfo"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/runtime/cgroups"
+	"github.com/nodelet/nodelet/runtime/store"
+)
+
+type cpuSample struct {
+	at    time.Time
+	usage uint64
+}
+
+func (s *Server) ContainerStats(ctx context.Context, req *runtimeapi.ContainerStatsRequest) (*runtimeapi.ContainerStatsResponse, error) {
+	c, err := s.containers.Get(req.GetContainerId())
+	if err != nil {
+		return nil, fmt.Errorf("container %q: %w", req.GetContainerId(), err)
+	}
+	return &runtimeapi.ContainerStatsResponse{Stats: s.containerStats(c)}, nil
+}
+
+func (s *Server) ListContainerStats(ctx context.Context, req *runtimeapi.ListContainerStatsRequest) (*runtimeapi.ListContainerStatsResponse, error) {
+	f := req.GetFilter()
+	resp := &runtimeapi.ListContainerStatsResponse{}
+	for _, c := range s.containers.List() {
+		if f.GetId() != "" && !strings.HasPrefix(c.ID, f.GetId()) ||
+			f.GetPodSandboxId() != "" && !strings.HasPrefix(c.SandboxID, f.GetPodSandboxId()) ||
+			!ctrLabelsMatch(c.Config.GetLabels(), f.GetLabelSelector()) {
+			continue
+		}
+		if c.Snapshot().State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+			continue
+		}
+		resp.Stats = append(resp.Stats, s.containerStats(c))
+	}
+	return resp, nil
+}
+
+func ctrLabelsMatch(labels, sel map[string]string) bool {
+	for k, v := range sel {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// containerStats reads the container's cgroup; a container without one (not running) gets its
+// attributes and zero usage.
+func (s *Server) containerStats(c *store.Container) *runtimeapi.ContainerStats {
+	now := time.Now()
+	ts := now.UnixNano()
+	out := &runtimeapi.ContainerStats{
+		Attributes: &runtimeapi.ContainerAttributes{
+			Id: c.ID, Metadata: c.Config.GetMetadata(), Labels: c.Config.GetLabels(), Annotations: c.Config.GetAnnotations(),
+		},
+		Cpu:    &runtimeapi.CpuUsage{Timestamp: ts, UsageCoreNanoSeconds: &runtimeapi.UInt64Value{}, UsageNanoCores: &runtimeapi.UInt64Value{}},
+		Memory: &runtimeapi.MemoryUsage{Timestamp: ts, WorkingSetBytes: &runtimeapi.UInt64Value{}},
+	}
+	if st := c.Snapshot(); st.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+		if cs, err := cgroups.Read(c.CgroupPath); err == nil {
+			out.Cpu.UsageCoreNanoSeconds.Value = cs.CPUUsageNanos
+			out.Cpu.UsageNanoCores.Value = s.ctr.cpuRate(c.ID, now, cs.CPUUsageNanos)
+			out.Memory = &runtimeapi.MemoryUsage{
+				Timestamp:       ts,
+				WorkingSetBytes: &runtimeapi.UInt64Value{Value: cs.WorkingSet},
+				UsageBytes:      &runtimeapi.UInt64Value{Value: cs.MemoryUsage},
+				RssBytes:        &runtimeapi.UInt64Value{Value: cs.RSS},
+				PageFaults:      &runtimeapi.UInt64Value{Value: cs.PageFaults},
+				MajorPageFaults: &runtimeapi.UInt64Value{Value: cs.MajorPageFaults},
+			}
+			if cs.MemoryLimit > 0 {
+				out.Memory.AvailableBytes = &runtimeapi.UInt64Value{Value: subU64(cs.MemoryLimit, cs.WorkingSet)}
+			}
+		}
+	}
+	used, inodes, mp := writableLayerUsage(c.Rootfs)
+	out.WritableLayer = &runtimeapi.FilesystemUsage{
+		Timestamp:  ts,
+		FsId:       &runtimeapi.FilesystemIdentifier{Mountpoint: mp},
+		UsedBytes:  &runtimeapi.UInt64Value{Value: used},
+		InodesUsed: &runtimeapi.UInt64Value{Value: inodes},
+	}
+	return out
+}
+
+func subU64(a, b uint64) uint64 {
+	if b > a {
+		return 0
+	}
+	return a - b
+}
+
+// cpuRate turns two cumulative readings into nanocores, as the kubelet's summary API reports.
+func (m *containerManager) cpuRate(id string, now time.Time, usage uint64) uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	prev, ok := m.cpu[id]
+	m.cpu[id] = cpuSample{at: now, usage: usage}
+	if !ok || usage < prev.usage || !now.After(prev.at) {
+		return 0
+	}
+	return uint64(float64(usage-prev.usage) / now.Sub(prev.at).Seconds())
+}
+
+// writableLayerUsage measures what the container wrote: the overlay's upper dir when the rootfs is
+// an overlay mount, else the rootfs dir itself.
+func writableLayerUsage(rootfs string) (bytes, inodes uint64, mountpoint string) {
+	dir := rootfs
+	if ms, err := mountinfo.GetMounts(mountinfo.SingleEntryFilter(rootfs)); err == nil && len(ms) > 0 && ms[0].FSType == "overlay" {
+		for _, o := range strings.Split(ms[0].VFSOptions, ",") {
+			if v, ok := strings.CutPrefix(o, "upperdir="); ok {
+				dir = v
+			}
+		}
+	}
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		inodes++
+		if info, err := d.Info(); err == nil {
+			if st, ok := info.Sys().(*syscall.Stat_t); ok {
+				bytes += uint64(st.Blocks) * 512
+			}
+		}
+		return nil
+	})
+	return bytes, inodes, dir
+}
+
+func (s *Server) PodSandboxStats(ctx context.Context, req *runtimeapi.PodSandboxStatsRequest) (*runtimeapi.PodSandboxStatsResponse, error) {
+	sb, err := s.sandboxes.Get(req.GetPodSandboxId())
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %q: %w", req.GetPodSandboxId(), err)
+	}
+	return &runtimeapi.PodSandboxStatsResponse{Stats: s.sandboxStats(sb)}, nil
+}
+
+func (s *Server) ListPodSandboxStats(ctx context.Context, req *runtimeapi.ListPodSandboxStatsRequest) (*runtimeapi.ListPodSandboxStatsResponse, error) {
+	f := req.GetFilter()
+	resp := &runtimeapi.ListPodSandboxStatsResponse{}
+	for _, sb := range s.sandboxes.List() {
+		if f.GetId() != "" && !strings.HasPrefix(sb.ID, f.GetId()) || !ctrLabelsMatch(sb.Config.GetLabels(), f.GetLabelSelector()) {
+			continue
+		}
+		if sb.State != runtimeapi.PodSandboxState_SANDBOX_READY {
+			continue
+		}
+		resp.Stats = append(resp.Stats, s.sandboxStats(sb))
+	}
+	return resp, nil
+}
+
+// sandboxStats sums the pod's containers: the pod's cgroup parent may be shared (the runtime's
+// default parent), so it cannot be read as the pod's alone.
+func (s *Server) sandboxStats(sb *store.Sandbox) *runtimeapi.PodSandboxStats {
+	ts := time.Now().UnixNano()
+	linux := &runtimeapi.LinuxPodSandboxStats{
+		Cpu:    &runtimeapi.CpuUsage{Timestamp: ts, UsageCoreNanoSeconds: &runtimeapi.UInt64Value{}, UsageNanoCores: &runtimeapi.UInt64Value{}},
+		Memory: &runtimeapi.MemoryUsage{Timestamp: ts, WorkingSetBytes: &runtimeapi.UInt64Value{}, UsageBytes: &runtimeapi.UInt64Value{}, RssBytes: &runtimeapi.UInt64Value{}},
+	}
+	var procs uint64
+	for _, c := range s.containers.List() {
+		if c.SandboxID != sb.ID || c.Snapshot().State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+			continue
+		}
+		cs := s.containerStats(c)
+		linux.Containers = append(linux.Containers, cs)
+		linux.Cpu.UsageCoreNanoSeconds.Value += cs.GetCpu().GetUsageCoreNanoSeconds().GetValue()
+		linux.Cpu.UsageNanoCores.Value += cs.GetCpu().GetUsageNanoCores().GetValue()
+		linux.Memory.WorkingSetBytes.Value += cs.GetMemory().GetWorkingSetBytes().GetValue()
+		linux.Memory.UsageBytes.Value += cs.GetMemory().GetUsageBytes().GetValue()
+		linux.Memory.RssBytes.Value += cs.GetMemory().GetRssBytes().GetValue()
+		if st, err := cgroups.Read(c.CgroupPath); err == nil {
+			procs += st.Pids
+		}
+	}
+	linux.Process = &runtimeapi.ProcessUsage{Timestamp: ts, ProcessCount: &runtimeapi.UInt64Value{Value: procs}}
+	md := sb.Config.GetMetadata()
+	return &runtimeapi.PodSandboxStats{
+		Attributes: &runtimeapi.PodSandboxAttributes{Id: sb.ID, Metadata: md, Labels: sb.Config.GetLabels(), Annotations: sb.Config.GetAnnotations()},
+		Linux:      linux,
+	}
+}

@@ -1,0 +1,109 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/runtime/errdefs"
+	"github.com/nodelet/nodelet/runtime/store"
+)
+
+// killWait bounds the wait after SIGKILL: the kernel ends a killed process group in moments, so
+// only a wedged process (in D state) or a dead monitor takes this long.
+const killWait = 30 * time.Second
+
+func (s *Server) StopContainer(ctx context.Context, req *runtimeapi.StopContainerRequest) (*runtimeapi.StopContainerResponse, error) {
+	c, err := s.containers.Get(req.GetContainerId())
+	if err != nil {
+		return nil, fmt.Errorf("container %q: %w", req.GetContainerId(), err)
+	}
+	if err := s.stopContainer(ctx, c, time.Duration(req.GetTimeout())*time.Second); err != nil {
+		return nil, err
+	}
+	return &runtimeapi.StopContainerResponse{}, nil
+}
+
+// stopContainer sends the stop signal, waits up to grace for the exit, then kills every process
+// of the container. Stopping a stopped container succeeds.
+func (s *Server) stopContainer(ctx context.Context, c *store.Container, grace time.Duration) error {
+	if c.Snapshot().State == runtimeapi.ContainerState_CONTAINER_EXITED {
+		return nil
+	}
+	if s.handleExit(c.ID) {
+		return nil
+	}
+	rt, err := s.runtimeFor(c.Handler)
+	if err != nil {
+		return err
+	}
+	if grace > 0 && c.Snapshot().State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+		sig, err := parseSignal(c.StopSignal)
+		if err != nil {
+			s.log.Warn("bad stop signal, using SIGTERM", "id", c.ID, "signal", c.StopSignal, "err", err)
+			sig = unix.SIGTERM
+		}
+		if err := rt.Kill(ctx, c.ID, sig, false); err != nil {
+			s.log.Debug("stop signal", "id", c.ID, "err", err) // it may have just exited
+		}
+		if s.waitExit(ctx, c, grace) {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	if err := rt.Kill(ctx, c.ID, unix.SIGKILL, true); err != nil {
+		s.log.Debug("kill", "id", c.ID, "err", err)
+	}
+	if !s.waitExit(ctx, c, killWait) {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("container %s did not exit after SIGKILL: %w", c.ID, errdefs.ErrUnavailable)
+	}
+	return nil
+}
+
+// parseSignal reads an image's or request's stop signal: "SIGQUIT", "QUIT" or "3".
+func parseSignal(v string) (syscall.Signal, error) {
+	if v == "" {
+		return unix.SIGTERM, nil
+	}
+	if n, err := strconv.Atoi(v); err == nil {
+		if n <= 0 || n > 64 {
+			return 0, fmt.Errorf("signal %d out of range", n)
+		}
+		return syscall.Signal(n), nil
+	}
+	name := strings.ToUpper(v)
+	if !strings.HasPrefix(name, "SIG") {
+		name = "SIG" + name
+	}
+	if sig := unix.SignalNum(name); sig != 0 {
+		return sig, nil
+	}
+	return 0, errors.New("unknown signal " + v)
+}
+
+// stopContainersOfSandbox kills every container of a sandbox (StopPodSandbox: the kubelet has
+// already given them their grace period through StopContainer).
+func (s *Server) stopContainersOfSandbox(ctx context.Context, sandboxID string) error {
+	var errs []error
+	for _, c := range s.containers.List() {
+		if c.SandboxID != sandboxID {
+			continue
+		}
+		if err := s.stopContainer(ctx, c, 0); err != nil {
+			errs = append(errs, fmt.Errorf("stop container %s: %w", c.ID, err))
+		}
+	}
+	return errors.Join(errs...)
+}
