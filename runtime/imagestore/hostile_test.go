@@ -393,3 +393,26 @@ func TestHostileConfigVolumesThroughSymlinks(t *testing.T) {
 	}
 	sb.checkOutside(t, escape)
 }
+
+func TestHostileHugeLayer(t *testing.T) {
+	sb := newSandbox(t)
+	reg := newRegistry(t, false, "", "")
+	// 64 MiB of zeros gzip to about 64 KiB: a small download that unpacks big.
+	bomb := tarOf(t, file("zeros", strings.Repeat("\x00", 64<<20)))
+	full := reg.push(t, "hostile/bomb:1", imageOf(t, [][]byte{bomb}, nil))
+	s := openStore(t, sb.store, WithMaxLayerSize(8<<20))
+	_, err := s.Pull(ctxT(t), full, PullOptions{})
+	if !errors.Is(err, errdefs.ErrResourceExhausted) {
+		t.Fatalf("got %v, want ResourceExhausted", err)
+	}
+	expectRefusedKeepingLayers(t, s, err)
+	if ents, _ := os.ReadDir(filepath.Join(s.Root(), "tmp")); len(ents) != 0 {
+		t.Errorf("tmp litter: %v", ents)
+	}
+	// A reserve larger than the free space refuses the same way.
+	s = openStore(t, sb.store, WithDiskReserve(1<<62))
+	if _, err := s.Pull(ctxT(t), full, PullOptions{}); !errors.Is(err, errdefs.ErrResourceExhausted) {
+		t.Fatalf("got %v, want ResourceExhausted for lack of space", err)
+	}
+	sb.checkOutside(t)
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/moby/go-archive"
 	"github.com/moby/go-archive/chrootarchive"
+	"golang.org/x/sys/unix"
 
 	"github.com/nodelet/nodelet/runtime/errdefs"
 )
@@ -118,10 +119,20 @@ func (s *Store) unpackLayer(ctx context.Context, chainID, diffID string, compres
 	}
 	defer dec.Close()
 	h := sha256.New()
-	tee := io.TeeReader(dec, h)
+	// The guard runs inside the extraction's chroot, where host paths mean nothing: it asks about
+	// free space through a descriptor opened here.
+	dirf, err := os.Open(tmp)
+	if err != nil {
+		return err
+	}
+	defer dirf.Close()
+	tee := io.TeeReader(&sizeGuard{r: dec, max: s.maxLayer, reserve: s.reserve, dir: dirf}, h)
 	if err := chrootarchive.UntarUncompressed(tee, diff, &archive.TarOptions{WhiteoutFormat: archive.OverlayWhiteoutFormat}); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if errors.Is(err, errdefs.ErrResourceExhausted) {
+			return fmt.Errorf("layer %s: %w", diffID, err)
 		}
 		return fmt.Errorf("layer %s: unpack: %v: %w", diffID, err, errdefs.ErrInvalidArgument)
 	}
@@ -219,6 +230,39 @@ func syncTree(dir string) error {
 	}
 	defer f.Close()
 	return syscallSyncfs(int(f.Fd()))
+}
+
+// sizeGuard stops an unpack that grows past the layer size cap or would leave the store's
+// filesystem with less than reserve bytes free. It checks free space every 64 MiB.
+type sizeGuard struct {
+	r            io.Reader
+	max, reserve int64
+	dir          *os.File
+	n, next      int64
+	err          error
+}
+
+func (g *sizeGuard) Read(p []byte) (int, error) {
+	// The error is sticky and comes with no data: readers such as io.ReadFull drop an error that
+	// arrives together with enough bytes.
+	if g.err != nil {
+		return 0, g.err
+	}
+	n, err := g.r.Read(p)
+	g.n += int64(n)
+	if g.max > 0 && g.n > g.max {
+		g.err = fmt.Errorf("layer is larger than the %d-byte limit: %w", g.max, errdefs.ErrResourceExhausted)
+		return 0, g.err
+	}
+	if g.reserve > 0 && g.n >= g.next {
+		g.next = g.n + 64<<20
+		var st unix.Statfs_t
+		if unix.Fstatfs(int(g.dir.Fd()), &st) == nil && int64(st.Bavail)*st.Bsize < g.reserve {
+			g.err = fmt.Errorf("layer would leave less than %d bytes free on the image filesystem: %w", g.reserve, errdefs.ErrResourceExhausted)
+			return 0, g.err
+		}
+	}
+	return n, err
 }
 
 // ctxReader stops a download or unpack promptly when its context ends.

@@ -40,6 +40,8 @@ type Store struct {
 	parallel int
 	rt       http.RoundTripper
 	log      *slog.Logger
+	maxLayer int64 // uncompressed bytes one layer may hold; 0 is no limit
+	reserve  int64 // free bytes a pull must leave on the store's filesystem
 
 	pulls  flightGroup[*Image] // dedupes concurrent pulls of the same reference
 	layers flightGroup[struct{}]
@@ -68,6 +70,13 @@ func WithParallelDownloads(n int) Option {
 // WithTransport sets the base HTTP transport (tests use it to trust their own CA or to inject faults).
 func WithTransport(rt http.RoundTripper) Option { return func(s *Store) { s.rt = rt } }
 
+// WithMaxLayerSize caps the uncompressed size of one layer (default: no cap besides free space).
+func WithMaxLayerSize(n int64) Option { return func(s *Store) { s.maxLayer = n } }
+
+// WithDiskReserve sets how much free space an unpacking layer must leave on the store's
+// filesystem (default 512 MiB), so a decompression bomb fails the pull rather than filling the disk.
+func WithDiskReserve(n int64) Option { return func(s *Store) { s.reserve = n } }
+
 // WithLogger sets the logger.
 func WithLogger(l *slog.Logger) Option { return func(s *Store) { s.log = l } }
 
@@ -82,6 +91,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		platform: v1.Platform{OS: "linux", Architecture: goruntime.GOARCH},
 		parallel: 3,
 		log:      slog.Default(),
+		reserve:  512 << 20,
 	}
 	for _, o := range opts {
 		o(s)
