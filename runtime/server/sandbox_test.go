@@ -309,7 +309,9 @@ func TestSandboxRejectsBadInput(t *testing.T) {
 			c.Linux.Sysctls = map[string]string{"kernel.shm_rmid_forced=1+kernel.core_pattern": "x"}
 		}, "", codes.InvalidArgument},
 		{"node-wide sysctl", func(c *runtimeapi.PodSandboxConfig) { c.Linux.Sysctls = map[string]string{"kernel.core_pattern": "x"} }, "", codes.InvalidArgument},
-		{"unknown namespaced sysctl", func(c *runtimeapi.PodSandboxConfig) { c.Linux.Sysctls = map[string]string{"net.ipv4.no_such_thing": "1"} }, "", codes.InvalidArgument},
+		{"unknown namespaced sysctl", func(c *runtimeapi.PodSandboxConfig) {
+			c.Linux.Sysctls = map[string]string{"net.ipv4.no_such_thing": "1"}
+		}, "", codes.InvalidArgument},
 		{"unknown handler", func(c *runtimeapi.PodSandboxConfig) {}, "kata", codes.InvalidArgument},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
