@@ -146,7 +146,8 @@ func classify(err error) error {
 }
 
 // store brings every missing layer of img into the store, then commits its record. Called by pulls
-// and imports alike.
+// and imports alike. The shared lock only keeps another process's start-up from sweeping tmp/
+// under us; GC is held off by the pin, so removing images never waits for a long pull.
 func (s *Store) store(ctx context.Context, img v1.Image, tag, repoDigest string, progress func(Progress)) (*Image, error) {
 	lk, err := s.sharedLock()
 	if err != nil {
@@ -189,6 +190,11 @@ func (s *Store) store(ctx context.Context, img v1.Image, tag, repoDigest string,
 		diffIDs[i] = d.String()
 	}
 	chains := chainIDs(diffIDs)
+	unpin, err := s.pinLayers(chains)
+	if err != nil {
+		return nil, err
+	}
+	defer unpin()
 
 	rec := &Image{ID: mf.Config.Digest.String(), ManifestDigest: digestOf(rawMf), Size: mf.Config.Size}
 	var p Progress

@@ -361,3 +361,55 @@ func TestRetagMovesTagAndRemoveFreesLayers(t *testing.T) {
 		}
 	}
 }
+
+func TestRemoveDuringPullKeepsPinnedLayers(t *testing.T) {
+	reg := newRegistry(t, false, "", "")
+	a := reg.push(t, "pin/a:1", twoLayerImage(t, "a"))
+	bImg := twoLayerImage(t, "b") // same busybox layer, own top layer
+	b := reg.push(t, "pin/b:1", bImg)
+	ls, _ := bImg.Layers()
+	top, _ := ls[1].Digest()
+	reached, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	reg.hook = func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, top.String()) {
+			once.Do(func() { close(reached) })
+			<-release
+		}
+		return false
+	}
+	s := openStore(t, t.TempDir())
+	imgA, err := s.Pull(ctxT(t), a, PullOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Pull(ctxT(t), b, PullOptions{})
+		done <- err
+	}()
+	<-reached
+	// The pull of b is stuck mid-download; removing a must not wait for it, and must keep the
+	// busybox layer b relies on.
+	if err := s.Remove(ctxT(t), imgA.ID); err != nil {
+		t.Fatal(err)
+	}
+	if !s.hasLayer(imgA.Layers[0].ChainID) {
+		t.Fatal("GC freed a layer an in-flight pull relies on")
+	}
+	if s.hasLayer(imgA.Layers[1].ChainID) {
+		t.Fatal("a's own layer was kept")
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	rf, err := s.PrepareRootfs(ctxT(t), "pinned", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.RemoveRootfs(ctxT(t), "pinned")
+	if _, err := os.Stat(filepath.Join(rf.Path, "bin", "busybox")); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/nodelet/nodelet/runtime/errdefs"
 )
@@ -16,7 +19,7 @@ import (
 // RemoveImage does) and frees the layers and blobs nothing else uses. An image a container rootfs
 // uses is refused with errdefs.ErrFailedPrecondition. A missing image is errdefs.ErrNotFound.
 func (s *Store) Remove(ctx context.Context, ref string) error {
-	lk, err := s.exclusiveLock()
+	lk, err := s.metaLock()
 	if err != nil {
 		return err
 	}
@@ -46,7 +49,7 @@ func (s *Store) Remove(ctx context.Context, ref string) error {
 // GC frees layers, links and blobs that no image or container references. Remove calls it; a daemon
 // may also call it after a crash.
 func (s *Store) GC() error {
-	lk, err := s.exclusiveLock()
+	lk, err := s.metaLock()
 	if err != nil {
 		return err
 	}
@@ -54,9 +57,14 @@ func (s *Store) GC() error {
 	return s.gcLocked()
 }
 
-// gcLocked runs under the exclusive lock: no pull or rootfs preparation is in flight anywhere.
+// gcLocked runs under the meta lock, so no record is being written and no rootfs prepared. Pulls in
+// flight in any process pin the layers they are bringing in (see pinLayers); those stay.
 func (s *Store) gcLocked() error {
 	imgs, err := s.loadAll()
+	if err != nil {
+		return err
+	}
+	pinned, err := s.pinnedLayers()
 	if err != nil {
 		return err
 	}
@@ -64,7 +72,7 @@ func (s *Store) gcLocked() error {
 	if err != nil {
 		return err
 	}
-	liveLayers := map[string]bool{}
+	liveLayers := pinned
 	liveBlobs := map[string]bool{}
 	for _, img := range imgs {
 		liveBlobs[img.ID] = true
@@ -172,4 +180,67 @@ func (s *Store) FsUsage() (images, containers Usage, err error) {
 		containers.Inodes += n
 	}
 	return images, containers, nil
+}
+
+// pinLayers records, in a file that stays flocked until unpin is called, the layers a pull is about
+// to rely on, so a concurrent GC in any process leaves them alone though no image names them yet.
+// A pin whose owner died is unlocked and thereby stale.
+func (s *Store) pinLayers(chains []string) (unpin func(), err error) {
+	// Written and locked under a name GC ignores, then renamed: a pin GC sees is always complete.
+	f, err := os.CreateTemp(s.path("tmp"), "pinning-")
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (func(), error) {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		return fail(err)
+	}
+	if _, err := f.WriteString(strings.Join(chains, "\n")); err != nil {
+		return fail(err)
+	}
+	pin := s.path("tmp", "pin-"+strings.TrimPrefix(filepath.Base(f.Name()), "pinning-"))
+	if err := os.Rename(f.Name(), pin); err != nil {
+		return fail(err)
+	}
+	return func() {
+		os.Remove(pin)
+		f.Close()
+	}, nil
+}
+
+func (s *Store) pinnedLayers() (map[string]bool, error) {
+	live := map[string]bool{}
+	ents, err := os.ReadDir(s.path("tmp"))
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), "pin-") {
+			continue
+		}
+		p := s.path("tmp", e.Name())
+		f, err := os.Open(p)
+		if err != nil {
+			continue
+		}
+		if unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB) == nil {
+			// Nobody holds it: its pull died. The content may be partial, so do not trust it.
+			os.Remove(p)
+			f.Close()
+			continue
+		}
+		b, err := io.ReadAll(f)
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range strings.Split(string(b), "\n") {
+			live[c] = true
+		}
+	}
+	return live, nil
 }

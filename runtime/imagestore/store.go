@@ -4,14 +4,16 @@
 //
 // Layout under the store root (every name below is written by this package only):
 //
-//	lock                    flock: shared while pulling or preparing a rootfs, exclusive while deleting
-//	meta.lock               flock: exclusive around every metadata transaction (records, tags)
+//	lock                    flock: shared while pulling or preparing a rootfs; taken exclusive (without
+//	                        waiting) only at Open, to sweep tmp/ when no one else is working
+//	meta.lock               flock: exclusive around every metadata transaction (records, tags,
+//	                        rootfs records, removal and GC)
 //	blobs/sha256/<hex>      manifests and configs, verified before they are written
 //	layers/<chain hex>/     diff/ (the unpacked layer, overlay whiteout format) and layer.json
 //	l/<short id>            symlink to ../layers/<chain hex>/diff; keeps overlay mount options short
 //	images/<config hex>.json one record per image: tags, repo digests, layers
 //	rootfs/<container id>/  upper/, work/, merged/ and rootfs.json for each prepared container rootfs
-//	tmp/                    work in progress; never read, emptied when no one else is working
+//	tmp/                    work in progress, and pin-* files naming the layers in-flight pulls rely on
 //
 // Everything becomes visible by rename(2) after it is complete and fsynced, so a killed pull leaves only
 // tmp/ litter and whatever complete layers it had finished; the next pull reuses those.
@@ -157,9 +159,8 @@ func (l *fileLock) unlock() {
 	}
 }
 
-func (s *Store) sharedLock() (*fileLock, error)    { return s.lock("lock", unix.LOCK_SH) }
-func (s *Store) exclusiveLock() (*fileLock, error) { return s.lock("lock", unix.LOCK_EX) }
-func (s *Store) metaLock() (*fileLock, error)      { return s.lock("meta.lock", unix.LOCK_EX) }
+func (s *Store) sharedLock() (*fileLock, error) { return s.lock("lock", unix.LOCK_SH) }
+func (s *Store) metaLock() (*fileLock, error)   { return s.lock("meta.lock", unix.LOCK_EX) }
 
 // writeFileAtomic writes data to path so that readers see the old or the new content, never a mix,
 // even across a crash: temp file in the same dir, fsync, rename, fsync the dir.
