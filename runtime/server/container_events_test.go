@@ -1,0 +1,74 @@
+package server_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/runtime/server/servertest"
+)
+
+func TestContainerEvents(t *testing.T) {
+	e := servertest.Start(t)
+	pod := e.PodWithLogs("events")
+	sb := e.RunPod(pod, "")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream, err := e.Runtime.GetContainerEvents(ctx, &runtimeapi.GetEventsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := make(chan *runtimeapi.ContainerEventResponse, 100)
+	go func() {
+		for {
+			ev, err := stream.Recv()
+			if err != nil {
+				close(events)
+				return
+			}
+			events <- ev
+		}
+	}()
+	// The stream is registered once the server has it; a first container's events prove it.
+	var id string
+	next := func(want runtimeapi.ContainerEventType) *runtimeapi.ContainerEventResponse {
+		t.Helper()
+		timeout := time.After(time.Minute)
+		for {
+			select {
+			case ev, ok := <-events:
+				if !ok {
+					t.Fatalf("stream ended waiting for %v", want)
+				}
+				if ev.ContainerId == id && ev.ContainerEventType == want {
+					return ev
+				}
+			case <-timeout:
+				t.Fatalf("no %v event for %s", want, id)
+			}
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // let the subscription reach the server before the first event
+	id = e.CreateContainer(sb, pod, servertest.ContainerConfig("ev", "sh", "-c", "sleep 0.2; exit 2"))
+	ev := next(runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT)
+	if ev.CreatedAt == 0 || len(ev.ContainersStatuses) != 1 || ev.ContainersStatuses[0].Id != id {
+		t.Fatalf("created event: %v", ev)
+	}
+	if _, err := e.Runtime.StartContainer(e.Ctx(), &runtimeapi.StartContainerRequest{ContainerId: id}); err != nil {
+		t.Fatal(err)
+	}
+	next(runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT)
+	ev = next(runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT)
+	if st := ev.ContainersStatuses[0]; st.State != runtimeapi.ContainerState_CONTAINER_EXITED || st.ExitCode != 2 {
+		t.Fatalf("stopped event status: %v", st)
+	}
+	if _, err := e.Runtime.RemoveContainer(e.Ctx(), &runtimeapi.RemoveContainerRequest{ContainerId: id}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT); len(ev.ContainersStatuses) != 0 {
+		t.Fatalf("deleted event still lists the container: %v", ev)
+	}
+}

@@ -1,0 +1,78 @@
+package server_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/runtime/server/servertest"
+)
+
+// TestContainerRecoverAfterDaemonKill stops the server without touching its containers, as a
+// SIGKILL would, lets one container exit while no daemon runs, and starts a fresh server on the
+// same dirs.
+func TestContainerRecoverAfterDaemonKill(t *testing.T) {
+	e := servertest.Start(t)
+	pod := e.PodWithLogs("recover")
+	sb := e.RunPod(pod, "")
+	ticker := e.RunContainer(sb, pod, servertest.ContainerConfig("ticker", "sh", "-c", "i=0; while :; do echo tick $i; i=$((i+1)); sleep 0.05; done"))
+	waiter := e.RunContainer(sb, pod, servertest.ContainerConfig("waiter", "sh", "-c", "while [ ! -e /tmp/go ]; do sleep 0.05; done; exit 42"))
+	tickLog := e.Status(ticker).LogPath
+	e.WaitLog(tickLog, "tick 1")
+
+	e.Server.CloseContainers() // the old daemon's watchers die with it
+	e.Stop()
+	// While no daemon runs, the waiter exits (through its rootfs, so no runtime call is needed).
+	if _, err := os.Create(e.Dir + "/overlays/" + waiter + "/upper/tmp/go"); err != nil {
+		// The upper dir has no /tmp until written; make it.
+		if err := os.MkdirAll(e.Dir+"/overlays/"+waiter+"/merged/tmp", 0o1777); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Create(e.Dir + "/overlays/" + waiter + "/merged/tmp/go"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(500 * time.Millisecond) // the waiter polls every 50 ms
+	sizeDown, _ := os.Stat(tickLog)
+
+	e.Restart()
+	st := e.Status(ticker)
+	if st.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		t.Fatalf("ticker after restart: %v", st)
+	}
+	list, err := e.Runtime.ListContainers(e.Ctx(), &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
+		State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}}})
+	if err != nil || len(list.Containers) != 1 || list.Containers[0].Id != ticker {
+		t.Fatalf("running after restart: %v %v", list, err)
+	}
+	w := e.WaitContainerState(waiter, runtimeapi.ContainerState_CONTAINER_EXITED)
+	if w.ExitCode != 42 || w.Reason != "Error" {
+		t.Fatalf("waiter after restart: %+v", w)
+	}
+	// The log keeps growing: conmon kept running.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		fi, _ := os.Stat(tickLog)
+		if fi.Size() > sizeDown.Size()+100 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("log stopped growing")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The recovered container stops like any other: the new watcher sees its exit.
+	if _, err := e.Runtime.StopContainer(e.Ctx(), &runtimeapi.StopContainerRequest{ContainerId: ticker, Timeout: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if st := e.Status(ticker); st.State != runtimeapi.ContainerState_CONTAINER_EXITED || st.ExitCode != 143 && st.ExitCode != 137 {
+		t.Fatalf("ticker after stop: %+v", st)
+	}
+	b, _ := os.ReadFile(tickLog)
+	if !strings.Contains(string(b), "stdout F tick") {
+		t.Fatalf("log: %.200s", b)
+	}
+}

@@ -1,0 +1,95 @@
+package server_test
+
+import (
+	"strings"
+	"testing"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/runtime/server/servertest"
+)
+
+// runToLog runs cfg to completion and returns its status and log.
+func runToLog(t *testing.T, e *servertest.Env, sb string, pod *runtimeapi.PodSandboxConfig, cfg *runtimeapi.ContainerConfig) (*runtimeapi.ContainerStatus, string) {
+	t.Helper()
+	id := e.RunContainer(sb, pod, cfg)
+	st := e.WaitContainerState(id, runtimeapi.ContainerState_CONTAINER_EXITED)
+	log := e.WaitLog(st.LogPath, "END")
+	return st, log
+}
+
+func TestContainerSecurityContext(t *testing.T) {
+	for _, handler := range []string{"runc", "crun"} {
+		t.Run(handler, func(t *testing.T) {
+			e := servertest.Start(t)
+			pod := e.PodWithLogs("sec-" + handler)
+			sb := e.RunPod(pod, handler)
+
+			t.Run("user", func(t *testing.T) {
+				cfg := servertest.ContainerConfig("user", "sh", "-c", "id; echo END")
+				cfg.Linux.SecurityContext.RunAsUser = &runtimeapi.Int64Value{Value: 1000}
+				cfg.Linux.SecurityContext.SupplementalGroups = []int64{3000}
+				_, log := runToLog(t, e, sb, pod, cfg)
+				for _, want := range []string{"uid=1000", "gid=1000", "2000", "3000"} {
+					if !strings.Contains(log, want) {
+						t.Errorf("id output lacks %q:\n%s", want, log)
+					}
+				}
+			})
+			t.Run("username", func(t *testing.T) {
+				cfg := servertest.ContainerConfig("username", "sh", "-c", "id -u; echo END")
+				cfg.Linux.SecurityContext.RunAsUsername = "nobody"
+				_, log := runToLog(t, e, sb, pod, cfg)
+				if !strings.Contains(log, "F 65534") {
+					t.Errorf("nobody's uid not in:\n%s", log)
+				}
+			})
+			t.Run("capabilities", func(t *testing.T) {
+				cfg := servertest.ContainerConfig("caps", "sh", "-c", "grep -E '^Cap(Eff|Bnd)' /proc/self/status; echo END")
+				cfg.Linux.SecurityContext.Capabilities = &runtimeapi.Capability{DropCapabilities: []string{"ALL"}, AddCapabilities: []string{"NET_BIND_SERVICE"}}
+				_, log := runToLog(t, e, sb, pod, cfg)
+				if !strings.Contains(log, "CapEff:\t0000000000000400") || !strings.Contains(log, "CapBnd:\t0000000000000400") {
+					t.Errorf("caps:\n%s", log)
+				}
+				cfg = servertest.ContainerConfig("defcaps", "sh", "-c", "grep CapBnd /proc/self/status; echo END")
+				_, log = runToLog(t, e, sb, pod, cfg)
+				if !strings.Contains(log, "CapBnd:\t00000000a80425fb") {
+					t.Errorf("default caps:\n%s", log)
+				}
+			})
+			t.Run("readonly-rootfs-nonewprivs-seccomp", func(t *testing.T) {
+				cfg := servertest.ContainerConfig("ro", "sh", "-c",
+					"touch /x && echo WROTE; touch /tmp/y 2>/dev/null || true; grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status; echo END")
+				cfg.Linux.SecurityContext.ReadonlyRootfs = true
+				cfg.Linux.SecurityContext.NoNewPrivs = true
+				cfg.Linux.SecurityContext.Seccomp = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}
+				_, log := runToLog(t, e, sb, pod, cfg)
+				if strings.Contains(log, "WROTE") {
+					t.Errorf("wrote to a read-only rootfs:\n%s", log)
+				}
+				if !strings.Contains(log, "NoNewPrivs:\t1") || !strings.Contains(log, "Seccomp:\t2") {
+					t.Errorf("no_new_privs/seccomp not in force:\n%s", log)
+				}
+			})
+			t.Run("masked-paths", func(t *testing.T) {
+				cfg := servertest.ContainerConfig("masked", "sh", "-c", "wc -c < /proc/keys; echo x > /proc/sys/kernel/domainname || echo RO; echo END")
+				_, log := runToLog(t, e, sb, pod, cfg)
+				if !strings.Contains(log, "F 0") || !strings.Contains(log, "RO") {
+					t.Errorf("masked/readonly paths not in force:\n%s", log)
+				}
+			})
+			t.Run("mounts", func(t *testing.T) {
+				host := t.TempDir()
+				cfg := servertest.ContainerConfig("mounts", "sh", "-c", "echo hi > /data/rw/f && cat /data/rw/f; echo x > /data/ro/f || echo RO; echo END")
+				cfg.Mounts = []*runtimeapi.Mount{
+					{ContainerPath: "/data/rw", HostPath: host},
+					{ContainerPath: "/data/ro", HostPath: host, Readonly: true, RecursiveReadOnly: handler == "runc"},
+				}
+				_, log := runToLog(t, e, sb, pod, cfg)
+				if !strings.Contains(log, "F hi") || !strings.Contains(log, "RO") {
+					t.Errorf("mounts:\n%s", log)
+				}
+			})
+		})
+	}
+}
