@@ -140,15 +140,7 @@ func createCgroup(rel string) error {
 func initCgroupDir(r cgroupRoot, parent, dir string) error {
 	switch {
 	case r.cpuset:
-		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
-			b, err := os.ReadFile(filepath.Join(parent, f))
-			if err != nil {
-				return err
-			}
-			if err := os.WriteFile(filepath.Join(dir, f), bytes.TrimSpace(b), 0); err != nil {
-				return fmt.Errorf("cgroup %s: %s: %w", dir, f, err)
-			}
-		}
+		return copyCpuset(parent, dir)
 	case r.v2:
 		// Delegate whatever the parent has, so containers below can have limits. In a hybrid
 		// setup the unified hierarchy has no controllers and this is a no-op.
@@ -160,9 +152,43 @@ func initCgroupDir(r cgroupRoot, parent, dir string) error {
 	return nil
 }
 
-// removeCgroups deletes the dirs a sandbox created, children first. The pod's own cgroup (the
-// last) must go; an ancestor another pod still uses stays.
-func removeCgroups(created []string) error {
+func copyCpuset(parent, dir string) error {
+	for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+		cur, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			return err
+		}
+		if len(bytes.TrimSpace(cur)) > 0 {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(parent, f))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), bytes.TrimSpace(b), 0); err != nil {
+			return fmt.Errorf("cgroup %s: %s: %w", dir, f, err)
+		}
+	}
+	return nil
+}
+
+// fillCpuset gives every cpuset cgroup from the root down to rel the CPUs and memory nodes of
+// its parent where it has none (a cgroup someone else made empty), so that a process can join.
+func fillCpuset(r cgroupRoot, rel string) error {
+	cur := r.path
+	for _, c := range strings.Split(strings.Trim(rel, "/"), "/") {
+		parent := cur
+		cur = filepath.Join(cur, c)
+		if err := copyCpuset(parent, cur); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// removeCgroups deletes the dirs a sandbox created, children first. The pod's cgroup and what is
+// below it must go; an ancestor that another pod still uses stays.
+func removeCgroups(created []string, pod string) error {
 	roots, err := cgroupRoots()
 	if err != nil {
 		return err
@@ -173,7 +199,7 @@ func removeCgroups(created []string) error {
 			if err == nil || os.IsNotExist(err) {
 				continue
 			}
-			if i == len(created)-1 {
+			if created[i] == pod || strings.HasPrefix(created[i], pod+"/") {
 				return fmt.Errorf("remove cgroup %s: %w", filepath.Join(r.path, created[i]), err)
 			}
 		}
@@ -181,14 +207,30 @@ func removeCgroups(created []string) error {
 	return nil
 }
 
-// addToCgroup moves pid into rel in every hierarchy.
+// infraCgroup holds the pod's init on cgroup v2, below the pod cgroup: v2 lets no process live in
+// a cgroup whose controllers are delegated to children, and the containers' cgroups are children.
+const infraCgroup = "pod-init"
+
+// addToCgroup moves pid into the pod cgroup rel in every hierarchy (into rel/pod-init on v2).
 func addToCgroup(rel string, pid int) error {
 	roots, err := cgroupRoots()
 	if err != nil {
 		return err
 	}
 	for _, r := range roots {
-		p := filepath.Join(r.path, rel, "cgroup.procs")
+		dir := filepath.Join(r.path, rel)
+		if r.cpuset {
+			if err := fillCpuset(r, rel); err != nil {
+				return err
+			}
+		}
+		if r.v2 {
+			dir = filepath.Join(dir, infraCgroup)
+			if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
+				return fmt.Errorf("cgroup %s: %w", dir, err)
+			}
+		}
+		p := filepath.Join(dir, "cgroup.procs")
 		if err := os.WriteFile(p, []byte(strconv.Itoa(pid)), 0); err != nil {
 			return fmt.Errorf("join %s: %w", p, err)
 		}

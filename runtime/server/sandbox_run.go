@@ -81,6 +81,9 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 	if sb.CgroupCreated, err = missingCgroups(sb.CgroupParent); err != nil {
 		return nil, err
 	}
+	if sharedPID {
+		sb.CgroupCreated = append(sb.CgroupCreated, path.Join(sb.CgroupParent, infraCgroup))
+	}
 
 	if err := s.sandboxes.ReserveName(sb.Name, id); err != nil {
 		return nil, err
@@ -115,12 +118,12 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 	}
 
 	if err := createCgroup(sb.CgroupParent); err != nil {
-		removeCgroups(sb.CgroupCreated)
+		removeCgroups(sb.CgroupCreated, sb.CgroupParent)
 		return nil, err
 	}
 	defer func() {
 		if retErr != nil {
-			s.undo("remove cgroup", removeCgroups(sb.CgroupCreated))
+			s.undo("remove cgroup", removeCgroups(sb.CgroupCreated, sb.CgroupParent))
 		}
 	}()
 

@@ -367,9 +367,13 @@ func TestSandboxSharedPIDNamespace(t *testing.T) {
 	if !strings.Contains(string(status), "\nNSpid:\t"+itoa(info.PID)+"\t1\n") {
 		t.Errorf("catatonit is not pid 1 of its namespace: %s", status)
 	}
-	procs, _ := os.ReadFile(filepath.Join(cgroupDirs(info.CgroupParent)[0], "cgroup.procs"))
-	if !strings.Contains(string(procs), itoa(info.PID)) {
-		t.Errorf("catatonit is not in the pod cgroup (procs %q)", procs)
+	// In every hierarchy: in the pod cgroup, or on cgroup v2 in its pod-init child.
+	for _, d := range cgroupDirs(info.CgroupParent) {
+		procs, _ := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+		initProcs, _ := os.ReadFile(filepath.Join(d, "pod-init", "cgroup.procs"))
+		if !strings.Contains(string(procs)+string(initProcs), itoa(info.PID)+"\n") {
+			t.Errorf("catatonit is not in the pod cgroup %s", d)
+		}
 	}
 	if _, err := e.Runtime.StopPodSandbox(e.Ctx(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil {
 		t.Fatal(err)
@@ -381,4 +385,43 @@ func TestSandboxSharedPIDNamespace(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertGone(t, e, info)
+}
+
+func TestSandboxCgroupParentFromConfig(t *testing.T) {
+	e := servertest.Start(t)
+	// One the kubelet made (it stays after the pod), one nobody made (made and removed whole).
+	made := e.Config.CgroupParent + "/kubepods/pod-made"
+	for _, m := range servertest.CgroupMounts() {
+		if err := os.MkdirAll(filepath.Join(m, made), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, m := range servertest.CgroupMounts() {
+			os.Remove(filepath.Join(m, made))
+			os.Remove(filepath.Join(m, e.Config.CgroupParent, "kubepods"))
+		}
+	})
+	fresh := e.Config.CgroupParent + "/kp/burstable/pod-fresh"
+	var infos []sandboxInfo
+	for i, parent := range []string{made, fresh} {
+		cfg := servertest.PodConfig("cg" + itoa(i))
+		cfg.Linux.CgroupParent = parent
+		id := e.RunPod(cfg, "")
+		_, info := podStatus(t, e, id)
+		if info.CgroupParent != parent || len(cgroupDirs(parent)) != len(servertest.CgroupMounts()) {
+			t.Errorf("cgroup parent %q: got %q in %v", parent, info.CgroupParent, cgroupDirs(parent))
+		}
+		infos = append(infos, info)
+		if _, err := e.Runtime.RemovePodSandbox(e.Ctx(), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := cgroupDirs(made); len(d) != len(servertest.CgroupMounts()) {
+		t.Errorf("the kubelet's pod cgroup was removed: %v left", d)
+	}
+	if d := cgroupDirs(e.Config.CgroupParent + "/kp"); len(d) > 0 {
+		t.Errorf("cgroups the runtime made are left: %v", d)
+	}
+	assertGone(t, e, infos[1])
 }
