@@ -17,12 +17,12 @@ import (
 	"github.com/gorilla/websocket"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/client-go/transport/spdy"
 	clientexec "k8s.io/client-go/util/exec"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/internal/testutil"
 	"github.com/nodelet/nodelet/runtime/cni"
@@ -103,12 +103,18 @@ func TestURLsAreLoopbackAndValidated(t *testing.T) {
 		name string
 		call func() error
 	}{
-		{"exec without container", func() error { _, err := s.GetExec(&runtimeapi.ExecRequest{Cmd: []string{"x"}, Stdout: true}); return err }},
+		{"exec without container", func() error {
+			_, err := s.GetExec(&runtimeapi.ExecRequest{Cmd: []string{"x"}, Stdout: true})
+			return err
+		}},
 		{"exec tty with stderr", func() error {
 			_, err := s.GetExec(&runtimeapi.ExecRequest{ContainerId: "c", Cmd: []string{"x"}, Tty: true, Stderr: true})
 			return err
 		}},
-		{"exec without streams", func() error { _, err := s.GetExec(&runtimeapi.ExecRequest{ContainerId: "c", Cmd: []string{"x"}}); return err }},
+		{"exec without streams", func() error {
+			_, err := s.GetExec(&runtimeapi.ExecRequest{ContainerId: "c", Cmd: []string{"x"}})
+			return err
+		}},
 		{"attach without container", func() error { _, err := s.GetAttach(&runtimeapi.AttachRequest{Stdout: true}); return err }},
 		{"port-forward without sandbox", func() error { _, err := s.GetPortForward(&runtimeapi.PortForwardRequest{}); return err }},
 	} {
@@ -131,7 +137,9 @@ func spdyExec(t *testing.T, u *url.URL, opts remotecommand.StreamOptions) error 
 	return ex.StreamWithContext(ctx, opts)
 }
 
-type sizeQueue struct{ ch chan *remotecommand.TerminalSize }
+type sizeQueue struct {
+	ch chan *remotecommand.TerminalSize
+}
 
 func (q sizeQueue) Next() *remotecommand.TerminalSize { return <-q.ch }
 
