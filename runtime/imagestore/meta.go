@@ -166,11 +166,13 @@ func resolve(imgs []*Image, ref string) (*Image, error) {
 }
 
 func hasRepo(img *Image, repo string) bool {
-	for _, t := range append(slices.Clone(img.RepoTags), img.RepoDigests...) {
-		if i := strings.LastIndexAny(t, ":@"); i > 0 && t[:i] == repo {
+	for _, t := range img.RepoTags {
+		if i := strings.LastIndex(t, ":"); i > 0 && t[:i] == repo {
 			return true
 		}
-		if r, _, ok := strings.Cut(t, "@"); ok && r == repo {
+	}
+	for _, d := range img.RepoDigests {
+		if r, _, ok := strings.Cut(d, "@"); ok && r == repo {
 			return true
 		}
 	}

@@ -96,6 +96,12 @@ func (s *Store) PrepareRootfs(ctx context.Context, containerID, image string) (_
 	}
 	merged := filepath.Join(dir, "merged")
 	if mounted, _ := mountinfo.Mounted(merged); !mounted {
+		// After a reboot or a half-finished removal the record may outlive its directories.
+		for _, d := range []string{"upper", "work", "merged"} {
+			if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+				return nil, err
+			}
+		}
 		if err := s.mountOverlay(rec); err != nil {
 			return nil, err
 		}

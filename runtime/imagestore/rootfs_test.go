@@ -167,3 +167,37 @@ func TestPrepareRootfsErrors(t *testing.T) {
 		t.Errorf("removing a missing rootfs: %v", err)
 	}
 }
+
+// After a reboot the rootfs record is there but the mount is not: preparing again remounts it with
+// the container's writes intact.
+func TestPrepareRootfsRemountsAfterReboot(t *testing.T) {
+	sb := newSandbox(t)
+	reg := newRegistry(t, false, "", "")
+	full := reg.push(t, "reboot/img:1", twoLayerImage(t, "r"))
+	s := openStore(t, sb.store)
+	if _, err := s.Pull(ctxT(t), full, PullOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rf, err := s.PrepareRootfs(ctxT(t), "rb", full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.RemoveRootfs(ctxT(t), "rb")
+	if err := os.WriteFile(filepath.Join(rf.Path, "written"), []byte("kept"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Unmount(rf.Path, 0); err != nil {
+		t.Fatal(err)
+	}
+	s = openStore(t, sb.store) // a restarted daemon
+	rf2, err := s.PrepareRootfs(ctxT(t), "rb", "ignored: the record names the image")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(rf2.Path, "written")); err != nil || string(b) != "kept" {
+		t.Fatalf("container write lost: %q %v", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(rf2.Path, "data", "msg")); err != nil || string(b) != "r" {
+		t.Fatalf("image content: %q %v", b, err)
+	}
+}
