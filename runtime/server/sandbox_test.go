@@ -210,6 +210,23 @@ func TestSandboxLifecycle(t *testing.T) {
 			t.Errorf("list %s: got %d (%v), want %d", tc.name, len(got), got, tc.want)
 		}
 	}
+	stream, err := e.Runtime.StreamPodSandboxes(e.Ctx(), &runtimeapi.StreamPodSandboxesRequest{Filter: &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{"app": "db"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var streamed []string
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			break
+		}
+		for _, p := range msg.PodSandboxes {
+			streamed = append(streamed, p.Id)
+		}
+	}
+	if len(streamed) != 1 || streamed[0] != other {
+		t.Errorf("StreamPodSandboxes app=db: %v, want [%s]", streamed, other)
+	}
 	if st, _ := podStatus(t, e, other); st.RuntimeHandler != "crun" {
 		t.Errorf("runtime handler = %q", st.RuntimeHandler)
 	}
@@ -233,7 +250,7 @@ func TestSandboxLifecycle(t *testing.T) {
 			t.Fatalf("RemovePodSandbox #%d: %v", i, err)
 		}
 	}
-	_, err := e.Runtime.PodSandboxStatus(e.Ctx(), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id})
+	_, err = e.Runtime.PodSandboxStatus(e.Ctx(), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id})
 	wantCode(t, err, codes.NotFound)
 	if _, err := e.Runtime.StopPodSandbox(e.Ctx(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil {
 		t.Errorf("StopPodSandbox after remove: %v", err)
