@@ -20,6 +20,21 @@ const Root = "/sys/fs/cgroup"
 // Unified reports whether the host runs cgroup v2 only.
 func Unified() bool { return cg.Mode() == cg.Unified }
 
+// HasController reports whether the hierarchy the runtimes manage has the controller: its own v1
+// hierarchy, or the v2 root's controllers on a unified host.
+func HasController(name string) bool {
+	if Unified() {
+		for _, c := range strings.Fields(readString(filepath.Join(Root, "cgroup.controllers"))) {
+			if c == name {
+				return true
+			}
+		}
+		return false
+	}
+	_, err := os.Stat(filepath.Join(Root, name, "cgroup.procs"))
+	return err == nil
+}
+
 // Stats is one reading of a cgroup's usage.
 type Stats struct {
 	CPUUsageNanos   uint64 // cumulative

@@ -12,6 +12,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodelet/nodelet/runtime/cgroups"
 	"github.com/nodelet/nodelet/runtime/errdefs"
 )
 
@@ -199,6 +200,11 @@ func setNamespaces(s *specs.Spec, in SpecInput) error {
 		ns = append(ns, specs.LinuxNamespace{Type: specs.PIDNamespace})
 	}
 	s.Linux.Namespaces = ns
+	if in.UTSNSPath != "" {
+		// The pod's UTS namespace already has it; runsc, which does not use the host's namespace
+		// for its guest, only learns it from here.
+		s.Hostname = in.Sandbox.GetHostname()
+	}
 	return nil
 }
 
@@ -283,10 +289,13 @@ func ApplyResources(r *specs.LinuxResources, res *runtimeapi.LinuxContainerResou
 			r.Memory.Swap = &sw
 		}
 	}
-	for _, h := range res.GetHugepageLimits() {
+	// The kubelet sends a limit for every huge page size the node has; a runtime refuses them
+	// when the hugetlb controller is not where it manages cgroups (here: bound to v2 on a v1
+	// host), so they are kept only when they can be applied.
+	for _, h := range hugepageLimits(res) {
 		r.HugepageLimits = append(r.HugepageLimits, specs.LinuxHugepageLimit{Pagesize: h.GetPageSize(), Limit: h.GetLimit()})
 	}
-	if len(res.GetUnified()) > 0 {
+	if len(res.GetUnified()) > 0 && cgroups.Unified() {
 		r.Unified = map[string]string{}
 		for k, v := range res.GetUnified() {
 			if strings.ContainsAny(k, "/\x00") || strings.Contains(k, "..") {
@@ -296,6 +305,13 @@ func ApplyResources(r *specs.LinuxResources, res *runtimeapi.LinuxContainerResou
 		}
 	}
 	return nil
+}
+
+func hugepageLimits(res *runtimeapi.LinuxContainerResources) []*runtimeapi.HugepageLimit {
+	if !cgroups.HasController("hugetlb") {
+		return nil
+	}
+	return res.GetHugepageLimits()
 }
 
 // MinOOMScoreAdj reads the daemon's own oom_score_adj: without CAP_SYS_RESOURCE nothing lower
