@@ -37,7 +37,7 @@ func sandboxHostname(cfg *runtimeapi.PodSandboxConfig, id string, hostNet bool) 
 	return id[:12], nil
 }
 
-// writePodFiles writes the pod's hostname, hosts and resolv.conf into sb.Dir, each atomically.
+// writePodFiles writes the pod's hostname, hosts and resolv.conf into sb.Dir.
 func writePodFiles(sb *store.Sandbox, hostname string, hostNet bool) error {
 	hosts := []byte(podHosts)
 	if hostNet {
@@ -51,8 +51,10 @@ func writePodFiles(sb *store.Sandbox, hostname string, hostNet bool) error {
 	if err != nil {
 		return err
 	}
+	// Plain writes, no fsync: the files are written while the record says Creating, and a
+	// sandbox cut short there is undone on restart rather than trusted.
 	for name, data := range map[string][]byte{HostnameFile: []byte(hostname + "\n"), HostsFile: hosts, ResolvFile: resolv} {
-		if err := store.WriteFileAtomic(filepath.Join(sb.Dir, name), data, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(sb.Dir, name), data, 0o644); err != nil {
 			return err
 		}
 	}

@@ -139,16 +139,16 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 
 	if !hostIPC {
 		shm := filepath.Join(s.sandboxStateDir(id), "shm")
-		if err := mountShm(shm); err != nil {
-			return nil, err
-		}
-		sb.ShmPath = shm
 		defer func() {
 			if retErr != nil {
 				s.undo("unmount shm", unmount(shm))
 				s.undo("remove state dir", os.RemoveAll(s.sandboxStateDir(id)))
 			}
 		}()
+		if err := mountShm(shm); err != nil {
+			return nil, err
+		}
+		sb.ShmPath = shm
 	}
 
 	if s.cfg.Network != nil && !hostNet {
