@@ -21,6 +21,7 @@ import (
 	"github.com/nodelet/nodelet/runtime/cni"
 	"github.com/nodelet/nodelet/runtime/errdefs"
 	"github.com/nodelet/nodelet/runtime/nsmgr"
+	"github.com/nodelet/nodelet/runtime/server"
 	"github.com/nodelet/nodelet/runtime/server/servertest"
 )
 
@@ -303,4 +304,32 @@ func TestSandboxConcurrentRunSameName(t *testing.T) {
 	if ok != 1 {
 		t.Errorf("%d concurrent runs of one pod succeeded, want 1", ok)
 	}
+}
+
+func TestSandboxRollbackOnInitFailure(t *testing.T) {
+	net := newFakeNetwork()
+	e := servertest.Start(t, servertest.WithNetwork(net), servertest.WithConfig(func(c *server.Config) {
+		c.CatatonitPath = filepath.Join(c.Root, "no-such-catatonit")
+	}))
+	cfg := withNamespaces(servertest.PodConfig("noinit"), runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_POD)
+	if _, err := e.Runtime.RunPodSandbox(e.Ctx(), &runtimeapi.RunPodSandboxRequest{Config: cfg}); err == nil {
+		t.Fatal("RunPodSandbox without catatonit succeeded")
+	}
+	net.mu.Lock()
+	adds := len(net.adds)
+	net.mu.Unlock()
+	if adds != 0 {
+		t.Errorf("network was set up for a pod that failed before it")
+	}
+	assertGone(t, e, sandboxInfo{})
+	if l, _ := os.ReadDir(filepath.Join(e.Config.Root, "pods")); len(l) > 0 {
+		t.Errorf("pod dirs left: %v", l)
+	}
+	for _, kind := range []string{"net", "ipc", "uts", "pid"} {
+		if l, _ := os.ReadDir(filepath.Join(e.Config.State, "ns", kind)); len(l) > 0 {
+			t.Errorf("%s pins left: %v", kind, l)
+		}
+	}
+	// Without a shared PID namespace the pod needs no init and runs.
+	e.RunPod(withNamespaces(servertest.PodConfig("noinit2"), runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_CONTAINER, runtimeapi.NamespaceMode_POD), "")
 }
