@@ -25,13 +25,13 @@ func openPTY() (master, slave *os.File, err error) {
 		return nil, nil, fmt.Errorf("unlock pty: %w", err)
 	}
 	// TIOCGPTPEER opens the peer through the master itself, immune to a /dev/pts swapped under us.
-	sfd, err := unix.IoctlRetInt(fd, unix.TIOCGPTPEER)
-	if err != nil {
+	sfd, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.TIOCGPTPEER,
+		uintptr(unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC))
+	if errno != 0 {
 		master.Close()
-		return nil, nil, fmt.Errorf("open pty peer: %w", err)
+		return nil, nil, fmt.Errorf("open pty peer: %w", errno)
 	}
-	unix.CloseOnExec(sfd)
-	return master, os.NewFile(uintptr(sfd), "pty-peer"), nil
+	return master, os.NewFile(sfd, "pty-peer"), nil
 }
 
 // SetSize sets a terminal's window size; the kernel then signals SIGWINCH to its foreground job.
