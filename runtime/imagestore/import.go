@@ -21,6 +21,12 @@ import (
 // Import loads every image of a docker-archive (`docker save`) or OCI-layout tarball, for machines
 // without a registry. Tags come from the archive (RepoTags, or the OCI ref-name annotations).
 func (s *Store) Import(ctx context.Context, file string) ([]*Image, error) {
+	plain, cleanup, err := s.decompressedCopy(file)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	file = plain
 	names, err := tarNames(file)
 	if err != nil {
 		return nil, err
@@ -32,6 +38,45 @@ func (s *Store) Import(ctx context.Context, file string) ([]*Image, error) {
 		return s.importOCI(ctx, file)
 	}
 	return nil, fmt.Errorf("%s is neither a docker-archive (manifest.json) nor an OCI layout (index.json, oci-layout): %w", file, errdefs.ErrInvalidArgument)
+}
+
+// decompressedCopy returns file itself when it is a plain tar, else a decompressed copy in tmp/
+// (`docker save | gzip` is a common way to carry images).
+func (s *Store) decompressedCopy(file string) (string, func(), error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return "", nil, err
+	}
+	defer f.Close()
+	var magic [4]byte
+	n, _ := io.ReadFull(f, magic[:])
+	gz := n >= 2 && magic[0] == 0x1f && magic[1] == 0x8b
+	zst := n == 4 && magic == [4]byte{0x28, 0xb5, 0x2f, 0xfd}
+	if !gz && !zst {
+		return file, func() {}, nil
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return "", nil, err
+	}
+	dec, err := decompress(f)
+	if err != nil {
+		return "", nil, fmt.Errorf("%s: %v: %w", file, err, errdefs.ErrInvalidArgument)
+	}
+	defer dec.Close()
+	out, err := os.CreateTemp(s.path("tmp"), "import-*.tar")
+	if err != nil {
+		return "", nil, err
+	}
+	cleanup := func() { os.Remove(out.Name()) }
+	_, err = io.Copy(out, dec)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		cleanup()
+		return "", nil, fmt.Errorf("%s: %v: %w", file, err, errdefs.ErrInvalidArgument)
+	}
+	return out.Name(), cleanup, nil
 }
 
 func tarNames(file string) (map[string]bool, error) {

@@ -2,6 +2,8 @@ package imagestore
 
 import (
 	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"io"
 	"os"
 	"path/filepath"
@@ -31,6 +33,17 @@ func TestImportDockerArchive(t *testing.T) {
 	want, _ := img.ConfigName()
 	if len(imgs) != 1 || imgs[0].ID != want.String() || !slices.Equal(imgs[0].RepoTags, []string{"registry.example/app/one:2"}) {
 		t.Fatalf("imported %+v", imgs)
+	}
+	// The same archive gzipped (docker save | gzip) imports too.
+	gzFile := file + ".gz"
+	raw, _ := os.ReadFile(file)
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(raw)
+	zw.Close()
+	os.WriteFile(gzFile, gz.Bytes(), 0o600)
+	if imgs, err := openStore(t, t.TempDir()).Import(ctxT(t), gzFile); err != nil || len(imgs) != 1 || imgs[0].ID != want.String() {
+		t.Fatalf("gzipped archive: %v %v", imgs, err)
 	}
 	if _, err := s.PrepareRootfs(ctxT(t), "imp", "registry.example/app/one:2"); err != nil {
 		t.Fatal(err)
