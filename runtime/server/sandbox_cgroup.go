@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -90,8 +91,10 @@ func hasOpt(opts, want string) bool {
 }
 
 // missingCgroups lists the dirs of rel and its ancestors (parents first) absent from some
-// hierarchy: what creating rel will make, and so what removing the pod must delete.
-func missingCgroups(rel string) ([]string, error) {
+// hierarchy: what creating rel will make, and so what removing the pod must delete. The daemon's
+// own parent (keep) and its ancestors are never listed: pods come and go below it, and removing it
+// with the last pod would race the next pod's creation.
+func missingCgroups(rel, keep string) ([]string, error) {
 	roots, err := cgroupRoots()
 	if err != nil {
 		return nil, err
@@ -99,6 +102,9 @@ func missingCgroups(rel string) ([]string, error) {
 	var out []string
 	var chain []string
 	for p := rel; p != "/" && p != "."; p = path.Dir(p) {
+		if p == keep || strings.HasPrefix(keep, p+"/") {
+			break
+		}
 		chain = append([]string{p}, chain...)
 	}
 	for _, p := range chain {
@@ -112,26 +118,40 @@ func missingCgroups(rel string) ([]string, error) {
 	return out, nil
 }
 
-// createCgroup makes rel in every hierarchy.
+// createCgroup makes rel in every hierarchy. An ancestor removed under it by another pod's
+// removal (an empty parent goes with its last pod) is made again.
 func createCgroup(rel string) error {
 	roots, err := cgroupRoots()
 	if err != nil {
 		return err
 	}
 	for _, r := range roots {
-		cur := r.path
-		for _, c := range strings.Split(strings.Trim(rel, "/"), "/") {
-			parent := cur
-			cur = filepath.Join(cur, c)
-			if err := os.Mkdir(cur, 0o755); err != nil {
-				if os.IsExist(err) {
-					continue
-				}
-				return fmt.Errorf("cgroup %s: %w", cur, err)
+		for attempt := 0; ; attempt++ {
+			err := mkdirCgroup(r, rel)
+			if err == nil {
+				break
 			}
-			if err := initCgroupDir(r, parent, cur); err != nil {
+			if !errors.Is(err, fs.ErrNotExist) || attempt == 3 {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+func mkdirCgroup(r cgroupRoot, rel string) error {
+	cur := r.path
+	for _, c := range strings.Split(strings.Trim(rel, "/"), "/") {
+		parent := cur
+		cur = filepath.Join(cur, c)
+		if err := os.Mkdir(cur, 0o755); err != nil {
+			if os.IsExist(err) {
+				continue
+			}
+			return fmt.Errorf("cgroup %s: %w", cur, err)
+		}
+		if err := initCgroupDir(r, parent, cur); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -66,19 +66,19 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 		Dir:       s.sandboxDir(id),
 		Creating:  true,
 	}
+	daemonParent := s.cfg.CgroupParent
+	if daemonParent == "" {
+		daemonParent = defaultCgroupParent
+	}
 	sb.CgroupParent = cfg.GetLinux().GetCgroupParent()
 	if sb.CgroupParent == "" {
-		parent := s.cfg.CgroupParent
-		if parent == "" {
-			parent = defaultCgroupParent
-		}
-		sb.CgroupParent = path.Join(parent, id)
+		sb.CgroupParent = path.Join(daemonParent, id)
 	}
 	hostname, err := sandboxHostname(cfg, id, hostNet)
 	if err != nil {
 		return nil, err
 	}
-	if sb.CgroupCreated, err = missingCgroups(sb.CgroupParent); err != nil {
+	if sb.CgroupCreated, err = missingCgroups(sb.CgroupParent, daemonParent); err != nil {
 		return nil, err
 	}
 	if sharedPID {
