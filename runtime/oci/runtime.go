@@ -27,6 +27,16 @@ type Runtime struct {
 	Path string
 	Root string   // --root
 	Args []string // extra global arguments
+	// CgroupPath, when set, replaces Path for the verbs that create, change or join cgroups
+	// (create, update, exec, delete): see HybridWrapper.
+	CgroupPath string
+}
+
+func (r *Runtime) cgroupBinary() string {
+	if r.CgroupPath != "" {
+		return r.CgroupPath
+	}
+	return r.Path
 }
 
 // GlobalArgs come before the verb on every invocation.
@@ -35,7 +45,12 @@ func (r *Runtime) GlobalArgs() []string {
 }
 
 func (r *Runtime) command(ctx context.Context, args ...string) *exec.Cmd {
-	return exec.CommandContext(ctx, r.Path, append(r.GlobalArgs(), args...)...)
+	bin := r.Path
+	switch args[0] {
+	case "create", "update", "exec", "delete":
+		bin = r.cgroupBinary()
+	}
+	return exec.CommandContext(ctx, bin, append(r.GlobalArgs(), args...)...)
 }
 
 // run executes a verb and returns its stdout; the error carries the runtime's stderr, which is
@@ -154,7 +169,7 @@ func (r *Runtime) Exec(ctx context.Context, id, bundle string, p *specs.Process,
 	}
 	// Not CommandContext: on timeout the exec'd process must die, not only the runtime's
 	// front process, whose SIGKILL it would not forward.
-	cmd := exec.Command(r.Path, append(r.GlobalArgs(), "exec", "--process", procFile, "--pid-file", pidFile, id)...)
+	cmd := exec.Command(r.cgroupBinary(), append(r.GlobalArgs(), "exec", "--process", procFile, "--pid-file", pidFile, id)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 	cmd.WaitDelay = 2 * time.Second
 	if err := cmd.Start(); err != nil {

@@ -39,9 +39,10 @@ type containerManager struct {
 	minOOM  int
 	events  *broadcaster
 
-	mu     sync.Mutex
-	exited map[string]chan struct{} // closed once the container's exit is recorded
-	cpu    map[string]cpuSample     // last CPU reading, for usage rates
+	mu       sync.Mutex
+	exited   map[string]chan struct{} // closed once the container's exit is recorded
+	cpu      map[string]cpuSample     // last CPU reading, for usage rates
+	runtimes map[string]*oci.Runtime  // by handler name
 
 	watcher *fsnotify.Watcher
 	stop    chan struct{}
@@ -55,6 +56,7 @@ func (s *Server) initContainers(ctx context.Context) error {
 	m.minOOM = oci.MinOOMScoreAdj()
 	m.exited = map[string]chan struct{}{}
 	m.cpu = map[string]cpuSample{}
+	m.runtimes = map[string]*oci.Runtime{}
 	m.stop = make(chan struct{})
 	m.events = newBroadcaster(s)
 	if err := os.MkdirAll(m.exitDir, 0o700); err != nil {
@@ -268,7 +270,7 @@ func (s *Server) waitExit(ctx context.Context, c *store.Container, d time.Durati
 	defer deadline.Stop()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	gone := 0
+	gone, ticks := 0, 0
 	for {
 		select {
 		case <-ch:
@@ -281,6 +283,10 @@ func (s *Server) waitExit(ctx context.Context, c *store.Container, d time.Durati
 			if s.handleExit(c.ID) {
 				return true
 			}
+			// Asking the runtime costs a fork; once a second is enough for this fallback.
+			if ticks++; ticks%10 != 0 {
+				continue
+			}
 			if rt, err := s.runtimeFor(c.Handler); err == nil {
 				if st, err := rt.State(ctx, c.ID); errors.Is(err, errdefs.ErrNotFound) || err == nil && st.Status == "stopped" {
 					gone++
@@ -289,8 +295,8 @@ func (s *Server) waitExit(ctx context.Context, c *store.Container, d time.Durati
 				}
 			}
 			// conmon writes the exit file right after reaping; a runtime that has said "stopped"
-			// for a whole second with no file means conmon is gone.
-			if gone >= 10 {
+			// twice, a second apart, with no file means conmon is gone.
+			if gone >= 2 {
 				s.markExited(c, 137, time.Now(), "Error", "the container's monitor is gone; exit code unknown")
 				return true
 			}
@@ -302,6 +308,11 @@ func (s *Server) waitExit(ctx context.Context, c *store.Container, d time.Durati
 func (s *Server) runtimeFor(handler string) (*oci.Runtime, error) {
 	if handler == "" {
 		handler = s.cfg.DefaultHandler
+	}
+	s.ctr.mu.Lock()
+	defer s.ctr.mu.Unlock()
+	if rt, ok := s.ctr.runtimes[handler]; ok {
+		return rt, nil
 	}
 	h, ok := s.cfg.Handlers[handler]
 	if !ok {
@@ -315,13 +326,14 @@ func (s *Server) runtimeFor(handler string) (*oci.Runtime, error) {
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, err
 	}
-	path := h.Path
-	if oci.NeedsHybridWrapper(path) {
-		if path, err = oci.HybridWrapper(filepath.Join(s.cfg.State, "handlers"), h.Path); err != nil {
+	rt := &oci.Runtime{Path: h.Path, Root: root, Args: handlerArgs(h)}
+	if oci.NeedsHybridWrapper(h.Path) {
+		if rt.CgroupPath, err = oci.HybridWrapper(filepath.Join(s.cfg.State, "handlers"), h.Path); err != nil {
 			return nil, err
 		}
 	}
-	return &oci.Runtime{Path: path, Root: root, Args: handlerArgs(h)}, nil
+	s.ctr.runtimes[handler] = rt
+	return rt, nil
 }
 
 // handlerArgs adds what gVisor needs to run under conmon with cgroupfs-managed pods when the
