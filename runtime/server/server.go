@@ -41,6 +41,9 @@ type Config struct {
 	CgroupParent string
 	Images       RootfsProvider
 	Network      NetworkPlugin // nil: pods get loopback only
+	// StreamingAddr is where the exec/attach/port-forward server listens; "" means 127.0.0.1 on a
+	// free port, so streams are reachable only from this machine unless asked otherwise.
+	StreamingAddr string
 	Logger       *slog.Logger
 }
 
