@@ -21,6 +21,12 @@ import (
 // Import loads every image of a docker-archive (`docker save`) or OCI-layout tarball, for machines
 // without a registry. Tags come from the archive (RepoTags, or the OCI ref-name annotations).
 func (s *Store) Import(ctx context.Context, file string) ([]*Image, error) {
+	// Held while our files sit in tmp/, so another process's Open does not sweep them away.
+	lk, err := s.sharedLock()
+	if err != nil {
+		return nil, err
+	}
+	defer lk.unlock()
 	plain, cleanup, err := s.decompressedCopy(file)
 	if err != nil {
 		return nil, err
