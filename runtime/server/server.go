@@ -44,7 +44,7 @@ type Config struct {
 	// StreamingAddr is where the exec/attach/port-forward server listens; "" means 127.0.0.1 on a
 	// free port, so streams are reachable only from this machine unless asked otherwise.
 	StreamingAddr string
-	Logger       *slog.Logger
+	Logger        *slog.Logger
 }
 
 // Server implements runtimeapi.RuntimeServiceServer. It only wires parts together: the state of
