@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -140,6 +141,10 @@ func classify(err error) error {
 		case http.StatusUnauthorized, http.StatusForbidden:
 			return fmt.Errorf("%v: %w", err, errdefs.ErrFailedPrecondition)
 		}
+		return fmt.Errorf("%v: %w", err, errdefs.ErrUnavailable)
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
 		return fmt.Errorf("%v: %w", err, errdefs.ErrUnavailable)
 	}
 	return err

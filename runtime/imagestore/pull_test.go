@@ -413,3 +413,14 @@ func TestRemoveDuringPullKeepsPinnedLayers(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestPullUnreachableRegistryIsUnavailable(t *testing.T) {
+	srv := newRegistry(t, false, "", "")
+	host := srv.host
+	srv.srv.Close() // nothing listens there any more
+	s := openStore(t, t.TempDir())
+	_, err := s.Pull(ctxT(t), host+"/gone/img:1", PullOptions{})
+	if !errors.Is(err, errdefs.ErrUnavailable) {
+		t.Fatalf("got %v, want Unavailable", err)
+	}
+}
