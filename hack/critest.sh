@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Runs critest (the cri-tools v1.36.0 validation suite) against nodelet's CRI runtime, or against a
+# private containerd for the reference figure, and prints the summary as one plain line:
+#   critest: N passed, N failed, N skipped
+# Everything runs on its own temp dir and sockets: the stand-in image registry (hack/images) on a
+# loopback port, the runtime with registry mirrors pointing there. Everything started is stopped.
+#
+#   sudo hack/critest.sh [--runtime nodelet|containerd] [--keep] [CRITEST FLAGS...]
+#     e.g. hack/critest.sh --ginkgo.focus='Image Manager'
+# Exit status: 0 when every failed spec is a known offline failure (listed below), else 1.
+# Needs: critest (hack/install.sh), hack/install-extras.sh (dynamic busybox, ipcmk, ipcs, pgrep).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=kube/lib.sh
+. "$here/kube/lib.sh"
+
+# Specs that cannot pass without the internet: the digest spec pins an upstream image's digest.
+known_offline=('public image with digest should be pulled and removed')
+
+runtime=nodelet
+args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --runtime) runtime=$2; shift 2 ;;
+    --runtime=*) runtime=${1#*=}; shift ;;
+    --keep) export NL_KEEP=1; shift ;;
+    *) args+=("$1"); shift ;;
+  esac
+done
+
+nl_init critest
+command -v critest >/dev/null || nl_die "critest missing: run hack/install.sh"
+command -v ipcmk >/dev/null || nl_die "ipcmk missing: run hack/install-extras.sh"
+nl_registry
+case "$runtime" in
+  nodelet) nl_nodelet nodelet; endpoint=$NL_NODELET_SOCK ;;
+  containerd) nl_containerd critest; endpoint=$NL_CONTAINERD_SOCK ;;
+  *) nl_die "--runtime $runtime: want nodelet or containerd" ;;
+esac
+
+nl_say "critest against $runtime ($endpoint)"
+start=$(date +%s)
+set +e
+(cd "$NL_WORK" && critest --runtime-endpoint "$endpoint" --image-endpoint "$endpoint" \
+  --ginkgo.no-color --ginkgo.timeout=60m "${args[@]}") 2>&1 | tee "$NL_WORK/critest.log"
+status=${PIPESTATUS[0]}
+set -e
+secs=$(( $(date +%s) - start ))
+
+# Ginkgo's closing line: "FAIL! -- 88 Passed | 3 Failed | 0 Pending | 26 Skipped".
+line=$(grep -E '[0-9]+ Passed \| [0-9]+ Failed \| [0-9]+ Pending \| [0-9]+ Skipped' "$NL_WORK/critest.log" | tail -1 || true)
+[ -n "$line" ] || nl_die "no summary in critest's output (exit $status)"
+num() { sed -E "s/.*[^0-9]([0-9]+) $1.*/\1/" <<<"$line"; }
+passed=$(num Passed) failed=$(num Failed) skipped=$(num Skipped) pending=$(num Pending)
+
+unknown=0
+if [ "$failed" -gt 0 ]; then
+  echo "failed specs:"
+  # After "Summarizing N Failures:", each failure has a "[FAIL] [container] [spec text]" line.
+  sed -n '/^Summarizing [0-9]* Failure/,$p' "$NL_WORK/critest.log" | grep -E '^\s*\[FAIL\]' | sort -u |
+    while read -r f; do echo "  $f"; done
+  while read -r f; do
+    known=0
+    for k in "${known_offline[@]}"; do [[ "$f" == *"$k"* ]] && known=1; done
+    [ "$known" = 1 ] || unknown=$((unknown + 1))
+  done < <(sed -n '/^Summarizing [0-9]* Failure/,$p' "$NL_WORK/critest.log" | grep -E '^\s*\[FAIL\]' | sort -u)
+fi
+echo "critest against $runtime took ${secs}s; ${pending} pending"
+echo "critest: ${passed} passed, ${failed} failed, ${skipped} skipped"
+if [ "$unknown" -gt 0 ] || { [ "$status" != 0 ] && [ "$failed" = 0 ]; }; then
+  exit 1
+fi
+exit 0

@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# Runs the upstream kubelet (built by hack/kube/build.sh) in standalone mode on a CRI runtime it
+# starts — nodelet's by default, or a private containerd for comparison — and checks, through
+# crictl, that static pods behave:
+#   1. a pod with an init container and two containers reaches Running (init ran first, its
+#      output visible to the app containers through an emptyDir),
+#   2. a container that keeps crashing is restarted,
+#   3. deleting the manifest stops the pod.
+# Prints one line per check and "kubelet: N passed, N failed". The pod images are stand-ins served
+# by hack/images through the runtime's registry mirrors.
+#
+#   sudo hack/kube/kubelet-on-nodelet.sh [--runtime nodelet|containerd] [--keep]
+# Env: KUBE_VERSION (v1.34.4), NODELET_CACHE, KUBELET_TIMEOUT (seconds per wait, 120).
+#
+# The kubelet sets kernel tunables at start (kernel.panic, kernel.panic_on_oops, vm.overcommit_memory,
+# vm.panic_on_oom); this script restores their previous values when it exits.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=lib.sh
+. "$here/lib.sh"
+
+runtime=nodelet
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --runtime) runtime=$2; shift 2 ;;
+    --runtime=*) runtime=${1#*=}; shift ;;
+    --keep) export NL_KEEP=1; shift ;;
+    *) nl_die "unknown argument $1" ;;
+  esac
+done
+timeout=${KUBELET_TIMEOUT:-120}
+node=nodelet-kubelet-test
+image=registry.k8s.io/e2e-test-images/busybox:1.29-2
+
+nl_init kubelet
+command -v crictl >/dev/null || nl_die "crictl missing: run hack/install.sh"
+
+tunables=(kernel.panic kernel.panic_on_oops vm.overcommit_memory vm.panic_on_oom)
+saved=()
+for t in "${tunables[@]}"; do saved+=("$t=$(sysctl -n "$t")"); done
+# The kubelet also adds KUBE-* iptables chains (a canary, and KUBE-FIREWALL, which drops packets
+# to 127.0.0.0/8 from other sources); those that were not there before are removed at exit.
+kube_chains() { local c t; for c in iptables ip6tables; do for t in filter nat mangle; do
+  "$c" -w -t "$t" -S 2>/dev/null | sed -n "s/^-N \(KUBE-[A-Z0-9-]*\)$/$c $t \1/p"; done; done; }
+chains_before=$(kube_chains)
+had_varlib=$([ -d /var/lib/kubelet ] && echo 1 || true)
+restore_host() {
+  local kv c t ch
+  for kv in "${saved[@]}"; do sysctl -q -w "$kv" >/dev/null || true; done
+  kube_chains | while read -r c t ch; do
+    grep -qx "$c $t $ch" <<<"$chains_before" && continue
+    "$c" -w -t "$t" -S | grep -- "-j $ch\( \|$\)" | sed 's/^-A /-D /' |
+      while read -r rule; do eval "$c -w -t $t $rule" 2>/dev/null || true; done
+    "$c" -w -t "$t" -F "$ch" 2>/dev/null; "$c" -w -t "$t" -X "$ch" 2>/dev/null || true
+  done
+  # The kubelet makes /var/lib/kubelet/device-plugins whatever --root-dir says.
+  [ -n "$had_varlib" ] || rm -rf /var/lib/kubelet
+}
+NL_AFTER+=(restore_host)
+
+nl_say "building the kubelet (cached after the first run)"
+bin=$("$here/build.sh" kubelet | tail -1)
+kubelet=$bin/kubelet
+"$kubelet" --version
+
+nl_registry
+case "$runtime" in
+  nodelet) nl_nodelet nodelet; endpoint=$NL_NODELET_SOCK ;;
+  containerd) nl_containerd kubelet; endpoint=$NL_CONTAINERD_SOCK ;;
+  *) nl_die "--runtime $runtime: want nodelet or containerd" ;;
+esac
+cri() { crictl --runtime-endpoint "$endpoint" --image-endpoint "$endpoint" "$@"; }
+
+k=$NL_WORK/kubelet
+mkdir -p "$k/manifests" "$k/root" "$k/logs"
+cat >"$k/config.yaml" <<EOC
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+staticPodPath: $k/manifests
+fileCheckFrequency: 1s
+syncFrequency: 5s
+containerRuntimeEndpoint: $endpoint
+imageServiceEndpoint: $endpoint
+cgroupDriver: cgroupfs
+# This machine has cgroup v1; kubelets from 1.35 on refuse it unless told.
+failCgroupV1: false
+# Standalone: no API server, no kubelet server, pods only from the manifest dir.
+enableServer: false
+healthzPort: 0
+readOnlyPort: 0
+authentication: {anonymous: {enabled: false}, webhook: {enabled: false}}
+authorization: {mode: AlwaysAllow}
+cgroupsPerQOS: false
+enforceNodeAllocatable: []
+failSwapOn: false
+podLogsDir: $k/logs
+resolvConf: /etc/resolv.conf
+evictionHard: {memory.available: "1Mi", nodefs.available: "1%", imagefs.available: "1%"}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+EOC
+
+nl_say "starting kubelet $(basename "$(dirname "$bin")") on $runtime"
+# --node-ip: without it the standalone kubelet resolves its node name in DNS on every sync.
+"$kubelet" --config "$k/config.yaml" --root-dir "$k/root" --cert-dir "$k/pki" \
+  --hostname-override "$node" --node-ip 127.0.0.1 --v=2 >"$k/kubelet.log" 2>&1 &
+NL_PIDS+=($!)
+kubelet_pid=$!
+
+pass=0 fail=0
+check() { # check NAME CMD...: wait up to $timeout s for CMD to succeed
+  local name=$1 t0; shift
+  t0=$(date +%s%N)
+  if nl_wait "$timeout" "$@"; then
+    pass=$((pass + 1)); echo "ok   $name ($(( ($(date +%s%N) - t0) / 1000000 )) ms)"
+  else
+    fail=$((fail + 1)); echo "FAIL $name"
+  fi
+}
+running() { # running CONTAINER-NAME: a running container of that name in the pod
+  [ -n "$(cri ps --state running --name "^$1\$" --label "io.kubernetes.pod.name=$2" -q)" ]
+}
+exited_ok() { # exited_ok CONTAINER POD: an exited container with exit code 0
+  local id
+  id=$(cri ps -a --state exited --name "^$1\$" --label "io.kubernetes.pod.name=$2" -q | head -1)
+  [ -n "$id" ] && [ "$(cri inspect -o go-template --template '{{.status.exitCode}}' "$id")" = 0 ]
+}
+restarted() { # restarted CONTAINER POD: a container of that name with attempt >= 1 exists
+  cri ps -a --name "^$1\$" --label "io.kubernetes.pod.name=$2" -o json |
+    grep -Eq '"attempt": *[1-9]'
+}
+pod_stopped() { # pod_stopped POD: no ready sandbox and no running container left
+  [ -z "$(cri pods --state ready --label "io.kubernetes.pod.name=$1" -q)" ] &&
+    [ -z "$(cri ps --state running --label "io.kubernetes.pod.name=$1" -q)" ]
+}
+alive() { kill -0 "$kubelet_pid" 2>/dev/null; }
+
+cat >"$k/manifests/web.yaml" <<EOP
+apiVersion: v1
+kind: Pod
+metadata: {name: web, namespace: default}
+spec:
+  terminationGracePeriodSeconds: 2
+  volumes: [{name: shared, emptyDir: {}}]
+  initContainers:
+  - name: init
+    image: $image
+    imagePullPolicy: IfNotPresent
+    command: [sh, -c, "echo initialized > /shared/init"]
+    volumeMounts: [{name: shared, mountPath: /shared}]
+  containers:
+  - name: app
+    image: $image
+    imagePullPolicy: IfNotPresent
+    command: [sh, -c, "cat /shared/init; exec sleep 3600"]
+    volumeMounts: [{name: shared, mountPath: /shared}]
+  - name: sidecar
+    image: $image
+    imagePullPolicy: IfNotPresent
+    command: [sh, -c, "exec sleep 3600"]
+EOP
+cat >"$k/manifests/crasher.yaml" <<EOP
+apiVersion: v1
+kind: Pod
+metadata: {name: crasher, namespace: default}
+spec:
+  terminationGracePeriodSeconds: 1
+  restartPolicy: Always
+  containers:
+  - name: crash
+    image: $image
+    imagePullPolicy: IfNotPresent
+    command: [sh, -c, "echo crashing; exit 3"]
+EOP
+web=web-$node crasher=crasher-$node
+
+check "kubelet keeps running" alive
+check "init container ran to completion" exited_ok init "$web"
+check "app container running" running app "$web"
+check "sidecar container running" running sidecar "$web"
+app=$(cri ps --name '^app$' --label "io.kubernetes.pod.name=$web" -q | head -1)
+if [ -n "$app" ] && cri logs "$app" 2>&1 | grep -q initialized; then
+  pass=$((pass + 1)); echo "ok   app sees what the init container wrote"
+else
+  fail=$((fail + 1)); echo "FAIL app sees what the init container wrote"
+fi
+check "crashing container restarted" restarted crash "$crasher"
+
+rm "$k/manifests/web.yaml" "$k/manifests/crasher.yaml"
+check "deleted pod stopped" pod_stopped "$web"
+check "deleted crashing pod stopped" pod_stopped "$crasher"
+check "kubelet still running" alive
+
+if [ "$fail" -gt 0 ]; then
+  echo "--- kubelet log (last 40 lines)"; tail -40 "$k/kubelet.log"
+fi
+echo "kubelet ($("$kubelet" --version | awk '{print $2}')) on $runtime: $pass passed, $fail failed"
+echo "kubelet: $pass passed, $fail failed"
+[ "$fail" = 0 ]

@@ -1,0 +1,166 @@
+# Shared by hack/critest.sh, hack/kube/*.sh and bench/cri.sh (source it; it is not run alone).
+# Starts the pieces the interop scripts need on a private work dir and stops exactly what it
+# started: the loopback image registry (hack/images), a private containerd, nodelet's runtime.
+#   nl_init NAME           make $NL_WORK (a temp dir) and set the EXIT trap that cleans up
+#   nl_registry            build and start hack/images; sets NL_REGISTRY=127.0.0.1:PORT
+#   nl_containerd NAME     start containerd with its own root/state/socket; sets NL_CONTAINERD_SOCK
+#   nl_nodelet NAME        build and start `nodelet runtime`; sets NL_NODELET_SOCK
+# Every runtime gets registry mirrors that send the upstream registries the stand-ins are named
+# after to NL_REGISTRY over plain HTTP.
+
+NL_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+NL_MIRRORED=(registry.k8s.io k8s.gcr.io gcr.io public.ecr.aws docker.io)
+NL_PIDS=()          # processes this script started, killed in reverse order
+NL_CRI_SOCKS=()     # CRI endpoints whose pods are removed before their daemon stops
+NL_BRIDGES=()       # bridges created by the CNI configs written here
+NL_NODELET_ARGS=()  # extra `nodelet runtime` flags a caller adds after sourcing
+NL_AFTER=()         # commands nl_cleanup runs once every process is stopped
+export PATH=$PATH:/usr/local/go/bin:/usr/local/bin:/usr/sbin:/sbin
+export GOFLAGS=${GOFLAGS:--buildvcs=false}
+
+nl_say() { printf '==> %s\n' "$*" >&2; }
+nl_die() { printf '%s: %s\n' "${NL_NAME:-nodelet}" "$*" >&2; exit 1; }
+
+nl_init() {
+  NL_NAME=$1
+  [ "$(id -u)" = 0 ] || nl_die "run as root (it starts container runtimes): sudo $0"
+  NL_WORK=$(mktemp -d "/tmp/nodelet-$NL_NAME.XXXXXX")
+  # crictl otherwise warns on every call that /etc/crictl.yaml is missing.
+  printf 'timeout: 60\n' >"$NL_WORK/crictl.yaml"
+  export CRI_CONFIG_FILE=$NL_WORK/crictl.yaml
+  trap nl_cleanup EXIT
+  trap 'exit 130' INT TERM
+}
+
+nl_wait() { # nl_wait SECONDS CMD... : retry CMD until it succeeds
+  local deadline=$(( $(date +%s) + $1 )); shift
+  until "$@" >/dev/null 2>&1; do
+    [ "$(date +%s)" -lt "$deadline" ] || return 1
+    sleep 0.2
+  done
+}
+
+nl_cleanup() {
+  local rc=$? s p i
+  set +e
+  for s in "${NL_CRI_SOCKS[@]}"; do
+    crictl --runtime-endpoint "$s" --timeout 30s rmp -fa >/dev/null 2>&1
+  done
+  for (( i=${#NL_PIDS[@]}-1; i>=0; i-- )); do
+    p=${NL_PIDS[$i]}
+    kill -TERM "$p" 2>/dev/null || continue
+    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$p" 2>/dev/null
+    wait "$p" 2>/dev/null
+  done
+  if [ -n "${NL_WORK:-}" ] && [ -d "$NL_WORK" ]; then
+    # Mounts left by a runtime under its root (overlay rootfs, shm, pinned namespaces).
+    awk -v w="$NL_WORK" 'index($5, w) == 1 { print $5 }' /proc/self/mountinfo | sort -r |
+      while read -r m; do umount -l "$m" 2>/dev/null; done
+    if [ -n "${NL_KEEP:-}" ]; then nl_say "kept $NL_WORK"; else rm -rf "$NL_WORK"; fi
+  fi
+  for b in "${NL_BRIDGES[@]}"; do ip link del "$b" 2>/dev/null; done
+  for s in "${NL_AFTER[@]}"; do $s; done
+  exit "$rc"
+}
+
+nl_registry() {
+  nl_say "building and starting the image registry (hack/images)"
+  (cd "$NL_ROOT" && go build -o "$NL_WORK/images" ./hack/images) || nl_die "go build ./hack/images failed"
+  (cd "$NL_ROOT" && exec "$NL_WORK/images" serve --addr 127.0.0.1:0 --ready-file "$NL_WORK/registry.addr") \
+    >"$NL_WORK/registry.log" 2>&1 &
+  NL_PIDS+=($!)
+  nl_wait 120 test -s "$NL_WORK/registry.addr" || { cat "$NL_WORK/registry.log" >&2; nl_die "registry did not start"; }
+  NL_REGISTRY=$(cat "$NL_WORK/registry.addr")
+  nl_say "registry on http://$NL_REGISTRY"
+}
+
+# nl_cni_conf DIR NAME BRIDGE SUBNET: a bridge + host-local + portmap network (no masquerade:
+# nothing leaves the machine, and no host NAT rule is left behind).
+nl_cni_conf() {
+  mkdir -p "$1"
+  cat >"$1/10-$2.conflist" <<EOC
+{
+  "cniVersion": "1.0.0",
+  "name": "$2",
+  "plugins": [
+    {"type": "bridge", "bridge": "$3", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+     "ipam": {"type": "host-local", "ranges": [[{"subnet": "$4"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+EOC
+  NL_BRIDGES+=("$3")
+}
+
+nl_containerd() {
+  local name=$1 dir=$NL_WORK/$1 h
+  command -v containerd >/dev/null || nl_die "containerd missing: apt-get install -y containerd"
+  mkdir -p "$dir/certs.d"
+  for h in "${NL_MIRRORED[@]}"; do
+    mkdir -p "$dir/certs.d/$h"
+    printf 'server = "https://%s"\n\n[host."http://%s"]\n  capabilities = ["pull", "resolve"]\n' \
+      "$h" "$NL_REGISTRY" >"$dir/certs.d/$h/hosts.toml"
+  done
+  nl_cni_conf "$dir/net.d" "ctrd-$name" "ctrd${name:0:6}0" "${NL_CONTAINERD_SUBNET:-10.89.0.0/16}"
+  cat >"$dir/config.toml" <<EOC
+version = 2
+root = "$dir/root"
+state = "$dir/state"
+[grpc]
+  address = "$dir/containerd.sock"
+[ttrpc]
+  address = "$dir/containerd.sock.ttrpc"
+[debug]
+  level = "warn"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "registry.k8s.io/pause:3.9"
+  # Root here lacks CAP_SYS_RESOURCE: a negative oom_score_adj would make runc fail.
+  restrict_oom_score_adj = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  enable_selinux = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$dir/net.d"
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "$dir/certs.d"
+EOC
+  nl_say "starting containerd ($dir)"
+  containerd --config "$dir/config.toml" >"$dir/containerd.log" 2>&1 &
+  NL_PIDS+=($!)
+  NL_CONTAINERD_PID=$!
+  NL_CONTAINERD_SOCK=unix://$dir/containerd.sock
+  nl_wait 60 crictl --runtime-endpoint "$NL_CONTAINERD_SOCK" info ||
+    { tail -20 "$dir/containerd.log" >&2; nl_die "containerd did not come up"; }
+  NL_CRI_SOCKS+=("$NL_CONTAINERD_SOCK")
+}
+
+nl_nodelet() {
+  local name=$1 dir=$NL_WORK/$1 h mirrors=()
+  mkdir -p "$dir"
+  if [ -z "${NL_NODELET_BIN:-}" ]; then
+    nl_say "building nodelet"
+    (cd "$NL_ROOT" && CGO_ENABLED=0 go build -o "$NL_WORK/nodelet" ./cmd/nodelet) || nl_die "go build ./cmd/nodelet failed"
+    NL_NODELET_BIN=$NL_WORK/nodelet
+  fi
+  "$NL_NODELET_BIN" runtime --help 2>&1 | grep -q -- --registry-mirror ||
+    nl_die "this nodelet's runtime has no --registry-mirror flag yet: it cannot pull the stand-in images"
+  for h in "${NL_MIRRORED[@]}"; do mirrors+=(--registry-mirror "$h=http://$NL_REGISTRY"); done
+  nl_say "starting nodelet runtime ($dir)"
+  "$NL_NODELET_BIN" runtime --root "$dir/root" --state "$dir/state" --listen "unix://$dir/nodelet.sock" \
+    "${mirrors[@]}" "${NL_NODELET_ARGS[@]}" >"$dir/nodelet.log" 2>&1 &
+  NL_PIDS+=($!)
+  NL_NODELET_PID=$!
+  NL_NODELET_SOCK=unix://$dir/nodelet.sock
+  nl_wait 60 crictl --runtime-endpoint "$NL_NODELET_SOCK" version ||
+    { tail -20 "$dir/nodelet.log" >&2; nl_die "nodelet runtime did not come up"; }
+  NL_CRI_SOCKS+=("$NL_NODELET_SOCK")
+}
