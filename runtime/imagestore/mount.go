@@ -140,7 +140,6 @@ func (s *Store) mountOverlay(rec *rootfsRecord) error {
 		lowers = append(lowers, "l/"+m.Link)
 	}
 	dir := "rootfs/" + rec.ContainerID
-	var opts string
 	if len(lowers) == 0 {
 		// An image without layers: overlay needs a lower dir, so give it an empty one.
 		if err := os.MkdirAll(s.path(dir, "empty"), 0o755); err != nil {
@@ -148,7 +147,7 @@ func (s *Store) mountOverlay(rec *rootfsRecord) error {
 		}
 		lowers = []string{dir + "/empty"}
 	}
-	opts = "lowerdir=" + strings.Join(lowers, ":") + ",upperdir=" + dir + "/upper,workdir=" + dir + "/work,index=off"
+	opts := "lowerdir=" + strings.Join(lowers, ":") + ",upperdir=" + dir + "/upper,workdir=" + dir + "/work,index=off"
 	if len(opts) >= os.Getpagesize() {
 		return fmt.Errorf("image has too many layers (%d) for one overlay mount: %w", len(lowers), errdefs.ErrFailedPrecondition)
 	}

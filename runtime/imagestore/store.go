@@ -27,7 +27,6 @@ import (
 	"os"
 	"path/filepath"
 	goruntime "runtime"
-	"sync"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"golang.org/x/sys/unix"
@@ -47,8 +46,6 @@ type Store struct {
 
 	pulls  flightGroup[*Image] // dedupes concurrent pulls of the same reference
 	layers flightGroup[struct{}]
-
-	closeMu sync.Once
 }
 
 // Option configures a Store.
