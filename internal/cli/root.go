@@ -48,6 +48,7 @@ func newRootCmd() *cobra.Command {
 // subcommands lists the constructors of nodelet's verbs; each lives in its own file.
 var subcommands = []func() *cobra.Command{
 	newRuntimeCmd,
+	newImageCmd,
 }
 
 // Execute runs the command line and returns the process exit code.

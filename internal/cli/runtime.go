@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nodelet/nodelet/runtime/cni"
 	"github.com/nodelet/nodelet/runtime/server"
 )
 
@@ -20,6 +21,12 @@ type runtimeFlags struct {
 	conmon         string
 	catatonit      string
 	cgroupParent   string
+	streamingAddr  string
+	registry       registryFlags
+	cniConfDir     string
+	cniBinDirs     []string
+	noDefaultCNI   bool
+	noNetwork      bool
 }
 
 func (r *runtimeFlags) register(cmd *cobra.Command) {
@@ -31,6 +38,12 @@ func (r *runtimeFlags) register(cmd *cobra.Command) {
 	f.StringVar(&r.conmon, "conmon", "", "conmon binary (default: found in PATH)")
 	f.StringVar(&r.catatonit, "catatonit", "", "catatonit binary, the init of pods that share a PID namespace (default: found in PATH)")
 	f.StringVar(&r.cgroupParent, "cgroup-parent", "/nodelet", "cgroup parent of pods whose config names none")
+	f.StringVar(&r.streamingAddr, "streaming-address", "127.0.0.1:0", "host:port of the exec/attach/port-forward server")
+	f.StringVar(&r.cniConfDir, "cni-conf-dir", cni.DefaultConfDir, "CNI network configs; the first valid .conflist is used")
+	f.StringSliceVar(&r.cniBinDirs, "cni-bin-dir", cni.DefaultBinDirs, "CNI plugin folders, searched in order")
+	f.BoolVar(&r.noDefaultCNI, "no-default-network", false, "do not write the default bridge config into an empty --cni-conf-dir")
+	f.BoolVar(&r.noNetwork, "no-network", false, "give pods loopback only (no CNI)")
+	r.registry.bind(f)
 }
 
 // handlerDefaults are the OCI runtimes nodelet knows by name; only installed ones are offered.
@@ -51,6 +64,7 @@ func (r *runtimeFlags) config(root, state string, log *slog.Logger) (server.Conf
 		Handlers:       map[string]server.Handler{},
 		DefaultHandler: r.defaultHandler,
 		CgroupParent:   r.cgroupParent,
+		StreamingAddr:  r.streamingAddr,
 		Logger:         log,
 	}
 	if len(r.handlers) == 0 {

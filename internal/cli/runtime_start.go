@@ -4,7 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/runtime/cni"
+	"github.com/nodelet/nodelet/runtime/imageservice"
+	"github.com/nodelet/nodelet/runtime/imagestore"
 	"github.com/nodelet/nodelet/runtime/server"
 )
 
@@ -15,23 +21,56 @@ type runningRuntime struct {
 	errc <-chan error
 }
 
-// startRuntime builds the runtime from flags, recovers its state and serves CRI on rf.listen.
+// startRuntime builds the runtime from flags — image store, CNI, the RuntimeService over them —
+// recovers its state and serves CRI on rf.listen.
 func startRuntime(ctx context.Context, rf *runtimeFlags, log *slog.Logger) (*runningRuntime, error) {
 	cfg, err := rf.config(global.root, global.state, log)
 	if err != nil {
 		return nil, err
 	}
-	srv, err := server.New(ctx, cfg)
+	regCfg, err := rf.registry.config()
 	if err != nil {
 		return nil, err
 	}
+	images, err := imagestore.Open(imageStoreDir(global.root),
+		imagestore.WithRegistryConfig(regCfg), imagestore.WithLogger(log))
+	if err != nil {
+		return nil, fmt.Errorf("image store: %w", err)
+	}
+	cfg.Images = images
+	var closers []func() error
+	fail := func(err error) (*runningRuntime, error) {
+		for _, c := range closers {
+			c()
+		}
+		return nil, err
+	}
+	if !rf.noNetwork {
+		net, err := cni.New(cni.Options{
+			ConfDir:   rf.cniConfDir,
+			BinDirs:   rf.cniBinDirs,
+			StateDir:  filepath.Join(cfg.State, "cni"),
+			NoDefault: rf.noDefaultCNI,
+			Logger:    log,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("cni: %w", err)
+		}
+		closers = append(closers, net.Close)
+		cfg.Network = net
+	}
+	srv, err := server.New(ctx, cfg)
+	if err != nil {
+		return fail(err)
+	}
+	closers = append([]func() error{srv.Close}, closers...)
 	lis, err := server.Listen(rf.listen)
 	if err != nil {
-		srv.Close()
-		return nil, fmt.Errorf("listen: %w", err)
+		return fail(fmt.Errorf("listen: %w", err))
 	}
 	g := server.NewGRPCServer(log)
 	srv.Register(g)
+	runtimeapi.RegisterImageServiceServer(g, imageservice.New(images, imageservice.WithLogger(log)))
 	errc := make(chan error, 1)
 	go func() { errc <- g.Serve(lis) }()
 	return &runningRuntime{
@@ -39,7 +78,9 @@ func startRuntime(ctx context.Context, rf *runtimeFlags, log *slog.Logger) (*run
 		errc: errc,
 		stop: func() {
 			g.Stop()
-			srv.Close()
+			for _, c := range closers {
+				c()
+			}
 		},
 	}, nil
 }
