@@ -37,7 +37,9 @@ for r in ${runtimes//,/ }; do
   esac
 done
 names=(${runtimes//,/ })
-cri() { local r=$1; shift; crictl --runtime-endpoint "${ep[$r]}" --image-endpoint "${ep[$r]}" --timeout 60s "$@"; }
+# crictl's warnings (one per runp about cgroup_parent) go to a file, shown if a call fails.
+cri() { local r=$1; shift; crictl --runtime-endpoint "${ep[$r]}" --image-endpoint "${ep[$r]}" --timeout 60s "$@" 2>>"$NL_WORK/crictl.err"; }
+trap 'echo "--- crictl stderr (last 10 lines)" >&2; grep -v level=warning "$NL_WORK/crictl.err" | tail -10 >&2' ERR
 
 for r in "${names[@]}"; do cri "$r" pull "$image" >/dev/null || nl_die "$r could not pull $image"; done
 
