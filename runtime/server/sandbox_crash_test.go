@@ -42,7 +42,7 @@ func (h hangingNetwork) SetUpPod(ctx context.Context, pod cni.PodNetwork) (*cni.
 	select {}
 }
 func (h hangingNetwork) TearDownPod(ctx context.Context, pod cni.PodNetwork) error { return nil }
-func (h hangingNetwork) Status() error                                            { return nil }
+func (h hangingNetwork) Status() error                                             { return nil }
 
 // TestHelperSandboxCrashDaemon is the child daemon; run directly, it does nothing.
 func TestHelperSandboxCrashDaemon(t *testing.T) {
