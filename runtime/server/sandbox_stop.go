@@ -42,6 +42,11 @@ func (s *Server) stopSandboxLocked(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	if sb.State == runtimeapi.PodSandboxState_SANDBOX_NOTREADY && !sb.NetworkSetUp {
+		// Stopped before: the parts are idempotent and the record needs no rewrite.
+		_, err := s.stopSandboxParts(ctx, sb)
+		return err
+	}
 	stopped, stopErr := s.stopSandboxParts(ctx, sb)
 	if stopErr != nil {
 		// Keep the pod READY, but remember what was released (a DEL that ran must not run again).
