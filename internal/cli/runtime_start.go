@@ -38,6 +38,12 @@ func startRuntime(ctx context.Context, rf *runtimeFlags, log *slog.Logger) (*run
 		return nil, fmt.Errorf("image store: %w", err)
 	}
 	cfg.Images = images
+	// Layers left unreferenced by a crash are freed in the background; pulls do not wait for it.
+	go func() {
+		if err := images.GC(); err != nil {
+			log.Warn("image store GC", "err", err)
+		}
+	}()
 	var closers []func() error
 	fail := func(err error) (*runningRuntime, error) {
 		for _, c := range closers {
