@@ -188,14 +188,19 @@ func (r *Runtime) Exec(ctx context.Context, id, bundle string, p *specs.Process,
 		}
 		return 0, nil
 	case <-ctx.Done():
-		if b, err := os.ReadFile(pidFile); err == nil {
-			if pid, err := strconv.Atoi(string(bytes.TrimSpace(b))); err == nil && pid > 0 {
-				_ = unix.Kill(pid, unix.SIGKILL)
-			}
-		}
+		killPidFile(pidFile)
 		_ = cmd.Process.Kill()
 		<-done
 		return -1, ctx.Err()
+	}
+}
+
+// killPidFile kills the exec'd process the runtime recorded.
+func killPidFile(pidFile string) {
+	if b, err := os.ReadFile(pidFile); err == nil {
+		if pid, err := strconv.Atoi(string(bytes.TrimSpace(b))); err == nil && pid > 0 {
+			_ = unix.Kill(pid, unix.SIGKILL)
+		}
 	}
 }
 

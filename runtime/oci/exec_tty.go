@@ -1,0 +1,138 @@
+package oci
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+)
+
+// TermSize is a terminal's size in characters.
+type TermSize struct {
+	Width, Height uint16
+}
+
+// ExecTTY runs p in the container on a pseudo-terminal and waits for it, returning its exit code;
+// ctx's end kills it.
+//
+// The runtimes hand a terminal's master end over a console socket only when they detach, which
+// would lose the exit code. So the runtime runs attached, with an outer terminal made here as its
+// controlling tty and stdio: it allocates the container's terminal and relays between the two,
+// and it passes size changes on (SIGWINCH, which the kernel sends it when the outer size changes).
+// stdin is copied to the outer master, everything read from it goes to stdout.
+func (r *Runtime) ExecTTY(ctx context.Context, id, bundle string, p *specs.Process, stdin io.Reader, stdout io.Writer, resize <-chan TermSize) (int, error) {
+	pc := *p
+	pc.Terminal = true
+	dir, err := os.MkdirTemp(bundle, ".exec-")
+	if err != nil {
+		return -1, err
+	}
+	defer os.RemoveAll(dir)
+	procFile, pidFile := filepath.Join(dir, "process.json"), filepath.Join(dir, "pid")
+	if err := writeJSON(procFile, &pc); err != nil {
+		return -1, err
+	}
+	master, slave, err := openPTY()
+	if err != nil {
+		return -1, err
+	}
+	defer master.Close()
+	cmd := exec.Command(r.cgroupBinary(), append(r.GlobalArgs(), "exec", "--tty", "--process", procFile, "--pid-file", pidFile, id)...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	err = cmd.Start()
+	slave.Close() // the runtime holds it now; the master reads EIO once every holder is gone
+	if err != nil {
+		return -1, err
+	}
+	var waitErr error
+	exited := make(chan struct{})
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+
+	if stdin != nil {
+		go func() { _, _ = io.Copy(master, stdin) }()
+	}
+	outDone := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(stdout, master)
+		close(outDone)
+	}()
+	stopResize := make(chan struct{})
+	defer close(stopResize)
+	go func() {
+		for {
+			select {
+			case <-stopResize:
+				return
+			case sz, ok := <-resize:
+				if !ok {
+					return
+				}
+				_ = unix.IoctlSetWinsize(int(master.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: sz.Height, Col: sz.Width})
+			}
+		}
+	}()
+	select {
+	case <-exited:
+	case <-ctx.Done():
+		killPidFile(pidFile)
+		_ = cmd.Process.Kill()
+		<-exited
+		return -1, ctx.Err()
+	}
+	select {
+	case <-outDone:
+	case <-time.After(2 * time.Second): // a daemonized child still holds the terminal: stop reading
+	}
+	var ee *exec.ExitError
+	if errors.As(waitErr, &ee) {
+		return ee.ExitCode(), nil
+	}
+	if waitErr != nil {
+		return -1, waitErr
+	}
+	return 0, nil
+}
+
+// openPTY makes a raw pseudo-terminal pair.
+func openPTY() (master, slave *os.File, err error) {
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	fd := int(m.Fd())
+	if err := unix.IoctlSetPointerInt(fd, unix.TIOCSPTLCK, 0); err != nil {
+		m.Close()
+		return nil, nil, fmt.Errorf("unlock pty: %w", err)
+	}
+	n, err := unix.IoctlGetUint32(fd, unix.TIOCGPTN)
+	if err != nil {
+		m.Close()
+		return nil, nil, fmt.Errorf("pty number: %w", err)
+	}
+	s, err := os.OpenFile("/dev/pts/"+strconv.Itoa(int(n)), os.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		m.Close()
+		return nil, nil, err
+	}
+	// Raw: the outer terminal only carries bytes; echo and line editing are the inner one's job.
+	if t, err := unix.IoctlGetTermios(int(s.Fd()), unix.TCGETS); err == nil {
+		t.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
+		t.Oflag &^= unix.OPOST
+		t.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
+		t.Cflag &^= unix.CSIZE | unix.PARENB
+		t.Cflag |= unix.CS8
+		t.Cc[unix.VMIN], t.Cc[unix.VTIME] = 1, 0
+		_ = unix.IoctlSetTermios(int(s.Fd()), unix.TCSETS, t)
+	}
+	return m, s, nil
+}
