@@ -254,8 +254,14 @@ func TestSandboxLifecycle(t *testing.T) {
 	}
 	_, err = e.Runtime.PodSandboxStatus(e.Ctx(), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id})
 	wantCode(t, err, codes.NotFound)
-	if _, err := e.Runtime.StopPodSandbox(e.Ctx(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil {
-		t.Errorf("StopPodSandbox after remove: %v", err)
+	// critest asks with a UUID that never existed; CRI wants success for both.
+	for _, gone := range []string{id, "0b3d9c1e-7c55-4c1e-9f57-3d2c8f5f6a10"} {
+		if _, err := e.Runtime.StopPodSandbox(e.Ctx(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: gone}); err != nil {
+			t.Errorf("StopPodSandbox %s after remove: %v", gone, err)
+		}
+		if _, err := e.Runtime.RemovePodSandbox(e.Ctx(), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: gone}); err != nil {
+			t.Errorf("RemovePodSandbox %s after remove: %v", gone, err)
+		}
 	}
 	// Remove without Stop first, as RemovePodSandbox must also do.
 	_, otherInfo := podStatus(t, e, other)
