@@ -252,14 +252,24 @@ func WriteSysctl(key, value string) error {
 	}
 	f, err := os.OpenFile(p, os.O_WRONLY|os.O_TRUNC, 0)
 	if err != nil {
-		return fmt.Errorf("sysctl %s: %w", key, err)
+		return &SysctlError{Key: key, Value: value, Err: err}
 	}
 	defer f.Close()
 	if _, err := f.WriteString(value); err != nil {
-		return fmt.Errorf("sysctl %s=%q: %w", key, value, err)
+		return &SysctlError{Key: key, Value: value, Err: err}
 	}
 	return nil
 }
+
+// SysctlError is a sysctl the kernel refused: no such key in these namespaces, a value out of
+// range, or a key that is read-only outside the host's namespaces.
+type SysctlError struct {
+	Key, Value string
+	Err        error
+}
+
+func (e *SysctlError) Error() string { return fmt.Sprintf("sysctl %s=%q: %v", e.Key, e.Value, e.Err) }
+func (e *SysctlError) Unwrap() error { return e.Err }
 
 // SysctlPath maps a dotted key to its /proc/sys file, refusing keys that could leave /proc/sys.
 func SysctlPath(key string) (string, error) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -202,8 +201,8 @@ func (s *Server) makeNamespaces(sb *store.Sandbox, hostname string, ownNet, ownI
 		if infraPID != 0 {
 			_ = killInfra(infraPID, infraStart, exited)
 		}
-		if errors.Is(err, fs.ErrNotExist) {
-			// An unknown sysctl: /proc/sys has no such file.
+		if _, ok := errors.AsType[*nsmgr.SysctlError](err); ok {
+			// The pod asked for a sysctl these namespaces do not have or accept.
 			return fmt.Errorf("sandbox namespaces: %w (%w)", err, errdefs.ErrInvalidArgument)
 		}
 		return fmt.Errorf("sandbox namespaces: %w", err)

@@ -337,6 +337,9 @@ func TestSandboxRejectsBadInput(t *testing.T) {
 		{"unknown namespaced sysctl", func(c *runtimeapi.PodSandboxConfig) {
 			c.Linux.Sysctls = map[string]string{"net.ipv4.no_such_thing": "1"}
 		}, "", codes.InvalidArgument},
+		{"sysctl value the kernel refuses", func(c *runtimeapi.PodSandboxConfig) {
+			c.Linux.Sysctls = map[string]string{"net.ipv4.ip_unprivileged_port_start": "999999"}
+		}, "", codes.InvalidArgument},
 		{"unknown handler", func(c *runtimeapi.PodSandboxConfig) {}, "kata", codes.InvalidArgument},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
