@@ -87,8 +87,12 @@ func Start(t testing.TB) *Server {
 }
 
 // Runtime and Images are clients for the code under test.
-func (s *Server) Runtime() runtimeapi.RuntimeServiceClient { return runtimeapi.NewRuntimeServiceClient(s.Conn) }
-func (s *Server) Images() runtimeapi.ImageServiceClient   { return runtimeapi.NewImageServiceClient(s.Conn) }
+func (s *Server) Runtime() runtimeapi.RuntimeServiceClient {
+	return runtimeapi.NewRuntimeServiceClient(s.Conn)
+}
+func (s *Server) Images() runtimeapi.ImageServiceClient {
+	return runtimeapi.NewImageServiceClient(s.Conn)
+}
 
 func (s *Server) record(format string, args ...any) {
 	s.calls = append(s.calls, fmt.Sprintf(format, args...))
