@@ -453,3 +453,31 @@ func TestSandboxCgroupParentFromConfig(t *testing.T) {
 	}
 	assertGone(t, e, infos[1])
 }
+
+func TestSandboxUpdateResources(t *testing.T) {
+	e := servertest.Start(t)
+	id := e.RunPod(servertest.PodConfig("resize"), "")
+	_, err := e.Runtime.UpdatePodSandboxResources(e.Ctx(), &runtimeapi.UpdatePodSandboxResourcesRequest{
+		PodSandboxId: id,
+		Resources:    &runtimeapi.LinuxContainerResources{CpuShares: 512, MemoryLimitInBytes: 64 << 20},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Restart() // the change is persisted
+	resp, err := e.Runtime.PodSandboxStatus(e.Ctx(), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info struct {
+		Config *runtimeapi.PodSandboxConfig `json:"config"`
+	}
+	if err := json.Unmarshal([]byte(resp.Info["info"]), &info); err != nil {
+		t.Fatal(err)
+	}
+	if r := info.Config.GetLinux().GetResources(); r.GetCpuShares() != 512 || r.GetMemoryLimitInBytes() != 64<<20 {
+		t.Errorf("resources after update = %v", r)
+	}
+	_, err = e.Runtime.UpdatePodSandboxResources(e.Ctx(), &runtimeapi.UpdatePodSandboxResourcesRequest{PodSandboxId: "ffffffffffff1"})
+	wantCode(t, err, codes.NotFound)
+}
