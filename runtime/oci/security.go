@@ -21,16 +21,27 @@ var DefaultCapabilities = []string{
 	"CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE",
 }
 
-// allCapabilities are the capabilities a privileged container (or "ALL") gets: those the host
-// kernel knows, so the runtime does not reject an unknown one.
+// allCapabilities are the capabilities a privileged container (or "ALL") gets: those the daemon
+// holds itself. A runtime cannot grant more, and the daemon may run without some (here it lacks
+// CAP_SYS_RESOURCE), so "all" taken literally would fail every privileged create.
 func allCapabilities() []string {
+	mask := ^uint64(0)
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+				fmt.Sscanf(strings.TrimSpace(v), "%x", &mask)
+			}
+		}
+	}
 	last := 40
 	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
 		fmt.Sscanf(strings.TrimSpace(string(b)), "%d", &last)
 	}
 	out := make([]string, 0, last+1)
 	for i := 0; i <= last && i < len(capNames); i++ {
-		out = append(out, capNames[i])
+		if mask&(1<<uint(i)) != 0 {
+			out = append(out, capNames[i])
+		}
 	}
 	return out
 }

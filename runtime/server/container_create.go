@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/runtime/errdefs"
@@ -130,6 +131,7 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 		ID: id, Name: name, SandboxID: sb.ID, Config: cfg, CreatedAt: time.Now().UnixNano(), Handler: sb.Handler,
 		Image: cfg.GetImage().GetImage(), ImageID: rootfs.ImageID, ImageRef: rootfs.ImageRef,
 		Bundle: bundle, Rootfs: rootfs.Path, LogPath: logPath, CgroupPath: cgroupPath, StopSignal: stopSignal,
+		User: containerUser(spec.Process.User),
 		Status: store.ContainerStatus{
 			State:     runtimeapi.ContainerState_CONTAINER_CREATED,
 			Resources: cfg.GetLinux().GetResources(),
@@ -172,6 +174,14 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 	s.containers.Add(id, c)
 	s.ctr.events.publish(id, sb.ID, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT)
 	return &runtimeapi.CreateContainerResponse{ContainerId: id}, nil
+}
+
+func containerUser(u specs.User) *runtimeapi.ContainerUser {
+	lu := &runtimeapi.LinuxContainerUser{Uid: int64(u.UID), Gid: int64(u.GID)}
+	for _, g := range u.AdditionalGids {
+		lu.SupplementalGroups = append(lu.SupplementalGroups, int64(g))
+	}
+	return &runtimeapi.ContainerUser{Linux: lu}
 }
 
 // validateContainerConfig refuses requests that could escape their dirs or cost the daemon more

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -51,10 +52,34 @@ func TestContainerEvents(t *testing.T) {
 			}
 		}
 	}
-	time.Sleep(100 * time.Millisecond) // let the subscription reach the server before the first event
+	// The server registers the stream a moment after the client has it: probe with containers
+	// until one's CREATED event arrives, then follow a fresh container from the start.
+	for i := 0; ; i++ {
+		id = e.CreateContainer(sb, pod, servertest.ContainerConfig(fmt.Sprintf("probe%d", i), "true"))
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				t.Fatal("stream ended")
+			}
+			_ = ev
+		case <-time.After(time.Second):
+			if i == 60 {
+				t.Fatal("no event for a minute")
+			}
+			continue
+		}
+		break
+	}
+	for drained := false; !drained; {
+		select {
+		case <-events:
+		default:
+			drained = true
+		}
+	}
 	id = e.CreateContainer(sb, pod, servertest.ContainerConfig("ev", "sh", "-c", "sleep 0.2; exit 2"))
 	ev := next(runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT)
-	if ev.CreatedAt == 0 || len(ev.ContainersStatuses) != 1 || ev.ContainersStatuses[0].Id != id {
+	if ev.CreatedAt == 0 || ev.PodSandboxStatus.GetId() != sb || statusOf(ev, id) == nil {
 		t.Fatalf("created event: %v", ev)
 	}
 	if _, err := e.Runtime.StartContainer(e.Ctx(), &runtimeapi.StartContainerRequest{ContainerId: id}); err != nil {
@@ -62,13 +87,22 @@ func TestContainerEvents(t *testing.T) {
 	}
 	next(runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT)
 	ev = next(runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT)
-	if st := ev.ContainersStatuses[0]; st.State != runtimeapi.ContainerState_CONTAINER_EXITED || st.ExitCode != 2 {
+	if st := statusOf(ev, id); st.GetState() != runtimeapi.ContainerState_CONTAINER_EXITED || st.GetExitCode() != 2 {
 		t.Fatalf("stopped event status: %v", st)
 	}
 	if _, err := e.Runtime.RemoveContainer(e.Ctx(), &runtimeapi.RemoveContainerRequest{ContainerId: id}); err != nil {
 		t.Fatal(err)
 	}
-	if ev := next(runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT); len(ev.ContainersStatuses) != 0 {
+	if ev := next(runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT); statusOf(ev, id) != nil {
 		t.Fatalf("deleted event still lists the container: %v", ev)
 	}
+}
+
+func statusOf(ev *runtimeapi.ContainerEventResponse, id string) *runtimeapi.ContainerStatus {
+	for _, st := range ev.ContainersStatuses {
+		if st.Id == id {
+			return st
+		}
+	}
+	return nil
 }

@@ -29,7 +29,10 @@ func TestContainerSecurityContext(t *testing.T) {
 				cfg := servertest.ContainerConfig("user", "sh", "-c", "id; echo END")
 				cfg.Linux.SecurityContext.RunAsUser = &runtimeapi.Int64Value{Value: 1000}
 				cfg.Linux.SecurityContext.SupplementalGroups = []int64{3000}
-				_, log := runToLog(t, e, sb, pod, cfg)
+				st, log := runToLog(t, e, sb, pod, cfg)
+				if u := st.GetUser().GetLinux(); u.GetUid() != 1000 || u.GetGid() != 1000 || len(u.GetSupplementalGroups()) != 2 {
+					t.Errorf("status user: %v", u)
+				}
 				for _, want := range []string{"uid=1000", "gid=1000", "2000", "3000"} {
 					if !strings.Contains(log, want) {
 						t.Errorf("id output lacks %q:\n%s", want, log)

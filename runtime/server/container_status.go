@@ -53,6 +53,7 @@ func (s *Server) containerStatus(c *store.Container) *runtimeapi.ContainerStatus
 		Annotations: cfg.GetAnnotations(),
 		Mounts:      cfg.GetMounts(),
 		LogPath:     c.LogPath,
+		User:        c.User,
 	}
 	if st.Resources != nil {
 		out.Resources = &runtimeapi.ContainerResources{Linux: st.Resources}

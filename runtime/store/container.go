@@ -27,6 +27,8 @@ type Container struct {
 	LogPath    string `json:"logPath"`    // absolute; "" when the pod has no log directory
 	CgroupPath string `json:"cgroupPath"` // the OCI linux.cgroupsPath
 	StopSignal string `json:"stopSignal"` // from the image config, "" for SIGTERM
+	// User is the identity the process runs as, resolved against the image at create.
+	User *runtimeapi.ContainerUser `json:"user,omitempty"`
 
 	Status ContainerStatus `json:"status"`
 

@@ -1,0 +1,91 @@
+package server_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/runtime/server"
+	"github.com/nodelet/nodelet/runtime/server/servertest"
+)
+
+// TestContainerPodNamespaces checks what containers of one pod share: the hostname, the pod's
+// files, and with a shared PID namespace each other's processes.
+func TestContainerPodNamespaces(t *testing.T) {
+	e := servertest.Start(t)
+	pod := e.PodWithLogs("shared")
+	pod.Hostname = "shared-host"
+	pod.Linux.SecurityContext = &runtimeapi.LinuxSandboxSecurityContext{
+		NamespaceOptions: &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_POD},
+	}
+	sb := e.RunPod(pod, "")
+	podNS := func(cfg *runtimeapi.ContainerConfig) *runtimeapi.ContainerConfig {
+		cfg.Linux.SecurityContext.NamespaceOptions = &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_POD}
+		return cfg
+	}
+	e.RunContainer(sb, pod, podNS(servertest.ContainerConfig("sleeper", "sleep", "4242")))
+	_, log := runToLog(t, e, sb, pod, podNS(servertest.ContainerConfig("looker", "sh", "-c",
+		"hostname; ps -o args; ls /etc; echo END")))
+	if !strings.Contains(log, "F shared-host") {
+		t.Errorf("hostname:\n%s", log)
+	}
+	if !strings.Contains(log, "sleep 4242") {
+		t.Errorf("the shared PID namespace does not show the other container:\n%s", log)
+	}
+	// A container asking for its own PID namespace sees only its own processes.
+	cfg := servertest.ContainerConfig("alone2", "sh", "-c", "ps -o args; echo END")
+	cfg.Linux.SecurityContext.NamespaceOptions = &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_CONTAINER}
+	_, log = runToLog(t, e, sb, pod, cfg)
+	if strings.Contains(log, "sleep 4242") {
+		t.Errorf("a private PID namespace shows the pod's processes:\n%s", log)
+	}
+}
+
+func TestContainerPrivileged(t *testing.T) {
+	e := servertest.Start(t)
+	pod := e.PodWithLogs("priv")
+	pod.Linux.SecurityContext = &runtimeapi.LinuxSandboxSecurityContext{Privileged: true}
+	sb := e.RunPod(pod, "")
+	cfg := servertest.ContainerConfig("priv", "sh", "-c", "grep CapEff /proc/self/status; mount -t tmpfs t /tmp && echo MOUNTED; ls /dev/null /dev/kmsg; echo END")
+	cfg.Linux.SecurityContext.Privileged = true
+	_, log := runToLog(t, e, sb, pod, cfg)
+	if !strings.Contains(log, "MOUNTED") || strings.Contains(log, "CapEff:\t00000000a80425fb") || !strings.Contains(log, "/dev/kmsg") {
+		t.Errorf("privileged container:\n%s", log)
+	}
+}
+
+// TestContainerCreateRollback makes the OCI runtime fail at create and checks that nothing of
+// the container is left: no record, bundle, rootfs or reserved name.
+func TestContainerCreateRollback(t *testing.T) {
+	e := servertest.Start(t, servertest.WithConfig(func(c *server.Config) {
+		c.Handlers["broken"] = server.Handler{Name: "broken", Path: "/bin/false", Root: filepath.Join(c.State, "handlers", "broken")}
+	}))
+	pod := e.PodWithLogs("rollback")
+	sb := e.RunPod(pod, "broken")
+	_, err := e.Runtime.CreateContainer(e.Ctx(), &runtimeapi.CreateContainerRequest{PodSandboxId: sb, Config: servertest.ContainerConfig("c", "true"), SandboxConfig: pod})
+	if err == nil {
+		t.Fatal("create with a failing runtime succeeded")
+	}
+	list, _ := e.Runtime.ListContainers(e.Ctx(), &runtimeapi.ListContainersRequest{})
+	if len(list.GetContainers()) != 0 {
+		t.Fatalf("listed after failed create: %v", list)
+	}
+	for _, dir := range []string{filepath.Join(e.Config.Root, "containers"), filepath.Join(e.Dir, "overlays"), filepath.Join(e.Config.State, "exits")} {
+		ents, _ := os.ReadDir(dir)
+		if len(ents) != 0 {
+			t.Errorf("%s not empty after a failed create: %v", dir, ents)
+		}
+	}
+	// The name is free again: the same create on a working pod of the same name succeeds.
+	if _, err := e.Runtime.StopPodSandbox(e.Ctx(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Runtime.RemovePodSandbox(e.Ctx(), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb}); err != nil {
+		t.Fatal(err)
+	}
+	sb = e.RunPod(pod, "runc")
+	e.CreateContainer(sb, pod, servertest.ContainerConfig("c", "true"))
+}
