@@ -249,6 +249,13 @@ func TestSandboxRestartRecovery(t *testing.T) {
 	}
 	rec["creating"] = true
 	rec["state"] = 1
+	// Cut short before catatonit's pid was recorded: recovery must find it by its namespaces.
+	plainInit := 0
+	if pid, ok := rec["infraPid"].(float64); ok {
+		plainInit = int(pid)
+	}
+	delete(rec, "infraPid")
+	delete(rec, "infraStartTime")
 	b, _ = json.Marshal(rec)
 	if err := os.WriteFile(recPath, b, 0o600); err != nil {
 		t.Fatal(err)
@@ -269,6 +276,11 @@ func TestSandboxRestartRecovery(t *testing.T) {
 	}
 	if d := cgroupDirs(plainInfo.CgroupParent); len(d) > 0 {
 		t.Errorf("half-made sandbox left cgroups %v", d)
+	}
+	if plainInit == 0 {
+		t.Error("the half-made sandbox had no pod init; the search by namespace went untested")
+	} else if b, err := os.ReadFile("/proc/" + strconv.Itoa(plainInit) + "/stat"); err == nil && !containsZombie(b) {
+		t.Errorf("the half-made sandbox's catatonit %d survived recovery", plainInit)
 	}
 	e.RunPod(plainCfg, "") // its name was released
 	for id := range after {

@@ -70,9 +70,14 @@ func (s *Server) killSandboxInit(sb *store.Sandbox) error {
 		if err := killInfra(sb.InfraPID, sb.InfraStartTime, exited); err != nil {
 			return err
 		}
-	} else if pin := s.sb.ns.Path(nsmgr.PID, sb.ID); nsmgr.IsPinned(pin) {
-		// A Run cut short between starting catatonit and recording its pid.
-		killPIDNamespace(pin)
+	} else if sb.Creating {
+		// A Run cut short after starting catatonit and before recording its pid. Its
+		// namespaces were pinned before it started, and nothing but it can be in them yet.
+		for _, k := range []nsmgr.Kind{nsmgr.PID, nsmgr.Net, nsmgr.IPC, nsmgr.UTS} {
+			if pin := s.sb.ns.Path(k, sb.ID); nsmgr.IsPinned(pin) {
+				killProcessesIn(pin, k)
+			}
+		}
 	}
 	s.sb.mu.Lock()
 	delete(s.sb.infraExited, sb.ID)
@@ -80,8 +85,8 @@ func (s *Server) killSandboxInit(sb *store.Sandbox) error {
 	return nil
 }
 
-// killPIDNamespace SIGKILLs every process whose PID namespace is the one pinned at pin.
-func killPIDNamespace(pin string) {
+// killProcessesIn SIGKILLs every process whose namespace of kind is the one pinned at pin.
+func killProcessesIn(pin string, kind nsmgr.Kind) {
 	var want unix.Stat_t
 	if unix.Stat(pin, &want) != nil {
 		return
@@ -89,11 +94,11 @@ func killPIDNamespace(pin string) {
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
+		if err != nil || pid == os.Getpid() {
 			continue
 		}
 		var st unix.Stat_t
-		if unix.Stat("/proc/"+e.Name()+"/ns/pid", &st) == nil && st.Dev == want.Dev && st.Ino == want.Ino {
+		if unix.Stat("/proc/"+e.Name()+"/ns/"+string(kind), &st) == nil && st.Dev == want.Dev && st.Ino == want.Ino {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
