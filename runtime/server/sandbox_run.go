@@ -162,7 +162,9 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 		if err != nil {
 			return nil, fmt.Errorf("set up network of sandbox %s: %w", id, err)
 		}
-		sb.IPs = res.IPs
+		if res != nil {
+			sb.IPs = res.IPs
+		}
 		sb.NetworkReady = true
 	}
 
