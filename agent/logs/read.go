@@ -1,0 +1,357 @@
+package logs
+
+import (
+	"bufio"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Options select what ReadLogs writes; they mirror v1.PodLogOptions.
+type Options struct {
+	// Follow keeps reading as the container writes, across rotations, until ctx ends or Done says so.
+	Follow bool
+	// TailLines, when >= 0, starts that many lines before the end of what is already written.
+	TailLines int64
+	// Since, when not zero, skips lines written before it.
+	Since time.Time
+	// Timestamps prefixes each line with its RFC3339Nano time, as kubectl logs --timestamps.
+	Timestamps bool
+	// LimitBytes, when > 0, stops after that many bytes of output.
+	LimitBytes int64
+	// Stream, when Stdout or Stderr, keeps only that stream.
+	Stream string
+	// Done is asked while following at the end of the file; once it says true (the container has
+	// exited) the reader drains what is left and returns. Nil means follow until ctx ends.
+	Done func() bool
+	// Poll is how often a follower looks again when no file event came (default 1s); events from
+	// fsnotify wake it sooner.
+	Poll time.Duration
+}
+
+// AllLines is TailLines for "no tail".
+const AllLines = -1
+
+// errLimit stops reading once LimitBytes are out.
+var errLimit = errors.New("log byte limit reached")
+
+// ReadLogs writes the log of the container whose CRI log file is path to w: its rotated files
+// (path.<time>[.gz], oldest first) and then path itself.
+//
+// A line the runtime split into partial ("P") fragments is written once, whole, with the time of its
+// first fragment, so tail counts and timestamps refer to what the program printed.
+func ReadLogs(ctx context.Context, path string, opts Options, w io.Writer) error {
+	if opts.LimitBytes > 0 {
+		w = &limitWriter{w: w, left: opts.LimitBytes}
+	}
+	out := &printer{w: w, opts: opts}
+	if opts.TailLines >= 0 {
+		out.tail = newRing(int(opts.TailLines))
+	}
+	err := readAll(ctx, path, opts, out)
+	if errors.Is(err, errLimit) {
+		return nil
+	}
+	return err
+}
+
+func readAll(ctx context.Context, path string, opts Options, out *printer) error {
+	rotated, err := RotatedFiles(path)
+	if err != nil {
+		return err
+	}
+	for _, r := range rotated {
+		if err := readClosedFile(r, out); err != nil {
+			return err
+		}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		if len(rotated) > 0 && errors.Is(err, os.ErrNotExist) && !opts.Follow {
+			// Caught between rename and reopen: the rotated files are all there is.
+			return out.flushTail()
+		}
+		return fmt.Errorf("open container log: %w", err)
+	}
+	defer func() { f.Close() }()
+	src := newSource(f)
+	if err := src.drain(out); err != nil {
+		return err
+	}
+	if err := out.flushTail(); err != nil {
+		return err
+	}
+	if !opts.Follow {
+		return nil
+	}
+	return follow(ctx, path, opts, &f, &src, out)
+}
+
+// follow waits at the end of the current file for more lines. When the runtime reopens the log
+// after a rotation, the path names a new file: the rest of the old one is read, then the new one.
+func follow(ctx context.Context, path string, opts Options, f **os.File, src **source, out *printer) error {
+	poll := opts.Poll
+	if poll <= 0 {
+		poll = time.Second
+	}
+	wake, stop := watch(filepath.Dir(path))
+	defer stop()
+	timer := time.NewTimer(poll)
+	defer timer.Stop()
+	for {
+		done := opts.Done != nil && opts.Done()
+		if err := (*src).drain(out); err != nil {
+			return err
+		}
+		if cur, err := os.Stat(path); err == nil {
+			old, err := (*f).Stat()
+			if err == nil && !os.SameFile(cur, old) {
+				nf, err := os.Open(path)
+				if err == nil {
+					(*f).Close()
+					*f, *src = nf, newSource(nf)
+					continue
+				}
+			}
+		}
+		if done {
+			return nil
+		}
+		timer.Reset(poll)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-wake:
+		case <-timer.C:
+		}
+	}
+}
+
+func readClosedFile(path string, out *printer) error {
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil // removed by rotation while we listed
+		}
+		return err
+	}
+	defer f.Close()
+	var r io.Reader = f
+	if strings.HasSuffix(path, ".gz") {
+		zr, err := gzip.NewReader(f)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		defer zr.Close()
+		r = zr
+	}
+	s := newSource(r)
+	if err := s.drain(out); err != nil {
+		return err
+	}
+	// A rotated file ends where the runtime reopened; a last line without newline is still a line.
+	return s.flushPending(out)
+}
+
+// RotatedFiles lists path's rotated files, oldest first. Rotation names them path.<time> (and
+// path.<time>.gz when compressed) with a time that sorts as text.
+func RotatedFiles(path string) ([]string, error) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		n := e.Name()
+		if e.Type().IsRegular() && strings.HasPrefix(n, base+".") && !strings.HasSuffix(n, ".tmp") {
+			out = append(out, filepath.Join(dir, n))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return strings.TrimSuffix(out[i], ".gz") < strings.TrimSuffix(out[j], ".gz")
+	})
+	return out, nil
+}
+
+// source yields complete lines of one file; a line still being written at EOF waits in pending.
+type source struct {
+	r       *bufio.Reader
+	pending []byte
+}
+
+func newSource(r io.Reader) *source { return &source{r: bufio.NewReaderSize(r, 64<<10)} }
+
+func (s *source) drain(out *printer) error {
+	for {
+		chunk, err := s.r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			s.pending = append(s.pending, chunk...)
+			continue
+		}
+		if err != nil {
+			s.pending = append(s.pending, chunk...)
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+		line := chunk[:len(chunk)-1]
+		if len(s.pending) > 0 {
+			s.pending = append(s.pending, line...)
+			line = s.pending
+		}
+		perr := out.line(line)
+		s.pending = s.pending[:0]
+		if perr != nil {
+			return perr
+		}
+	}
+}
+
+func (s *source) flushPending(out *printer) error {
+	if len(s.pending) == 0 {
+		return nil
+	}
+	err := out.line(s.pending)
+	s.pending = s.pending[:0]
+	return err
+}
+
+// printer joins partial fragments into lines, filters them and writes them (or keeps the last
+// TailLines of them until flushTail).
+type printer struct {
+	w       io.Writer
+	opts    Options
+	tail    *ring
+	partial [2]struct {
+		ts  time.Time
+		buf []byte
+		on  bool
+	}
+	scratch []byte
+}
+
+func (p *printer) line(raw []byte) error {
+	var e entry
+	if err := parseLine(raw, &e); err != nil {
+		slog.Debug("skipping malformed container log line", "err", err)
+		return nil
+	}
+	i := 0
+	if e.stream == Stderr {
+		i = 1
+	}
+	pb := &p.partial[i]
+	if e.partial {
+		if !pb.on {
+			pb.on, pb.ts, pb.buf = true, e.ts, pb.buf[:0]
+		}
+		pb.buf = append(pb.buf, e.content...)
+		return nil
+	}
+	ts, content := e.ts, e.content
+	if pb.on {
+		pb.buf = append(pb.buf, e.content...)
+		ts, content = pb.ts, pb.buf
+		pb.on = false
+	}
+	if p.opts.Stream != "" && p.opts.Stream != e.stream {
+		return nil
+	}
+	if !p.opts.Since.IsZero() && ts.Before(p.opts.Since) {
+		return nil
+	}
+	p.scratch = p.scratch[:0]
+	if p.opts.Timestamps {
+		p.scratch = ts.UTC().AppendFormat(p.scratch, time.RFC3339Nano)
+		p.scratch = append(p.scratch, ' ')
+	}
+	p.scratch = append(p.scratch, content...)
+	p.scratch = append(p.scratch, '\n')
+	if p.tail != nil {
+		p.tail.add(p.scratch)
+		return nil
+	}
+	_, err := p.w.Write(p.scratch)
+	return err
+}
+
+func (p *printer) flushTail() error {
+	if p.tail == nil {
+		return nil
+	}
+	r := p.tail
+	p.tail = nil
+	for _, l := range r.lines() {
+		if _, err := p.w.Write(l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ring keeps the last n formatted lines.
+type ring struct {
+	buf   [][]byte
+	next  int
+	full  bool
+	limit int
+}
+
+func newRing(n int) *ring { return &ring{buf: make([][]byte, 0, min(n, 1024)), limit: n} }
+
+func (r *ring) add(l []byte) {
+	if r.limit == 0 {
+		return
+	}
+	if len(r.buf) < r.limit {
+		r.buf = append(r.buf, append([]byte(nil), l...))
+		return
+	}
+	r.buf[r.next] = append(r.buf[r.next][:0], l...)
+	r.next = (r.next + 1) % r.limit
+	r.full = true
+}
+
+func (r *ring) lines() [][]byte {
+	if !r.full {
+		return r.buf
+	}
+	return append(append([][]byte{}, r.buf[r.next:]...), r.buf[:r.next]...)
+}
+
+type limitWriter struct {
+	w    io.Writer
+	left int64
+}
+
+func (l *limitWriter) Write(p []byte) (int, error) {
+	if l.left <= 0 {
+		return 0, errLimit
+	}
+	cut := len(p) > int(min(l.left, int64(len(p))))
+	if cut {
+		p = p[:l.left]
+	}
+	n, err := l.w.Write(p)
+	l.left -= int64(n)
+	if err == nil && (cut || l.left <= 0) {
+		err = errLimit
+	}
+	return n, err
+}
