@@ -317,4 +317,3 @@ func fromCRI(s runtimeapi.ContainerState) state {
 	}
 	return stateUnknown
 }
-
