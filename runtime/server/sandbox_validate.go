@@ -81,6 +81,11 @@ func validateSandboxConfig(cfg *runtimeapi.PodSandboxConfig) error {
 	if m := ns.GetPid(); m == runtimeapi.NamespaceMode_TARGET {
 		return invalid("pid namespace mode TARGET is for containers, not sandboxes")
 	}
+	if ns.GetUsernsOptions().GetMode() == runtimeapi.NamespaceMode_POD {
+		// Status does not announce user namespace support, so a kubelet never asks; running
+		// such a pod without one would silently give it the host's root.
+		return invalid("user namespaces are not supported")
+	}
 	for _, m := range []runtimeapi.NamespaceMode{ns.GetNetwork(), ns.GetIpc()} {
 		if m != runtimeapi.NamespaceMode_POD && m != runtimeapi.NamespaceMode_NODE {
 			return invalid("network and ipc namespace modes must be POD or NODE, not %s", m)

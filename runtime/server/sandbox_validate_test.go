@@ -77,6 +77,9 @@ func TestSandboxValidateConfig(t *testing.T) {
 		{"ipc sysctl with host network", []func(*runtimeapi.PodSandboxConfig){hostNet, sysctls("kernel.shmmni", "4096")}, true},
 		{"ipc sysctl with host ipc", []func(*runtimeapi.PodSandboxConfig){hostIPC, sysctls("kernel.shmmni", "4096")}, false},
 		{"mqueue sysctl with host ipc", []func(*runtimeapi.PodSandboxConfig){hostIPC, sysctls("fs.mqueue.msg_max", "20")}, false},
+		{"user namespace", []func(*runtimeapi.PodSandboxConfig){func(c *runtimeapi.PodSandboxConfig) {
+			c.Linux.SecurityContext.NamespaceOptions.UsernsOptions = &runtimeapi.UserNamespace{Mode: runtimeapi.NamespaceMode_POD}
+		}}, false},
 		{"pid target", []func(*runtimeapi.PodSandboxConfig){func(c *runtimeapi.PodSandboxConfig) {
 			c.Linux.SecurityContext.NamespaceOptions.Pid = runtimeapi.NamespaceMode_TARGET
 		}}, false},
