@@ -81,10 +81,10 @@ func validateSandboxConfig(cfg *runtimeapi.PodSandboxConfig) error {
 	if m := ns.GetPid(); m == runtimeapi.NamespaceMode_TARGET {
 		return invalid("pid namespace mode TARGET is for containers, not sandboxes")
 	}
+	// Status does not announce user namespace support, so a kubelet never asks for one; running
+	// such a pod without one would silently give it the host's root. Unset options mean the
+	// host's user namespace (POD is the enum's zero value, hence the nil check).
 	if u := ns.GetUsernsOptions(); u != nil && u.Mode == runtimeapi.NamespaceMode_POD {
-		// (Unset means the host's: POD is the enum's zero value.)
-		// Status does not announce user namespace support, so a kubelet never asks; running
-		// such a pod without one would silently give it the host's root.
 		return invalid("user namespaces are not supported")
 	}
 	for _, m := range []runtimeapi.NamespaceMode{ns.GetNetwork(), ns.GetIpc()} {
