@@ -1,0 +1,295 @@
+// Package status computes a pod's API status from what the runtime reports (Generate, pure) and keeps
+// it: locally for standalone use and the agent's API, and in the apiserver (patched only on change).
+package status
+
+import (
+	"sort"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kubecontainer "github.com/nodelet/nodelet/agent/container"
+)
+
+// Inputs are what Generate reads besides the pod and its observed status.
+type Inputs struct {
+	Reasons     *kubecontainer.ReasonCache
+	RuntimeName string // container ID prefix, e.g. "containerd"
+	NodeIPs     []string
+	Now         time.Time
+	// Terminating: the pod is being killed, so stopped containers are not "waiting" to restart.
+	Terminating bool
+}
+
+// Generate computes the pod's status. old is the last status, whose start time and condition
+// transition times are kept when nothing changed.
+func Generate(pod *v1.Pod, ps *kubecontainer.PodStatus, old v1.PodStatus, in Inputs) v1.PodStatus {
+	s := v1.PodStatus{
+		StartTime: old.StartTime,
+		QOSClass:  qosClass(pod),
+	}
+	if s.StartTime == nil {
+		t := metav1.NewTime(in.Now)
+		s.StartTime = &t
+	}
+	if len(in.NodeIPs) > 0 {
+		s.HostIP = in.NodeIPs[0]
+		for _, ip := range in.NodeIPs {
+			s.HostIPs = append(s.HostIPs, v1.HostIP{IP: ip})
+		}
+	}
+	ips := ps.IPs
+	if pod.Spec.HostNetwork {
+		ips = in.NodeIPs
+	}
+	if len(ips) > 0 {
+		s.PodIP = ips[0]
+		for _, ip := range ips {
+			s.PodIPs = append(s.PodIPs, v1.PodIP{IP: ip})
+		}
+	}
+	s.InitContainerStatuses = containerStatuses(pod, pod.Spec.InitContainers, ps, old.InitContainerStatuses, in, true)
+	s.ContainerStatuses = containerStatuses(pod, pod.Spec.Containers, ps, old.ContainerStatuses, in, false)
+	s.Phase = getPhase(pod, s.InitContainerStatuses, s.ContainerStatuses, in.Terminating)
+	if s.Phase == v1.PodFailed || s.Phase == v1.PodSucceeded {
+		if old.Phase == s.Phase {
+			s.Reason, s.Message = old.Reason, old.Message
+		}
+	}
+	s.Conditions = conditions(pod, &s, ps, old.Conditions, in.Now)
+	return s
+}
+
+func containerID(runtimeName, id string) string {
+	if runtimeName == "" {
+		runtimeName = "cri"
+	}
+	return runtimeName + "://" + id
+}
+
+func terminatedState(c *kubecontainer.Status, runtimeName string) *v1.ContainerStateTerminated {
+	reason := c.Reason
+	if reason == "" {
+		reason = "Error"
+		if c.ExitCode == 0 {
+			reason = "Completed"
+		}
+	}
+	return &v1.ContainerStateTerminated{
+		ExitCode: c.ExitCode, Reason: reason, Message: c.Message,
+		StartedAt: metav1.NewTime(c.StartedAt), FinishedAt: metav1.NewTime(c.FinishedAt),
+		ContainerID: containerID(runtimeName, c.ID),
+	}
+}
+
+func containerStatuses(pod *v1.Pod, specs []v1.Container, ps *kubecontainer.PodStatus, old []v1.ContainerStatus, in Inputs, init bool) []v1.ContainerStatus {
+	if len(specs) == 0 {
+		return nil
+	}
+	oldByName := map[string]v1.ContainerStatus{}
+	for _, o := range old {
+		oldByName[o.Name] = o
+	}
+	out := make([]v1.ContainerStatus, 0, len(specs))
+	for _, spec := range specs {
+		st := v1.ContainerStatus{Name: spec.Name, Image: spec.Image}
+		attempts := ps.ContainersByName(spec.Name)
+		f := false
+		st.Started = &f
+		if len(attempts) == 0 {
+			reason := kubecontainer.ReasonContainerCreating
+			if init && spec.Name != pod.Spec.InitContainers[0].Name || !init && len(pod.Spec.InitContainers) > 0 {
+				reason = kubecontainer.ReasonPodInitializing
+			}
+			msg := ""
+			if r, ok := in.Reasons.Get(pod.UID, spec.Name); ok {
+				reason, msg = r.Reason, r.Message
+			}
+			st.State.Waiting = &v1.ContainerStateWaiting{Reason: reason, Message: msg}
+			if o, ok := oldByName[spec.Name]; ok {
+				// The runtime lost the container (the sandbox was recreated); keep counting.
+				st.RestartCount = o.RestartCount
+				st.LastTerminationState = o.LastTerminationState
+			}
+			out = append(out, st)
+			continue
+		}
+		cur := attempts[0]
+		st.RestartCount = int32(cur.RestartCount)
+		st.ImageID = cur.ImageRef
+		if st.ImageID == "" {
+			st.ImageID = cur.ImageID
+		}
+		st.ContainerID = containerID(in.RuntimeName, cur.ID)
+		switch cur.State {
+		case kubecontainer.StateRunning:
+			t := true
+			st.Started = &t
+			st.Ready = true
+			st.State.Running = &v1.ContainerStateRunning{StartedAt: metav1.NewTime(cur.StartedAt)}
+			if len(attempts) > 1 && attempts[1].State == kubecontainer.StateExited {
+				st.LastTerminationState.Terminated = terminatedState(attempts[1], in.RuntimeName)
+			}
+		case kubecontainer.StateExited:
+			term := terminatedState(cur, in.RuntimeName)
+			r, waiting := in.Reasons.Get(pod.UID, spec.Name)
+			if waiting && !in.Terminating && willRestart(pod, cur, init) {
+				st.State.Waiting = &v1.ContainerStateWaiting{Reason: r.Reason, Message: r.Message}
+				st.LastTerminationState.Terminated = term
+			} else {
+				st.State.Terminated = term
+				if len(attempts) > 1 && attempts[1].State == kubecontainer.StateExited {
+					st.LastTerminationState.Terminated = terminatedState(attempts[1], in.RuntimeName)
+				}
+			}
+		default:
+			reason := kubecontainer.ReasonContainerCreating
+			msg := ""
+			if r, ok := in.Reasons.Get(pod.UID, spec.Name); ok {
+				reason, msg = r.Reason, r.Message
+			}
+			st.State.Waiting = &v1.ContainerStateWaiting{Reason: reason, Message: msg}
+			if len(attempts) > 1 && attempts[1].State == kubecontainer.StateExited {
+				st.LastTerminationState.Terminated = terminatedState(attempts[1], in.RuntimeName)
+			}
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+func willRestart(pod *v1.Pod, c *kubecontainer.Status, init bool) bool {
+	switch pod.Spec.RestartPolicy {
+	case v1.RestartPolicyNever:
+		return false
+	case v1.RestartPolicyOnFailure:
+		return c.ExitCode != 0
+	}
+	return !init || c.ExitCode != 0
+}
+
+// getPhase follows the kubelet's rules.
+func getPhase(pod *v1.Pod, inits, apps []v1.ContainerStatus, terminating bool) v1.PodPhase {
+	pendingInit := 0
+	for _, s := range inits {
+		switch {
+		case s.State.Terminated != nil && s.State.Terminated.ExitCode == 0:
+		case s.State.Terminated != nil && pod.Spec.RestartPolicy == v1.RestartPolicyNever:
+			return v1.PodFailed
+		default:
+			pendingInit++
+		}
+	}
+	var running, waiting, stopped, succeeded int
+	for _, s := range apps {
+		switch {
+		case s.State.Running != nil:
+			running++
+		case s.State.Terminated != nil:
+			stopped++
+			if s.State.Terminated.ExitCode == 0 {
+				succeeded++
+			}
+		case s.State.Waiting != nil:
+			if s.LastTerminationState.Terminated != nil {
+				stopped++
+			} else {
+				waiting++
+			}
+		}
+	}
+	switch {
+	case pendingInit > 0 && !(terminating && running == 0 && waiting == 0):
+		return v1.PodPending
+	case waiting > 0:
+		return v1.PodPending
+	case running > 0:
+		return v1.PodRunning
+	case stopped > 0:
+		if !terminating && pod.Spec.RestartPolicy == v1.RestartPolicyAlways {
+			return v1.PodRunning
+		}
+		if stopped == succeeded {
+			return v1.PodSucceeded
+		}
+		if !terminating && pod.Spec.RestartPolicy == v1.RestartPolicyOnFailure {
+			return v1.PodRunning
+		}
+		return v1.PodFailed
+	}
+	return v1.PodPending
+}
+
+func conditions(pod *v1.Pod, s *v1.PodStatus, ps *kubecontainer.PodStatus, old []v1.PodCondition, now time.Time) []v1.PodCondition {
+	oldBy := map[v1.PodConditionType]v1.PodCondition{}
+	for _, c := range old {
+		oldBy[c.Type] = c
+	}
+	mk := func(t v1.PodConditionType, ok bool, reason string) v1.PodCondition {
+		st := v1.ConditionFalse
+		if ok {
+			st, reason = v1.ConditionTrue, ""
+		}
+		c := v1.PodCondition{Type: t, Status: st, Reason: reason, LastTransitionTime: metav1.NewTime(now)}
+		if o, found := oldBy[t]; found && o.Status == st {
+			c.LastTransitionTime = o.LastTransitionTime
+		}
+		return c
+	}
+	initialized := true
+	for _, c := range s.InitContainerStatuses {
+		if c.State.Terminated == nil || c.State.Terminated.ExitCode != 0 {
+			initialized = false
+		}
+	}
+	ready := len(s.ContainerStatuses) > 0 && s.Phase == v1.PodRunning
+	for _, c := range s.ContainerStatuses {
+		if !c.Ready {
+			ready = false
+		}
+	}
+	notReadyReason := "ContainersNotReady"
+	if s.Phase == v1.PodSucceeded || s.Phase == v1.PodFailed {
+		notReadyReason = "PodCompleted"
+	}
+	initReason := "ContainersNotInitialized"
+	if s.Phase == v1.PodSucceeded || s.Phase == v1.PodFailed {
+		initialized = initialized || len(s.InitContainerStatuses) == 0
+	}
+	sandboxReady := ps.ReadySandbox() != nil
+	conds := []v1.PodCondition{
+		mk(v1.PodReadyToStartContainers, sandboxReady, ""),
+		mk(v1.PodInitialized, initialized, initReason),
+		mk(v1.PodReady, ready, notReadyReason),
+		mk(v1.ContainersReady, ready, notReadyReason),
+		mk(v1.PodScheduled, true, ""),
+	}
+	sort.SliceStable(conds, func(i, j int) bool { return conds[i].Type < conds[j].Type })
+	return conds
+}
+
+// qosClass: Guaranteed when every container's cpu and memory limits equal its requests, BestEffort
+// when none has any, Burstable otherwise.
+func qosClass(pod *v1.Pod) v1.PodQOSClass {
+	guaranteed, any := true, false
+	for _, c := range append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		for _, r := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+			req, hasReq := c.Resources.Requests[r]
+			lim, hasLim := c.Resources.Limits[r]
+			if hasReq || hasLim {
+				any = true
+			}
+			if !hasLim || (hasReq && req.Cmp(lim) != 0) {
+				guaranteed = false
+			}
+		}
+	}
+	switch {
+	case !any:
+		return v1.PodQOSBestEffort
+	case guaranteed:
+		return v1.PodQOSGuaranteed
+	}
+	return v1.PodQOSBurstable
+}

@@ -1,0 +1,218 @@
+package status
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+)
+
+// PodGetter finds the API object to write a status to: the pod itself, or for a static pod its mirror.
+type PodGetter interface {
+	GetMirrorPodByPod(pod *v1.Pod) (*v1.Pod, bool)
+}
+
+// Annotation the kubelet puts on pods from files and URLs (and their mirrors).
+const configSourceAnnotation = "kubernetes.io/config.source"
+
+type entry struct {
+	pod     *v1.Pod
+	status  v1.PodStatus
+	version uint64
+	synced  uint64 // version last written to the apiserver
+}
+
+// Manager keeps pod statuses. Without a client it is a local store only.
+type Manager struct {
+	client  kubernetes.Interface
+	pods    PodGetter
+	log     *slog.Logger
+	period  time.Duration
+	mu      sync.Mutex
+	entries map[types.UID]*entry
+	notify  chan struct{}
+}
+
+// NewManager makes a manager; client and pods may be nil for standalone use.
+func NewManager(client kubernetes.Interface, pods PodGetter, log *slog.Logger) *Manager {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Manager{client: client, pods: pods, log: log, period: 10 * time.Second,
+		entries: map[types.UID]*entry{}, notify: make(chan struct{}, 1)}
+}
+
+// normalize truncates times to what the API keeps (seconds), so a status read back compares equal.
+func normalize(s *v1.PodStatus) {
+	r := func(t *metav1.Time) { *t = t.Rfc3339Copy() }
+	if s.StartTime != nil {
+		t := s.StartTime.Rfc3339Copy()
+		s.StartTime = &t
+	}
+	for i := range s.Conditions {
+		r(&s.Conditions[i].LastTransitionTime)
+		r(&s.Conditions[i].LastProbeTime)
+	}
+	for _, list := range [][]v1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses} {
+		for i := range list {
+			for _, st := range []*v1.ContainerState{&list[i].State, &list[i].LastTerminationState} {
+				if st.Running != nil {
+					r(&st.Running.StartedAt)
+				}
+				if st.Terminated != nil {
+					r(&st.Terminated.StartedAt)
+					r(&st.Terminated.FinishedAt)
+				}
+			}
+		}
+	}
+}
+
+// SetPodStatus records the status; it reports whether it changed.
+func (m *Manager) SetPodStatus(pod *v1.Pod, s v1.PodStatus) bool {
+	s = *s.DeepCopy()
+	normalize(&s)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.entries[pod.UID]
+	if ok && apiequality.Semantic.DeepEqual(e.status, s) {
+		e.pod = pod
+		return false
+	}
+	if !ok {
+		e = &entry{}
+		m.entries[pod.UID] = e
+	}
+	e.pod, e.status = pod, s
+	e.version++
+	select {
+	case m.notify <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// GetPodStatus returns the last status recorded.
+func (m *Manager) GetPodStatus(uid types.UID) (v1.PodStatus, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.entries[uid]
+	if !ok {
+		return v1.PodStatus{}, false
+	}
+	return *e.status.DeepCopy(), true
+}
+
+// RemoveOrphanedStatuses forgets pods that are no longer desired.
+func (m *Manager) RemoveOrphanedStatuses(desired map[types.UID]bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for uid := range m.entries {
+		if !desired[uid] {
+			delete(m.entries, uid)
+		}
+	}
+}
+
+// Run writes changed statuses to the apiserver until ctx ends; without a client it returns at once.
+func (m *Manager) Run(ctx context.Context) {
+	if m.client == nil {
+		return
+	}
+	t := time.NewTicker(m.period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.notify:
+		case <-t.C:
+		}
+		m.SyncBatch(ctx)
+	}
+}
+
+// SyncBatch patches every status whose version was not written yet.
+func (m *Manager) SyncBatch(ctx context.Context) {
+	type job struct {
+		pod     *v1.Pod
+		status  v1.PodStatus
+		version uint64
+	}
+	var jobs []job
+	m.mu.Lock()
+	for _, e := range m.entries {
+		if e.synced != e.version {
+			jobs = append(jobs, job{e.pod, *e.status.DeepCopy(), e.version})
+		}
+	}
+	m.mu.Unlock()
+	for _, j := range jobs {
+		err := m.patch(ctx, j.pod, j.status)
+		if err != nil {
+			m.log.Warn("patch pod status", "pod", j.pod.Namespace+"/"+j.pod.Name, "err", err)
+			continue
+		}
+		m.mu.Lock()
+		if e, ok := m.entries[j.pod.UID]; ok && e.synced < j.version {
+			e.synced = j.version
+		}
+		m.mu.Unlock()
+	}
+}
+
+func isStatic(pod *v1.Pod) bool {
+	s := pod.Annotations[configSourceAnnotation]
+	return s != "" && s != "api"
+}
+
+func (m *Manager) patch(ctx context.Context, pod *v1.Pod, s v1.PodStatus) error {
+	target := pod
+	if isStatic(pod) {
+		if m.pods == nil {
+			return nil
+		}
+		mirror, ok := m.pods.GetMirrorPodByPod(pod)
+		if !ok {
+			return fmt.Errorf("no mirror pod yet")
+		}
+		target = mirror
+	}
+	body, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": target.UID},
+		"status":   s,
+	})
+	if err != nil {
+		return err
+	}
+	_, err = m.client.CoreV1().Pods(target.Namespace).Patch(ctx, target.Name, types.MergePatchType, body, metav1.PatchOptions{}, "status")
+	if apierrors.IsNotFound(err) {
+		return nil // the pod is gone; nothing to report to
+	}
+	return err
+}
+
+// PodTerminated finishes the deletion of an apiserver pod whose containers are all gone: the
+// apiserver waits for the node to confirm with a zero-grace delete before the object disappears.
+func (m *Manager) PodTerminated(ctx context.Context, pod *v1.Pod) error {
+	if m.client == nil || pod.DeletionTimestamp == nil || isStatic(pod) {
+		return nil
+	}
+	m.SyncBatch(ctx)
+	zero := int64(0)
+	err := m.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &pod.UID}})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}
