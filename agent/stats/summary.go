@@ -1,0 +1,207 @@
+// Package stats builds the kubelet's /stats/summary: node figures from /proc and the filesystems
+// under the agent's directories, pod and container figures from the runtime over CRI
+// (ListPodSandboxStats, or ListContainerStats for runtimes without it).
+package stats
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+)
+
+// Runtime is the part of CRI the stats come from; a runtimeapi.RuntimeServiceClient is one.
+type Runtime interface {
+	ListPodSandbox(ctx context.Context, in *runtimeapi.ListPodSandboxRequest, opts ...grpc.CallOption) (*runtimeapi.ListPodSandboxResponse, error)
+	ListPodSandboxStats(ctx context.Context, in *runtimeapi.ListPodSandboxStatsRequest, opts ...grpc.CallOption) (*runtimeapi.ListPodSandboxStatsResponse, error)
+	ListContainers(ctx context.Context, in *runtimeapi.ListContainersRequest, opts ...grpc.CallOption) (*runtimeapi.ListContainersResponse, error)
+	ListContainerStats(ctx context.Context, in *runtimeapi.ListContainerStatsRequest, opts ...grpc.CallOption) (*runtimeapi.ListContainerStatsResponse, error)
+}
+
+// Options say where the node's figures come from. Zero values take the defaults.
+type Options struct {
+	NodeName string
+	ProcRoot string // "/proc"
+	RootDir  string // the agent's data dir, for the node filesystem ("/var/lib/nodelet")
+	ImageDir string // the image store, for the image filesystem (RootDir when empty)
+	LogDir   string // container logs, counted per pod ("/var/log/pods")
+}
+
+// Provider answers Summary calls; it remembers the previous CPU sample to report usage rates.
+type Provider struct {
+	rt   Runtime
+	opts Options
+	now  func() time.Time
+
+	mu      sync.Mutex
+	lastCPU cpuSample
+}
+
+// New returns a Provider reading rt and the host.
+func New(rt Runtime, opts Options) *Provider {
+	if opts.ProcRoot == "" {
+		opts.ProcRoot = "/proc"
+	}
+	if opts.RootDir == "" {
+		opts.RootDir = "/var/lib/nodelet"
+	}
+	if opts.ImageDir == "" {
+		opts.ImageDir = opts.RootDir
+	}
+	if opts.LogDir == "" {
+		opts.LogDir = "/var/log/pods"
+	}
+	return &Provider{rt: rt, opts: opts, now: time.Now}
+}
+
+// Summary is /stats/summary. A runtime failure is an error; a host figure that cannot be read is
+// left out (nil), as the kubelet does.
+func (p *Provider) Summary(ctx context.Context) (*statsapi.Summary, error) {
+	now := metav1.NewTime(p.now())
+	node, err := p.node(now)
+	if err != nil {
+		return nil, err
+	}
+	pods, err := p.pods(ctx, now)
+	if err != nil {
+		return nil, err
+	}
+	return &statsapi.Summary{Node: *node, Pods: pods}, nil
+}
+
+func (p *Provider) node(now metav1.Time) (*statsapi.NodeStats, error) {
+	n := &statsapi.NodeStats{NodeName: p.opts.NodeName}
+	if usage, boot, err := nodeCPU(p.opts.ProcRoot); err == nil {
+		n.StartTime = metav1.NewTime(boot)
+		n.CPU = &statsapi.CPUStats{Time: now, UsageCoreNanoSeconds: &usage}
+		p.mu.Lock()
+		if prev := p.lastCPU; !prev.at.IsZero() && now.Time.After(prev.at) && usage >= prev.usage {
+			rate := uint64(float64(usage-prev.usage) / now.Time.Sub(prev.at).Seconds())
+			n.CPU.UsageNanoCores = &rate
+		}
+		p.lastCPU = cpuSample{at: now.Time, usage: usage}
+		p.mu.Unlock()
+	}
+	if mem, swap, err := nodeMemory(p.opts.ProcRoot, now); err == nil {
+		n.Memory, n.Swap = mem, swap
+	}
+	n.Network = nodeNetwork(p.opts.ProcRoot, now)
+	n.Fs = fsStats(p.opts.RootDir, now)
+	if img := fsStats(p.opts.ImageDir, now); img != nil {
+		n.Runtime = &statsapi.RuntimeStats{ImageFs: img, ContainerFs: img}
+	}
+	n.Rlimit = nodeRlimit(p.opts.ProcRoot, now)
+	return n, nil
+}
+
+func (p *Provider) pods(ctx context.Context, now metav1.Time) ([]statsapi.PodStats, error) {
+	resp, err := p.rt.ListPodSandboxStats(ctx, &runtimeapi.ListPodSandboxStatsRequest{})
+	if status.Code(err) == codes.Unimplemented {
+		return p.podsFromContainers(ctx, now)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list pod sandbox stats: %w", err)
+	}
+	sandboxes, err := p.readySandboxes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []statsapi.PodStats
+	for _, s := range resp.GetStats() {
+		sb, ok := sandboxes[s.GetAttributes().GetId()]
+		if !ok {
+			continue // not ready: the kubelet reports only running pods
+		}
+		ps := podStats(sb, now)
+		if l := s.GetLinux(); l != nil {
+			ps.CPU = cpuStats(l.GetCpu(), now)
+			ps.Memory = memStats(l.GetMemory(), now)
+			ps.Network = netStats(l.GetNetwork(), now)
+			if pr := l.GetProcess(); pr != nil && pr.GetProcessCount() != nil {
+				n := pr.GetProcessCount().GetValue()
+				ps.ProcessStats = &statsapi.ProcessStats{ProcessCount: &n}
+			}
+			for _, c := range l.GetContainers() {
+				ps.Containers = append(ps.Containers, containerStats(c, now))
+			}
+		}
+		p.addStorage(&ps, now)
+		out = append(out, ps)
+	}
+	return out, nil
+}
+
+// podsFromContainers serves runtimes without ListPodSandboxStats (containerd 1.6): the pod's CPU
+// and memory are the sums of its containers'.
+func (p *Provider) podsFromContainers(ctx context.Context, now metav1.Time) ([]statsapi.PodStats, error) {
+	sandboxes, err := p.readySandboxes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := p.rt.ListContainerStats(ctx, &runtimeapi.ListContainerStatsRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("list container stats: %w", err)
+	}
+	ctrs, err := p.rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
+		State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("list containers: %w", err)
+	}
+	sandboxOf := map[string]string{}
+	for _, c := range ctrs.GetContainers() {
+		sandboxOf[c.GetId()] = c.GetPodSandboxId()
+	}
+	byPod := map[string]*statsapi.PodStats{}
+	var order []string
+	for id, sb := range sandboxes {
+		ps := podStats(sb, now)
+		byPod[id] = &ps
+		order = append(order, id)
+	}
+	for _, c := range cs.GetStats() {
+		ps := byPod[sandboxOf[c.GetAttributes().GetId()]]
+		if ps == nil {
+			continue
+		}
+		cst := containerStats(c, now)
+		ps.Containers = append(ps.Containers, cst)
+		ps.CPU = addCPU(ps.CPU, cst.CPU)
+		ps.Memory = addMem(ps.Memory, cst.Memory)
+	}
+	out := make([]statsapi.PodStats, 0, len(order))
+	for _, id := range order {
+		p.addStorage(byPod[id], now)
+		out = append(out, *byPod[id])
+	}
+	return out, nil
+}
+
+func (p *Provider) readySandboxes(ctx context.Context) (map[string]*runtimeapi.PodSandbox, error) {
+	resp, err := p.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
+		State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY},
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("list pod sandboxes: %w", err)
+	}
+	out := map[string]*runtimeapi.PodSandbox{}
+	for _, s := range resp.GetItems() {
+		out[s.GetId()] = s
+	}
+	return out, nil
+}
+
+func podStats(sb *runtimeapi.PodSandbox, now metav1.Time) statsapi.PodStats {
+	md := sb.GetMetadata()
+	return statsapi.PodStats{
+		PodRef:    statsapi.PodReference{Name: md.GetName(), Namespace: md.GetNamespace(), UID: md.GetUid()},
+		StartTime: metav1.NewTime(time.Unix(0, sb.GetCreatedAt())),
+	}
+}

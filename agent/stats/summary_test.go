@@ -1,0 +1,156 @@
+package stats
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+type fakeRuntime struct{ noSandboxStats bool }
+
+func v(n uint64) *runtimeapi.UInt64Value { return &runtimeapi.UInt64Value{Value: n} }
+
+var (
+	sbReady = &runtimeapi.PodSandbox{Id: "sb1", CreatedAt: 1e18, State: runtimeapi.PodSandboxState_SANDBOX_READY,
+		Metadata: &runtimeapi.PodSandboxMetadata{Name: "web", Namespace: "default", Uid: "u1"}}
+	ctrStats = []*runtimeapi.ContainerStats{
+		{Attributes: &runtimeapi.ContainerAttributes{Id: "c1", Metadata: &runtimeapi.ContainerMetadata{Name: "nginx"}},
+			Cpu:           &runtimeapi.CpuUsage{Timestamp: 1e18, UsageCoreNanoSeconds: v(3e9), UsageNanoCores: v(1000)},
+			Memory:        &runtimeapi.MemoryUsage{Timestamp: 1e18, WorkingSetBytes: v(100)},
+			WritableLayer: &runtimeapi.FilesystemUsage{UsedBytes: v(10), InodesUsed: v(1)}},
+		{Attributes: &runtimeapi.ContainerAttributes{Id: "c2", Metadata: &runtimeapi.ContainerMetadata{Name: "sidecar"}},
+			Cpu:    &runtimeapi.CpuUsage{Timestamp: 1e18, UsageCoreNanoSeconds: v(1e9), UsageNanoCores: v(500)},
+			Memory: &runtimeapi.MemoryUsage{Timestamp: 1e18, WorkingSetBytes: v(50)}},
+	}
+)
+
+func (f *fakeRuntime) ListPodSandbox(context.Context, *runtimeapi.ListPodSandboxRequest, ...grpc.CallOption) (*runtimeapi.ListPodSandboxResponse, error) {
+	return &runtimeapi.ListPodSandboxResponse{Items: []*runtimeapi.PodSandbox{sbReady}}, nil
+}
+
+func (f *fakeRuntime) ListPodSandboxStats(context.Context, *runtimeapi.ListPodSandboxStatsRequest, ...grpc.CallOption) (*runtimeapi.ListPodSandboxStatsResponse, error) {
+	if f.noSandboxStats {
+		return nil, status.Error(codes.Unimplemented, "no")
+	}
+	return &runtimeapi.ListPodSandboxStatsResponse{Stats: []*runtimeapi.PodSandboxStats{
+		{Attributes: &runtimeapi.PodSandboxAttributes{Id: "sb1"}, Linux: &runtimeapi.LinuxPodSandboxStats{
+			Cpu:        &runtimeapi.CpuUsage{Timestamp: 1e18, UsageCoreNanoSeconds: v(4e9), UsageNanoCores: v(1500)},
+			Memory:     &runtimeapi.MemoryUsage{Timestamp: 1e18, WorkingSetBytes: v(150)},
+			Containers: ctrStats,
+		}},
+		{Attributes: &runtimeapi.PodSandboxAttributes{Id: "gone"}},
+	}}, nil
+}
+
+func (f *fakeRuntime) ListContainers(context.Context, *runtimeapi.ListContainersRequest, ...grpc.CallOption) (*runtimeapi.ListContainersResponse, error) {
+	return &runtimeapi.ListContainersResponse{Containers: []*runtimeapi.Container{{Id: "c1", PodSandboxId: "sb1"}, {Id: "c2", PodSandboxId: "sb1"}}}, nil
+}
+
+func (f *fakeRuntime) ListContainerStats(context.Context, *runtimeapi.ListContainerStatsRequest, ...grpc.CallOption) (*runtimeapi.ListContainerStatsResponse, error) {
+	return &runtimeapi.ListContainerStatsResponse{Stats: ctrStats}, nil
+}
+
+func fakeProc(t *testing.T, busyTicks int) string {
+	t.Helper()
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "net"), 0o755)
+	os.MkdirAll(filepath.Join(dir, "sys", "kernel"), 0o755)
+	// user nice system idle iowait irq softirq steal guest guest_nice
+	stat := "cpu  " + itoa(busyTicks) + " 0 0 5000 100 0 0 0 7 0\ncpu0 1 0 0 0 0 0 0 0 0 0\nbtime 1700000000\n"
+	files := map[string]string{
+		"stat":               stat,
+		"meminfo":            "MemTotal:       1000 kB\nMemFree:         200 kB\nMemAvailable:    600 kB\nInactive(file):  300 kB\nAnonPages:       100 kB\nSwapTotal: 0 kB\nSwapFree: 0 kB\n",
+		"net/dev":            "Inter-|   Receive\n face |bytes\n    lo: 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16\n  eth0: 100 2 0 0 0 0 0 0 200 3 0 0 0 0 0 0\n",
+		"loadavg":            "0.00 0.01 0.05 1/123 4567\n",
+		"sys/kernel/pid_max": "4194304\n",
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func itoa(n int) string {
+	return string(rune('0'+n/100%10)) + string(rune('0'+n/10%10)) + string(rune('0'+n%10))
+}
+
+func TestSummary(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rt   *fakeRuntime
+	}{
+		{"sandbox stats", &fakeRuntime{}},
+		{"container stats fallback", &fakeRuntime{noSandboxStats: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			logDir := t.TempDir()
+			os.MkdirAll(filepath.Join(logDir, "default_web_u1", "nginx"), 0o755)
+			os.WriteFile(filepath.Join(logDir, "default_web_u1", "nginx", "0.log"), make([]byte, 90), 0o644)
+			p := New(tc.rt, Options{NodeName: "node1", ProcRoot: fakeProc(t, 100), RootDir: t.TempDir(), LogDir: logDir})
+			now := time.Unix(2000, 0)
+			p.now = func() time.Time { return now }
+			s, err := p.Summary(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Node.NodeName != "node1" || *s.Node.CPU.UsageCoreNanoSeconds != 1e9 {
+				t.Fatalf("node cpu: %+v", s.Node.CPU)
+			}
+			if s.Node.CPU.UsageNanoCores != nil {
+				t.Fatal("a rate from one sample")
+			}
+			if ws := *s.Node.Memory.WorkingSetBytes; ws != 500*1024 {
+				t.Fatalf("node working set %d", ws)
+			}
+			if s.Node.Fs == nil || s.Node.Fs.CapacityBytes == nil || *s.Node.Rlimit.NumOfRunningProcesses != 123 {
+				t.Fatalf("node fs/rlimit: %+v %+v", s.Node.Fs, s.Node.Rlimit)
+			}
+			if len(s.Node.Network.Interfaces) != 1 || *s.Node.Network.RxBytes != 100 {
+				t.Fatalf("node net: %+v", s.Node.Network)
+			}
+			if len(s.Pods) != 1 {
+				t.Fatalf("pods: %+v", s.Pods)
+			}
+			pod := s.Pods[0]
+			if pod.PodRef.Name != "web" || len(pod.Containers) != 2 {
+				t.Fatalf("pod: %+v", pod)
+			}
+			if *pod.CPU.UsageCoreNanoSeconds != 4e9 || *pod.Memory.WorkingSetBytes != 150 {
+				t.Fatalf("pod cpu/mem: %v %v", *pod.CPU.UsageCoreNanoSeconds, *pod.Memory.WorkingSetBytes)
+			}
+			if *pod.EphemeralStorage.UsedBytes != 100 {
+				t.Fatalf("ephemeral storage %d, want 10 (rootfs) + 90 (logs)", *pod.EphemeralStorage.UsedBytes)
+			}
+
+			// A second sample a second later gives the node's CPU rate.
+			p.opts.ProcRoot = fakeProc(t, 200)
+			now = now.Add(time.Second)
+			s, err = p.Summary(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := s.Node.CPU.UsageNanoCores; r == nil || *r != 1e9 {
+				t.Fatalf("node cpu rate: %v", r)
+			}
+		})
+	}
+}
+
+func TestSummaryOfThisHost(t *testing.T) {
+	s, err := New(&fakeRuntime{}, Options{RootDir: "/"}).Summary(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Node.CPU == nil || s.Node.Memory == nil || s.Node.Fs == nil {
+		t.Fatalf("host figures missing: %+v", s.Node)
+	}
+}
