@@ -1,0 +1,72 @@
+package config
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+
+	v1 "k8s.io/api/core/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
+
+// decodeManifests reads one or more YAML documents (or JSON), each a Pod or a PodList.
+func decodeManifests(data []byte) ([]*v1.Pod, error) {
+	r := utilyaml.NewYAMLReader(bufioReader(data))
+	var pods []*v1.Pod
+	for i := 0; ; i++ {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("document %d: %w", i, err)
+		}
+		if len(bytes.TrimSpace(doc)) == 0 || isOnlyComments(doc) {
+			continue
+		}
+		var head struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+		}
+		if err := yaml.Unmarshal(doc, &head); err != nil {
+			return nil, fmt.Errorf("document %d: %w", i, err)
+		}
+		if head.APIVersion != "" && head.APIVersion != "v1" {
+			return nil, fmt.Errorf("document %d: apiVersion %q, want v1", i, head.APIVersion)
+		}
+		switch head.Kind {
+		case "Pod", "":
+			p := &v1.Pod{}
+			if err := yaml.Unmarshal(doc, p); err != nil {
+				return nil, fmt.Errorf("document %d: %w", i, err)
+			}
+			pods = append(pods, p)
+		case "PodList", "List":
+			l := &v1.PodList{}
+			if err := yaml.Unmarshal(doc, l); err != nil {
+				return nil, fmt.Errorf("document %d: %w", i, err)
+			}
+			for j := range l.Items {
+				pods = append(pods, &l.Items[j])
+			}
+		default:
+			return nil, fmt.Errorf("document %d: kind %q, want Pod or PodList", i, head.Kind)
+		}
+	}
+	return pods, nil
+}
+
+func isOnlyComments(doc []byte) bool {
+	for _, line := range bytes.Split(doc, []byte("\n")) {
+		l := bytes.TrimSpace(line)
+		if len(l) > 0 && l[0] != '#' && !bytes.Equal(l, []byte("---")) {
+			return false
+		}
+	}
+	return true
+}
+
+func bufioReader(data []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(data)) }

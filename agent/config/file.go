@@ -1,0 +1,152 @@
+package config
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	v1 "k8s.io/api/core/v1"
+)
+
+// ManifestDirSource reads static pods from a folder (or one file): every regular file not starting with a dot,
+// each holding one or more Pod manifests. It re-reads on every fsnotify event and every Period as a
+// safety net; a file that does not parse or validate is logged and skipped, the others go on.
+type ManifestDirSource struct {
+	Path     string
+	NodeName string
+	Period   time.Duration // default 20s, the kubelet's fileCheckFrequency
+	Set      func(source string, pods []*v1.Pod)
+	Log      *slog.Logger
+	// Errors, when set, receives the error of each bad file (tests and events read it).
+	Errors func(file string, err error)
+
+	reported map[string]string // file → error last logged, so a bad file is reported once per change
+}
+
+// Run watches until ctx ends.
+func (s *ManifestDirSource) Run(ctx context.Context) error {
+	if s.Period == 0 {
+		s.Period = 20 * time.Second
+	}
+	if s.Log == nil {
+		s.Log = slog.Default()
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("manifest watcher: %w", err)
+	}
+	defer w.Close()
+	watching := false
+	watch := func() {
+		if watching {
+			return
+		}
+		if err := w.Add(s.Path); err == nil {
+			watching = true
+		} else if !os.IsNotExist(err) {
+			s.Log.Warn("watch manifest path", "path", s.Path, "err", err)
+		}
+	}
+	watch()
+	s.Set(FileSource, s.read())
+	t := time.NewTicker(s.Period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.Events:
+			if !ok {
+				return nil
+			}
+			if ev.Name == s.Path && ev.Op&(fsnotify.Remove|fsnotify.Rename) != 0 {
+				watching = false
+			}
+		case err := <-w.Errors:
+			s.Log.Warn("manifest watcher", "err", err)
+		case <-t.C:
+			watch()
+		}
+		// Editors write through temporary files and renames; gather a burst into one read.
+		drain(w.Events, 10*time.Millisecond)
+		s.Set(FileSource, s.read())
+	}
+}
+
+func drain(ch <-chan fsnotify.Event, quiet time.Duration) {
+	for {
+		select {
+		case <-ch:
+		case <-time.After(quiet):
+			return
+		}
+	}
+}
+
+func (s *ManifestDirSource) read() []*v1.Pod {
+	fi, err := os.Stat(s.Path)
+	if err != nil {
+		if !os.IsNotExist(err) {
+			s.Log.Warn("read manifest path", "path", s.Path, "err", err)
+		}
+		return nil
+	}
+	var files []string
+	if fi.IsDir() {
+		entries, err := os.ReadDir(s.Path)
+		if err != nil {
+			s.Log.Warn("read manifest dir", "path", s.Path, "err", err)
+			return nil
+		}
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), ".") || e.IsDir() {
+				continue
+			}
+			files = append(files, filepath.Join(s.Path, e.Name()))
+		}
+	} else {
+		files = []string{s.Path}
+	}
+	sort.Strings(files)
+	var pods []*v1.Pod
+	reported := map[string]string{}
+	for _, f := range files {
+		ps, err := s.readFile(f)
+		if err != nil {
+			reported[f] = err.Error()
+			if s.reported[f] != err.Error() {
+				s.Log.Error("skipping bad manifest", "file", f, "err", err)
+				if s.Errors != nil {
+					s.Errors(f, err)
+				}
+			}
+			continue
+		}
+		pods = append(pods, ps...)
+	}
+	s.reported = reported
+	return pods
+}
+
+func (s *ManifestDirSource) readFile(f string) ([]*v1.Pod, error) {
+	data, err := os.ReadFile(f)
+	if err != nil {
+		return nil, err
+	}
+	pods, err := decodeManifests(data)
+	if err != nil {
+		return nil, err
+	}
+	for i, p := range pods {
+		if err := applyDefaults(p, FileSource, fmt.Sprintf("%s#%d", f, i), s.NodeName); err != nil {
+			return nil, fmt.Errorf("pod %d: %w", i, err)
+		}
+	}
+	return pods, nil
+}
