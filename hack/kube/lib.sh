@@ -66,8 +66,8 @@ nl_cleanup() {
 
 nl_registry() {
   nl_say "building and starting the image registry (hack/images)"
-  (cd "$NL_ROOT" && go build -o "$NL_WORK/images" ./hack/images) || nl_die "go build ./hack/images failed"
-  (cd "$NL_ROOT" && exec "$NL_WORK/images" serve --addr 127.0.0.1:0 --ready-file "$NL_WORK/registry.addr") \
+  (cd "$NL_ROOT" && go build -o "$NL_WORK/bin/images" ./hack/images) || nl_die "go build ./hack/images failed"
+  (cd "$NL_ROOT" && exec "$NL_WORK/bin/images" serve --addr 127.0.0.1:0 --ready-file "$NL_WORK/registry.addr") \
     >"$NL_WORK/registry.log" 2>&1 &
   NL_PIDS+=($!)
   nl_wait 120 test -s "$NL_WORK/registry.addr" || { cat "$NL_WORK/registry.log" >&2; nl_die "registry did not start"; }
@@ -99,8 +99,9 @@ nl_containerd() {
   mkdir -p "$dir/certs.d"
   for h in "${NL_MIRRORED[@]}"; do
     mkdir -p "$dir/certs.d/$h"
-    printf 'server = "https://%s"\n\n[host."http://%s"]\n  capabilities = ["pull", "resolve"]\n' \
-      "$h" "$NL_REGISTRY" >"$dir/certs.d/$h/hosts.toml"
+    # The loopback registry as the server itself, not as a mirror in front of the upstream one:
+    # containerd then never falls back to the real registry (nothing outside is reachable).
+    printf '# %s\nserver = "http://%s"\n' "$h" "$NL_REGISTRY" >"$dir/certs.d/$h/hosts.toml"
   done
   nl_cni_conf "$dir/net.d" "ctrd-$name" "ctrd${name:0:6}0" "${NL_CONTAINERD_SUBNET:-10.89.0.0/16}"
   cat >"$dir/config.toml" <<EOC
@@ -148,15 +149,17 @@ nl_nodelet() {
   mkdir -p "$dir"
   if [ -z "${NL_NODELET_BIN:-}" ]; then
     nl_say "building nodelet"
-    (cd "$NL_ROOT" && CGO_ENABLED=0 go build -o "$NL_WORK/nodelet" ./cmd/nodelet) || nl_die "go build ./cmd/nodelet failed"
-    NL_NODELET_BIN=$NL_WORK/nodelet
+    (cd "$NL_ROOT" && CGO_ENABLED=0 go build -o "$NL_WORK/bin/nodelet" ./cmd/nodelet) || nl_die "go build ./cmd/nodelet failed"
+    NL_NODELET_BIN=$NL_WORK/bin/nodelet
   fi
-  "$NL_NODELET_BIN" runtime --help 2>&1 | grep -q -- --registry-mirror ||
+  [[ "$("$NL_NODELET_BIN" runtime --help 2>&1)" == *--registry-mirror* ]] ||
     nl_die "this nodelet's runtime has no --registry-mirror flag yet: it cannot pull the stand-in images"
   for h in "${NL_MIRRORED[@]}"; do mirrors+=(--registry-mirror "$h=http://$NL_REGISTRY"); done
+  # The same bridge + portmap network as the containerd here, on its own bridge and subnet.
+  nl_cni_conf "$dir/net.d" "nodelet-$name" "nl${name:0:8}0" "${NL_NODELET_SUBNET:-10.92.0.0/16}"
   nl_say "starting nodelet runtime ($dir)"
   "$NL_NODELET_BIN" runtime --root "$dir/root" --state "$dir/state" --listen "unix://$dir/nodelet.sock" \
-    "${mirrors[@]}" "${NL_NODELET_ARGS[@]}" >"$dir/nodelet.log" 2>&1 &
+    --cni-conf-dir "$dir/net.d" "${mirrors[@]}" "${NL_NODELET_ARGS[@]}" >"$dir/nodelet.log" 2>&1 &
   NL_PIDS+=($!)
   NL_NODELET_PID=$!
   NL_NODELET_SOCK=unix://$dir/nodelet.sock
