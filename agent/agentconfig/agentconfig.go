@@ -1,0 +1,298 @@
+// Package agentconfig is the agent's configuration: flags named like the kubelet's, and a --config
+// file in the kubelet's own KubeletConfiguration format (kubelet.config.k8s.io/v1beta1), decoded
+// strictly so a misspelt field is an error rather than a silently ignored setting. Flags given on the
+// command line win over the file, as with the kubelet.
+package agentconfig
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"sigs.k8s.io/yaml"
+)
+
+// Defaults. The agent keeps its state apart from the runtime's (/var/lib/nodelet/runtime) so either
+// can be wiped alone.
+const (
+	DefaultRuntimeEndpoint = "unix:///run/nodelet/runtime.sock"
+	DefaultRootDir         = "/var/lib/nodelet/agent"
+	DefaultPodLogsDir      = "/var/log/pods"
+	DefaultMaxPods         = 110
+	DefaultResolvConf      = "/etc/resolv.conf"
+	DefaultCgroupRoot      = "/kubepods"
+	DefaultHealthzPort     = 10248
+)
+
+// Config is the resolved configuration the agent runs with.
+type Config struct {
+	ContainerRuntimeEndpoint string
+	RuntimeRequestTimeout    time.Duration
+
+	PodManifestPath    string
+	FileCheckFrequency time.Duration
+	ManifestURL        string
+	ManifestURLHeader  map[string][]string
+	HTTPCheckFrequency time.Duration
+
+	Kubeconfig       string
+	HostnameOverride string
+	// NodeName is HostnameOverride or the lower-cased hostname; never looked up in DNS.
+	NodeName     string
+	NodeIPs      []string
+	RegisterNode bool
+
+	RootDir    string
+	PodLogsDir string
+	MaxPods    int
+
+	SyncFrequency             time.Duration
+	NodeStatusUpdateFrequency time.Duration
+	NodeLeaseDurationSeconds  int32
+
+	ClusterDNS    []string
+	ClusterDomain string
+	ResolvConf    string
+
+	// CgroupRoot is the parent of the pods' QoS cgroups (cgroupfs layout); "" leaves placement to the runtime.
+	CgroupRoot string
+
+	HealthzBindAddress string
+	HealthzPort        int
+}
+
+// Default is the configuration with no flags and no file.
+func Default() Config {
+	return Config{
+		ContainerRuntimeEndpoint:  DefaultRuntimeEndpoint,
+		RuntimeRequestTimeout:     2 * time.Minute,
+		FileCheckFrequency:        20 * time.Second,
+		HTTPCheckFrequency:        20 * time.Second,
+		RegisterNode:              true,
+		RootDir:                   DefaultRootDir,
+		PodLogsDir:                DefaultPodLogsDir,
+		MaxPods:                   DefaultMaxPods,
+		SyncFrequency:             time.Minute,
+		NodeStatusUpdateFrequency: 10 * time.Second,
+		NodeLeaseDurationSeconds:  40,
+		ResolvConf:                DefaultResolvConf,
+		CgroupRoot:                DefaultCgroupRoot,
+		HealthzBindAddress:        "127.0.0.1",
+		HealthzPort:               DefaultHealthzPort,
+	}
+}
+
+// Flags binds the command line.
+type Flags struct {
+	fs         *pflag.FlagSet
+	configFile string
+	nodeIP     string
+	cfg        Config
+}
+
+// AddFlags registers the kubelet-named flags on fs.
+func AddFlags(fs *pflag.FlagSet) *Flags {
+	f := &Flags{fs: fs, cfg: Default()}
+	c := &f.cfg
+	fs.StringVar(&f.configFile, "config", "", "a KubeletConfiguration file (kubelet.config.k8s.io/v1beta1); flags override it")
+	fs.StringVar(&c.ContainerRuntimeEndpoint, "container-runtime-endpoint", c.ContainerRuntimeEndpoint, "the CRI endpoint (unix://path)")
+	fs.DurationVar(&c.RuntimeRequestTimeout, "runtime-request-timeout", c.RuntimeRequestTimeout, "timeout of each CRI request except pulls")
+	fs.StringVar(&c.PodManifestPath, "pod-manifest-path", "", "a folder (or file) of static pod manifests")
+	fs.StringVar(&c.ManifestURL, "manifest-url", "", "a URL serving a Pod or PodList, polled")
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig of the cluster to join; none runs standalone")
+	fs.StringVar(&c.HostnameOverride, "hostname-override", "", "the node name to use instead of the hostname")
+	fs.StringVar(&f.nodeIP, "node-ip", "", "the node's IP address(es), comma-separated (no DNS lookup is ever made for it)")
+	fs.StringVar(&c.RootDir, "root-dir", c.RootDir, "the agent's state folder (pods/<uid>/volumes live under it)")
+	fs.StringVar(&c.PodLogsDir, "pod-logs-dir", c.PodLogsDir, "where containers' logs are written (CRI log layout)")
+	fs.IntVar(&c.MaxPods, "max-pods", c.MaxPods, "the most pods this node runs")
+	fs.DurationVar(&c.SyncFrequency, "sync-frequency", c.SyncFrequency, "the periodic resync of every pod")
+	fs.StringSliceVar(&c.ClusterDNS, "cluster-dns", nil, "DNS servers for ClusterFirst pods")
+	fs.StringVar(&c.ClusterDomain, "cluster-domain", "", "the cluster's DNS domain")
+	fs.StringVar(&c.ResolvConf, "resolv-conf", c.ResolvConf, "the resolver file pods with dnsPolicy Default use")
+	fs.StringVar(&c.CgroupRoot, "cgroup-root", c.CgroupRoot, "parent cgroup of the pods' QoS cgroups; empty lets the runtime choose")
+	fs.IntVar(&c.HealthzPort, "healthz-port", c.HealthzPort, "port of /healthz; 0 disables")
+	fs.StringVar(&c.HealthzBindAddress, "healthz-bind-address", c.HealthzBindAddress, "address of /healthz")
+	fs.BoolVar(&c.RegisterNode, "register-node", c.RegisterNode, "register the Node with the apiserver")
+	return f
+}
+
+// Config resolves file and flags.
+func (f *Flags) Config() (Config, error) {
+	cfg := Default()
+	if f.configFile != "" {
+		b, err := os.ReadFile(f.configFile)
+		if err != nil {
+			return Config{}, fmt.Errorf("--config: %w", err)
+		}
+		if err := ApplyKubeletConfiguration(&cfg, b); err != nil {
+			return Config{}, fmt.Errorf("--config %s: %w", f.configFile, err)
+		}
+	}
+	// Flags set on the command line win.
+	var err error
+	f.fs.Visit(func(fl *pflag.Flag) {
+		c := &f.cfg
+		switch fl.Name {
+		case "container-runtime-endpoint":
+			cfg.ContainerRuntimeEndpoint = c.ContainerRuntimeEndpoint
+		case "runtime-request-timeout":
+			cfg.RuntimeRequestTimeout = c.RuntimeRequestTimeout
+		case "pod-manifest-path":
+			cfg.PodManifestPath = c.PodManifestPath
+		case "manifest-url":
+			cfg.ManifestURL = c.ManifestURL
+		case "kubeconfig":
+			cfg.Kubeconfig = c.Kubeconfig
+		case "hostname-override":
+			cfg.HostnameOverride = c.HostnameOverride
+		case "node-ip":
+			cfg.NodeIPs, err = parseIPs(f.nodeIP)
+		case "root-dir":
+			cfg.RootDir = c.RootDir
+		case "pod-logs-dir":
+			cfg.PodLogsDir = c.PodLogsDir
+		case "max-pods":
+			cfg.MaxPods = c.MaxPods
+		case "sync-frequency":
+			cfg.SyncFrequency = c.SyncFrequency
+		case "cluster-dns":
+			cfg.ClusterDNS = c.ClusterDNS
+		case "cluster-domain":
+			cfg.ClusterDomain = c.ClusterDomain
+		case "resolv-conf":
+			cfg.ResolvConf = c.ResolvConf
+		case "cgroup-root":
+			cfg.CgroupRoot = c.CgroupRoot
+		case "healthz-port":
+			cfg.HealthzPort = c.HealthzPort
+		case "healthz-bind-address":
+			cfg.HealthzBindAddress = c.HealthzBindAddress
+		case "register-node":
+			cfg.RegisterNode = c.RegisterNode
+		}
+	})
+	if err != nil {
+		return Config{}, err
+	}
+	return cfg, Complete(&cfg)
+}
+
+func parseIPs(s string) ([]string, error) {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		if net.ParseIP(p) == nil {
+			return nil, fmt.Errorf("--node-ip: %q is not an IP address", p)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// Complete fills derived fields and checks the result.
+func Complete(c *Config) error {
+	if c.NodeName == "" {
+		c.NodeName = c.HostnameOverride
+	}
+	if c.NodeName == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("node name: %w", err)
+		}
+		c.NodeName = h
+	}
+	c.NodeName = strings.ToLower(strings.TrimSpace(c.NodeName))
+	var errs []error
+	if !strings.HasPrefix(c.ContainerRuntimeEndpoint, "unix://") && !strings.HasPrefix(c.ContainerRuntimeEndpoint, "/") {
+		errs = append(errs, fmt.Errorf("container runtime endpoint %q: want unix:///path", c.ContainerRuntimeEndpoint))
+	}
+	if c.MaxPods <= 0 {
+		errs = append(errs, fmt.Errorf("max pods %d: must be positive", c.MaxPods))
+	}
+	if c.RootDir == "" {
+		errs = append(errs, errors.New("root dir is required"))
+	}
+	if c.SyncFrequency <= 0 {
+		errs = append(errs, errors.New("sync frequency must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// ApplyKubeletConfiguration decodes a KubeletConfiguration strictly and applies the fields the agent
+// uses. Fields of the format the agent does not act on are accepted (users' existing files work);
+// fields that are not in the format at all, and values the agent cannot honour, are errors.
+func ApplyKubeletConfiguration(c *Config, data []byte) error {
+	var kc kubeletv1beta1.KubeletConfiguration
+	if err := yaml.UnmarshalStrict(data, &kc); err != nil {
+		return fmt.Errorf("decode KubeletConfiguration: %w", err)
+	}
+	if kc.Kind != "KubeletConfiguration" || kc.APIVersion != kubeletv1beta1.SchemeGroupVersion.String() {
+		return fmt.Errorf("kind %q apiVersion %q: want KubeletConfiguration %s", kc.Kind, kc.APIVersion, kubeletv1beta1.SchemeGroupVersion)
+	}
+	if kc.CgroupDriver != "" && kc.CgroupDriver != "cgroupfs" {
+		return fmt.Errorf("cgroupDriver %q: only cgroupfs is supported", kc.CgroupDriver)
+	}
+	set := func(dst *time.Duration, d time.Duration) {
+		if d > 0 {
+			*dst = d
+		}
+	}
+	if kc.StaticPodPath != "" {
+		c.PodManifestPath = kc.StaticPodPath
+	}
+	if kc.StaticPodURL != "" {
+		c.ManifestURL = kc.StaticPodURL
+	}
+	if kc.StaticPodURLHeader != nil {
+		c.ManifestURLHeader = kc.StaticPodURLHeader
+	}
+	if kc.PodLogsDir != "" {
+		c.PodLogsDir = kc.PodLogsDir
+	}
+	set(&c.SyncFrequency, kc.SyncFrequency.Duration)
+	set(&c.FileCheckFrequency, kc.FileCheckFrequency.Duration)
+	set(&c.HTTPCheckFrequency, kc.HTTPCheckFrequency.Duration)
+	set(&c.NodeStatusUpdateFrequency, kc.NodeStatusUpdateFrequency.Duration)
+	set(&c.RuntimeRequestTimeout, kc.RuntimeRequestTimeout.Duration)
+	if kc.NodeLeaseDurationSeconds > 0 {
+		c.NodeLeaseDurationSeconds = kc.NodeLeaseDurationSeconds
+	}
+	if kc.ContainerRuntimeEndpoint != "" {
+		c.ContainerRuntimeEndpoint = kc.ContainerRuntimeEndpoint
+	}
+	if len(kc.ClusterDNS) > 0 {
+		c.ClusterDNS = kc.ClusterDNS
+	}
+	if kc.ClusterDomain != "" {
+		c.ClusterDomain = kc.ClusterDomain
+	}
+	if kc.ResolverConfig != nil {
+		c.ResolvConf = *kc.ResolverConfig
+	}
+	if kc.MaxPods > 0 {
+		c.MaxPods = int(kc.MaxPods)
+	}
+	if kc.CgroupsPerQOS != nil && !*kc.CgroupsPerQOS {
+		c.CgroupRoot = ""
+	} else if kc.CgroupRoot != "" {
+		c.CgroupRoot = strings.TrimSuffix(kc.CgroupRoot, "/") + DefaultCgroupRoot
+	}
+	if kc.HealthzPort != nil {
+		c.HealthzPort = int(*kc.HealthzPort)
+	}
+	if kc.HealthzBindAddress != "" {
+		c.HealthzBindAddress = kc.HealthzBindAddress
+	}
+	if kc.RegisterNode != nil {
+		c.RegisterNode = *kc.RegisterNode
+	}
+	return nil
+}

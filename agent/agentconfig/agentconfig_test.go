@@ -1,0 +1,73 @@
+package agentconfig
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+func load(t *testing.T, file string, args ...string) (Config, error) {
+	t.Helper()
+	fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
+	f := AddFlags(fs)
+	if file != "" {
+		p := filepath.Join(t.TempDir(), "config.yaml")
+		if err := os.WriteFile(p, []byte(file), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--config="+p)
+	}
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	return f.Config()
+}
+
+const header = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+
+func TestConfigFileAndFlags(t *testing.T) {
+	cfg, err := load(t, header+"staticPodPath: /etc/kubernetes/manifests\nmaxPods: 20\nsyncFrequency: 30s\nclusterDNS: [10.96.0.10]\nfailSwapOn: false\n",
+		"--max-pods=7", "--hostname-override=Node-A", "--node-ip=192.0.2.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.PodManifestPath != "/etc/kubernetes/manifests" || cfg.SyncFrequency != 30*time.Second || len(cfg.ClusterDNS) != 1 {
+		t.Errorf("file not applied: %+v", cfg)
+	}
+	if cfg.MaxPods != 7 {
+		t.Errorf("flag did not override the file: max pods %d", cfg.MaxPods)
+	}
+	if cfg.NodeName != "node-a" || cfg.NodeIPs[0] != "192.0.2.1" {
+		t.Errorf("node %q %v", cfg.NodeName, cfg.NodeIPs)
+	}
+	if cfg.ContainerRuntimeEndpoint != DefaultRuntimeEndpoint || cfg.RootDir != DefaultRootDir {
+		t.Errorf("defaults %+v", cfg)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	for name, tc := range map[string]struct {
+		file string
+		args []string
+		want string
+	}{
+		"unknown field":  {header + "staticPodPaht: /x\n", nil, "unknown field"},
+		"wrong kind":     {"apiVersion: v1\nkind: Pod\n", nil, "want KubeletConfiguration"},
+		"systemd driver": {header + "cgroupDriver: systemd\n", nil, "cgroupfs"},
+		"bad type":       {header + "maxPods: many\n", nil, "maxPods"},
+		"bad node ip":    {"", []string{"--node-ip=node.example"}, "not an IP"},
+		"bad endpoint":   {"", []string{"--container-runtime-endpoint=tcp://x"}, "unix://"},
+		"zero max pods":  {"", []string{"--max-pods=0"}, "max pods"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := load(t, tc.file, tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want one mentioning %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,185 @@
+// Package podsync is what a pod worker does at each step: observe the pod in the runtime, publish its
+// status, keep its mirror pod, and ask the runtime manager to act. The workers (package podworkers)
+// decide when; the runtime manager (package kuberuntime) decides how.
+package podsync
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	kubecontainer "github.com/nodelet/nodelet/agent/container"
+	"github.com/nodelet/nodelet/agent/podmanager"
+	"github.com/nodelet/nodelet/agent/podworkers"
+	"github.com/nodelet/nodelet/agent/status"
+)
+
+// Runtime is the runtime manager as the syncer uses it (*kuberuntime.Manager).
+type Runtime interface {
+	GetPodStatus(ctx context.Context, uid types.UID, name, namespace string) (*kubecontainer.PodStatus, error)
+	SyncPod(ctx context.Context, pod *v1.Pod, st *kubecontainer.PodStatus) error
+	KillPod(ctx context.Context, pod *v1.Pod, st *kubecontainer.PodStatus, gracePeriodOverride *int64) error
+	RemovePod(ctx context.Context, st *kubecontainer.PodStatus) error
+}
+
+// StatusManager keeps statuses (*status.Manager).
+type StatusManager interface {
+	SetPodStatus(pod *v1.Pod, s v1.PodStatus) bool
+	GetPodStatus(uid types.UID) (v1.PodStatus, bool)
+	PodTerminated(ctx context.Context, pod *v1.Pod) error
+}
+
+// MirrorClient writes mirror pods (*podmanager.MirrorClient); nil without an apiserver.
+type MirrorClient interface {
+	CreateMirrorPod(ctx context.Context, pod *v1.Pod) error
+	DeleteMirrorPod(ctx context.Context, name, namespace string, uid *types.UID) error
+}
+
+// Pods finds mirror pods (*podmanager.Manager).
+type Pods interface {
+	GetMirrorPodByPod(pod *v1.Pod) (*v1.Pod, bool)
+}
+
+// Syncer implements podworkers.PodSyncer.
+type Syncer struct {
+	Runtime Runtime
+	Status  StatusManager
+	Mirrors MirrorClient
+	Pods    Pods
+	Reasons *kubecontainer.ReasonCache
+	// RuntimeName prefixes container IDs in statuses; read per sync since it is learnt after start.
+	RuntimeName func() string
+	NodeIPs     []string
+	RootDir     string
+	Log         *slog.Logger
+}
+
+var _ podworkers.PodSyncer = (*Syncer)(nil)
+
+func (s *Syncer) publish(pod *v1.Pod, ps *kubecontainer.PodStatus, terminating bool) v1.PodStatus {
+	old, _ := s.Status.GetPodStatus(pod.UID)
+	name := ""
+	if s.RuntimeName != nil {
+		name = s.RuntimeName()
+	}
+	st := status.Generate(pod, ps, old, status.Inputs{Reasons: s.Reasons, RuntimeName: name, NodeIPs: s.NodeIPs,
+		Now: time.Now(), Terminating: terminating})
+	s.Status.SetPodStatus(pod, st)
+	return st
+}
+
+// SyncPod observes, publishes, keeps the mirror, acts, and publishes again so the status knows of a
+// start as soon as the runtime confirmed it rather than at the next PLEG event.
+func (s *Syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, mirror *v1.Pod) (bool, error) {
+	ps, err := s.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	if err != nil {
+		return false, err
+	}
+	st := s.publish(pod, ps, false)
+	if st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed {
+		return true, nil
+	}
+	s.syncMirror(ctx, pod)
+	syncErr := s.Runtime.SyncPod(ctx, pod, ps)
+	if ps, err = s.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace); err == nil {
+		s.publish(pod, ps, false)
+	}
+	return false, syncErr
+}
+
+func (s *Syncer) syncMirror(ctx context.Context, pod *v1.Pod) {
+	if s.Mirrors == nil || !podmanager.IsStaticPod(pod) {
+		return
+	}
+	mirror, ok := s.Pods.GetMirrorPodByPod(pod)
+	if ok && !podmanager.MirrorMatches(pod, mirror) {
+		uid := mirror.UID
+		if err := s.Mirrors.DeleteMirrorPod(ctx, mirror.Name, mirror.Namespace, &uid); err != nil {
+			s.Log.Warn("delete outdated mirror pod", "pod", kubecontainer.FormatPod(pod), "err", err)
+			return
+		}
+		ok = false
+	}
+	if !ok {
+		if err := s.Mirrors.CreateMirrorPod(ctx, pod); err != nil {
+			s.Log.Warn("create mirror pod", "pod", kubecontainer.FormatPod(pod), "err", err)
+		}
+	}
+}
+
+// SyncTerminatingPod stops the pod's containers with the grace period.
+func (s *Syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, grace *int64) error {
+	ps, err := s.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	if err != nil {
+		return err
+	}
+	if err := s.Runtime.KillPod(ctx, pod, ps, grace); err != nil {
+		return err
+	}
+	if ps, err = s.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace); err != nil {
+		return err
+	}
+	for _, c := range ps.ContainerStatuses {
+		if c.State == kubecontainer.StateRunning {
+			return fmt.Errorf("container %s still running after kill", c.Name)
+		}
+	}
+	s.publish(pod, ps, true)
+	return nil
+}
+
+// SyncTerminatedPod removes a deleted pod's containers, sandboxes and volumes, confirms the deletion
+// to the apiserver, and deletes its mirror; a pod that merely finished keeps its containers.
+func (s *Syncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, deleted bool) error {
+	if !deleted {
+		return nil
+	}
+	ps, err := s.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	if err != nil {
+		return err
+	}
+	if err := s.Runtime.RemovePod(ctx, ps); err != nil {
+		return err
+	}
+	if s.RootDir != "" {
+		if err := os.RemoveAll(filepath.Join(s.RootDir, "pods", string(pod.UID))); err != nil {
+			return fmt.Errorf("remove pod dir: %w", err)
+		}
+	}
+	if err := s.Status.PodTerminated(ctx, pod); err != nil {
+		return err
+	}
+	if s.Mirrors != nil && podmanager.IsStaticPod(pod) {
+		if mirror, ok := s.Pods.GetMirrorPodByPod(pod); ok {
+			uid := mirror.UID
+			if err := s.Mirrors.DeleteMirrorPod(ctx, mirror.Name, mirror.Namespace, &uid); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// SyncTerminatingRuntimePod stops and removes an orphan found in the runtime.
+func (s *Syncer) SyncTerminatingRuntimePod(ctx context.Context, rp *kubecontainer.RuntimePod) error {
+	ps, err := s.Runtime.GetPodStatus(ctx, rp.ID, rp.Name, rp.Namespace)
+	if err != nil {
+		return err
+	}
+	if err := s.Runtime.KillPod(ctx, nil, ps, nil); err != nil {
+		return err
+	}
+	if err := s.Runtime.RemovePod(ctx, ps); err != nil {
+		return err
+	}
+	if s.RootDir != "" {
+		os.RemoveAll(filepath.Join(s.RootDir, "pods", string(rp.ID)))
+	}
+	return nil
+}

@@ -1,0 +1,98 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nodelet/nodelet/agent/auth"
+)
+
+// ServeUnix serves the API on a unix socket only root may use (mode 0600, and the peer's uid is
+// checked), without further authentication: the standalone default. It returns when ctx ends.
+func (s *Server) ServeUnix(ctx context.Context, path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	// A socket left by a killed agent would make Listen fail; nothing else lives at our path.
+	if fi, err := os.Lstat(path); err == nil && fi.Mode().Type() == os.ModeSocket {
+		os.Remove(path)
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return fmt.Errorf("agent API socket: %w", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		l.Close()
+		return err
+	}
+	srv := &http.Server{Handler: auth.RequireRoot(s), ConnContext: auth.PeerCredContext, ReadHeaderTimeout: 10 * time.Second}
+	return serve(ctx, srv, l)
+}
+
+// TLSOptions configure the TCP listener.
+type TLSOptions struct {
+	// CertFile and KeyFile are the serving certificate; empty makes a self-signed one in CertDir.
+	CertFile, KeyFile, CertDir string
+	// Hosts are the names and IPs the self-signed certificate is for.
+	Hosts []string
+}
+
+// ServeTLS serves the API over HTTPS on addr (":10250"), every request through filter. A nil
+// filter is refused: the TCP API always authenticates.
+func (s *Server) ServeTLS(ctx context.Context, addr string, opts TLSOptions, filter *auth.Filter) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("agent API: %w", err)
+	}
+	return s.ServeTLSListener(ctx, l, opts, filter)
+}
+
+// ServeTLSListener is ServeTLS on a listener the caller opened (tests use port 0).
+func (s *Server) ServeTLSListener(ctx context.Context, l net.Listener, opts TLSOptions, filter *auth.Filter) error {
+	if filter == nil || filter.Authn == nil || filter.Authz == nil {
+		l.Close()
+		return errors.New("agent API over TCP needs authentication and authorization")
+	}
+	cert, err := auth.ServingCert(opts.CertFile, opts.KeyFile, opts.CertDir, opts.Hosts)
+	if err != nil {
+		l.Close()
+		return fmt.Errorf("serving certificate: %w", err)
+	}
+	srv := &http.Server{
+		Handler: filter.Wrap(s),
+		TLSConfig: &tls.Config{
+			Certificates: []tls.Certificate{cert},
+			MinVersion:   tls.VersionTLS12,
+			// Certificates are checked by the authenticator, so a bad one is a 401, not a reset.
+			ClientAuth: tls.RequestClientCert,
+			// Streams upgrade HTTP/1.1 connections; HTTP/2 cannot carry them.
+			NextProtos: []string{"http/1.1"},
+		},
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	return serve(ctx, srv, tls.NewListener(l, srv.TLSConfig))
+}
+
+func serve(ctx context.Context, srv *http.Server, l net.Listener) error {
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+		// Hijacked streams are not tracked by Shutdown; close what is left.
+		srv.Close()
+		<-errc
+		return nil
+	}
+}

@@ -1,0 +1,128 @@
+// Package server is the agent's HTTP API, the kubelet's port-10250 surface: /healthz, /pods,
+// /runningpods, /containerLogs, /exec, /attach, /portForward, /stats/summary, /metrics and
+// /metrics/resource. It depends on the agent only through the small interfaces below, and on the
+// runtime only through CRI, so tests run it on fakes and any CRI runtime serves its streams.
+package server
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/nodelet/nodelet/agent/metrics"
+	"github.com/nodelet/nodelet/agent/stats"
+)
+
+// PodSource is the agent's desired pods with their latest status.
+type PodSource interface {
+	// Pods returns the pods the agent runs, each with its current status. The server does not
+	// modify them.
+	Pods() []*v1.Pod
+	// Pod returns one pod by namespace and name.
+	Pod(namespace, name string) (*v1.Pod, bool)
+}
+
+// EventSource is optional: the events the agent recorded about a pod, for `nodelet describe`.
+type EventSource interface {
+	PodEvents(namespace, name string) []v1.Event
+}
+
+// Runtime is the CRI the API calls; a runtimeapi.RuntimeServiceClient is one.
+type Runtime interface {
+	Status(ctx context.Context, in *runtimeapi.StatusRequest, opts ...grpc.CallOption) (*runtimeapi.StatusResponse, error)
+	ListPodSandbox(ctx context.Context, in *runtimeapi.ListPodSandboxRequest, opts ...grpc.CallOption) (*runtimeapi.ListPodSandboxResponse, error)
+	ListContainers(ctx context.Context, in *runtimeapi.ListContainersRequest, opts ...grpc.CallOption) (*runtimeapi.ListContainersResponse, error)
+	ContainerStatus(ctx context.Context, in *runtimeapi.ContainerStatusRequest, opts ...grpc.CallOption) (*runtimeapi.ContainerStatusResponse, error)
+	Exec(ctx context.Context, in *runtimeapi.ExecRequest, opts ...grpc.CallOption) (*runtimeapi.ExecResponse, error)
+	Attach(ctx context.Context, in *runtimeapi.AttachRequest, opts ...grpc.CallOption) (*runtimeapi.AttachResponse, error)
+	PortForward(ctx context.Context, in *runtimeapi.PortForwardRequest, opts ...grpc.CallOption) (*runtimeapi.PortForwardResponse, error)
+	stats.Runtime
+}
+
+// Deps is what the API needs from the agent.
+type Deps struct {
+	NodeName string
+	Pods     PodSource
+	Events   EventSource // nil: describe shows no events
+	Runtime  Runtime
+	// SyncLoopHealthy reports whether the SyncLoop ran recently (nil: not checked).
+	SyncLoopHealthy func() error
+	// Summary is /stats/summary; nil uses stats.New(Runtime, stats.Options{NodeName: NodeName}).
+	Summary func(ctx context.Context) (*statsapi.Summary, error)
+	// Metrics is /metrics; nil uses metrics.Registry.
+	Metrics prometheus.Gatherer
+}
+
+// Server routes the API. It is an http.Handler without authentication: Serve* add what the
+// listener needs.
+type Server struct {
+	d   Deps
+	mux *http.ServeMux
+}
+
+// New builds the API on d.
+func New(d Deps) *Server {
+	if d.Summary == nil {
+		d.Summary = stats.New(d.Runtime, stats.Options{NodeName: d.NodeName}).Summary
+	}
+	if d.Metrics == nil {
+		d.Metrics = metrics.Registry
+	}
+	s := &Server{d: d, mux: http.NewServeMux()}
+	s.routes()
+	return s
+}
+
+func (s *Server) routes() {
+	handle := func(pattern, label string, longRunning bool, h http.HandlerFunc) {
+		s.mux.Handle(pattern, instrument(label, longRunning, h))
+	}
+	handle("GET /healthz", "healthz", false, s.healthz)
+	handle("GET /healthz/{check}", "healthz", false, s.healthz)
+	handle("GET /pods", "pods", false, s.pods)
+	handle("GET /runningpods/", "runningpods", false, s.runningPods)
+	handle("GET /runningpods", "runningpods", false, s.runningPods)
+	handle("GET /events/{ns}/{pod}", "events", false, s.events)
+	handle("GET /containerLogs/{ns}/{pod}/{container}", "containerLogs", true, s.containerLogs)
+	for _, verb := range []string{"exec", "attach"} {
+		h := s.exec
+		if verb == "attach" {
+			h = s.attach
+		}
+		handle("/"+verb+"/{ns}/{pod}/{container}", verb, true, h)
+		handle("/"+verb+"/{ns}/{pod}/{uid}/{container}", verb, true, h)
+	}
+	handle("/portForward/{ns}/{pod}", "portForward", true, s.portForward)
+	handle("/portForward/{ns}/{pod}/{uid}", "portForward", true, s.portForward)
+	handle("GET /stats/summary", "stats", false, s.summary)
+	handle("GET /stats/summary/", "stats", false, s.summary)
+	s.mux.Handle("GET /metrics", instrument("metrics", false, promhttp.HandlerFor(s.d.Metrics, promhttp.HandlerOpts{}).ServeHTTP))
+	resource := metrics.NewResourceRegistry(s.d.Summary)
+	s.mux.Handle("GET /metrics/resource", instrument("metrics/resource", false, promhttp.HandlerFor(resource, promhttp.HandlerOpts{}).ServeHTTP))
+}
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+func instrument(label string, longRunning bool, h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		lr := longRunning && (label != "containerLogs" || isTrue(r.URL.Query().Get("follow")))
+		done := metrics.ObserveHTTP(metrics.HTTPLabels{Method: r.Method, Path: label, ServerType: "readwrite", LongRunning: lr})
+		defer done()
+		h(w, r)
+	})
+}
+
+func isTrue(v string) bool {
+	switch strings.ToLower(v) {
+	case "1", "true", "t", "yes", "y":
+		return true
+	}
+	return false
+}

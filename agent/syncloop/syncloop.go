@@ -1,0 +1,273 @@
+// Package syncloop is the agent's main loop: one select over config updates, PLEG events, the periodic
+// sync tick and housekeeping. Each case only routes work to pod workers and returns, so the loop never
+// blocks on a runtime call (housekeeping's two list calls are time-boxed). Every pass records a
+// heartbeat that /healthz reads.
+package syncloop
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodelet/nodelet/agent/config"
+	kubecontainer "github.com/nodelet/nodelet/agent/container"
+	"github.com/nodelet/nodelet/agent/pleg"
+	"github.com/nodelet/nodelet/agent/podmanager"
+	"github.com/nodelet/nodelet/agent/podworkers"
+)
+
+// Defaults as the kubelet's.
+const (
+	DefaultSyncFrequency      = time.Minute
+	DefaultHousekeepingPeriod = 2 * time.Second
+	housekeepingTimeout       = 10 * time.Second
+	// heartbeatThreshold: Healthy fails when the loop has not turned for this long.
+	heartbeatThreshold = 3 * time.Minute
+)
+
+// PodManager is the desired pods (*podmanager.Manager).
+type PodManager interface {
+	AddPod(*v1.Pod)
+	UpdatePod(*v1.Pod)
+	RemovePod(*v1.Pod)
+	GetPods() []*v1.Pod
+	GetPodByUID(types.UID) (*v1.Pod, bool)
+	GetMirrorPodByPod(*v1.Pod) (*v1.Pod, bool)
+	GetPodByMirrorPod(*v1.Pod) (*v1.Pod, bool)
+	GetOrphanedMirrorPods() []*v1.Pod
+}
+
+// PodWorkers are the per-pod goroutines (*podworkers.PodWorkers).
+type PodWorkers interface {
+	UpdatePod(podworkers.UpdatePodOptions)
+	SyncKnownPods(desired map[types.UID]bool)
+	IsPodTerminationRequested(types.UID) bool
+	CouldHaveRunningContainers(types.UID) bool
+}
+
+// RuntimePods lists what the runtime runs (*kuberuntime.Manager).
+type RuntimePods interface {
+	GetPods(ctx context.Context) ([]*kubecontainer.RuntimePod, error)
+}
+
+// Statuses forgets statuses of pods gone (*status.Manager).
+type Statuses interface {
+	RemoveOrphanedStatuses(desired map[types.UID]bool)
+}
+
+// MirrorDeleter removes mirror pods left by static pods that are gone; nil without an apiserver.
+type MirrorDeleter interface {
+	DeleteMirrorPod(ctx context.Context, name, namespace string, uid *types.UID) error
+}
+
+// Admit decides whether a new pod may run; a non-nil error rejects it (e.g. max pods reached).
+type Admit func(pod *v1.Pod, active []*v1.Pod) error
+
+// Deps are what the loop routes between.
+type Deps struct {
+	Updates      <-chan config.PodUpdate
+	PLEG         <-chan *pleg.PodLifecycleEvent
+	Pods         PodManager
+	Workers      PodWorkers
+	Runtime      RuntimePods
+	Statuses     Statuses
+	Mirrors      MirrorDeleter
+	Admit        Admit
+	Reject       func(pod *v1.Pod, reason, message string)
+	SourcesReady func() bool
+	// Housekeep runs extra chores each housekeeping pass (back-off GC…). Optional.
+	Housekeep func()
+
+	SyncFrequency      time.Duration
+	HousekeepingPeriod time.Duration
+	Log                *slog.Logger
+}
+
+// SyncLoop is the loop.
+type SyncLoop struct {
+	Deps
+	heartbeat atomic.Int64
+}
+
+// New makes a loop.
+func New(d Deps) *SyncLoop {
+	if d.SyncFrequency == 0 {
+		d.SyncFrequency = DefaultSyncFrequency
+	}
+	if d.HousekeepingPeriod == 0 {
+		d.HousekeepingPeriod = DefaultHousekeepingPeriod
+	}
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	if d.SourcesReady == nil {
+		d.SourcesReady = func() bool { return true }
+	}
+	l := &SyncLoop{Deps: d}
+	l.heartbeat.Store(time.Now().UnixNano())
+	return l
+}
+
+// Healthy fails when the loop is stuck.
+func (l *SyncLoop) Healthy() error {
+	last := time.Unix(0, l.heartbeat.Load())
+	if since := time.Since(last); since > heartbeatThreshold {
+		return fmt.Errorf("sync loop last ran %s ago; threshold is %s", since.Round(time.Second), heartbeatThreshold)
+	}
+	return nil
+}
+
+// LastHeartbeat is when the loop last turned.
+func (l *SyncLoop) LastHeartbeat() time.Time { return time.Unix(0, l.heartbeat.Load()) }
+
+// Run loops until ctx ends.
+func (l *SyncLoop) Run(ctx context.Context) {
+	syncTicker := time.NewTicker(l.SyncFrequency)
+	defer syncTicker.Stop()
+	housekeeping := time.NewTicker(l.HousekeepingPeriod)
+	defer housekeeping.Stop()
+	for l.iteration(ctx, syncTicker.C, housekeeping.C) {
+		l.heartbeat.Store(time.Now().UnixNano())
+	}
+}
+
+func (l *SyncLoop) iteration(ctx context.Context, syncCh, housekeepingCh <-chan time.Time) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case u, ok := <-l.Updates:
+		if !ok {
+			return false
+		}
+		l.handleUpdate(u)
+	case e := <-l.PLEG:
+		l.handlePLEGEvent(e)
+	case <-syncCh:
+		for _, p := range l.Pods.GetPods() {
+			l.dispatch(p, podworkers.SyncPodSync)
+		}
+	case <-housekeepingCh:
+		if l.SourcesReady() {
+			l.housekeeping(ctx)
+		}
+	}
+	return true
+}
+
+func (l *SyncLoop) handleUpdate(u config.PodUpdate) {
+	l.Log.Debug("pod update", "op", u.Op, "source", u.Source, "pods", len(u.Pods))
+	switch u.Op {
+	case config.ADD:
+		for _, p := range u.Pods {
+			if podmanager.IsMirrorPod(p) {
+				l.Pods.AddPod(p)
+				l.syncStaticFor(p)
+				continue
+			}
+			if l.Admit != nil {
+				if err := l.Admit(p, l.Pods.GetPods()); err != nil {
+					l.Log.Warn("pod rejected", "pod", kubecontainer.FormatPod(p), "err", err)
+					if l.Reject != nil {
+						l.Reject(p, "OutOfpods", err.Error())
+					}
+					continue
+				}
+			}
+			l.Pods.AddPod(p)
+			l.dispatch(p, podworkers.SyncPodCreate)
+		}
+	case config.UPDATE, config.DELETE:
+		for _, p := range u.Pods {
+			l.Pods.UpdatePod(p)
+			if podmanager.IsMirrorPod(p) {
+				l.syncStaticFor(p)
+				continue
+			}
+			l.dispatch(p, podworkers.SyncPodUpdate)
+		}
+	case config.REMOVE:
+		for _, p := range u.Pods {
+			l.Pods.RemovePod(p)
+			if podmanager.IsMirrorPod(p) {
+				l.syncStaticFor(p)
+				continue
+			}
+			l.Workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: p})
+		}
+	case config.RECONCILE:
+		for _, p := range u.Pods {
+			l.Pods.UpdatePod(p)
+		}
+	}
+}
+
+// syncStaticFor wakes the static pod of a mirror that changed, so a deleted or outdated mirror is recreated.
+func (l *SyncLoop) syncStaticFor(mirror *v1.Pod) {
+	if p, ok := l.Pods.GetPodByMirrorPod(mirror); ok {
+		l.dispatch(p, podworkers.SyncPodSync)
+	}
+}
+
+// dispatch hands the pod to its worker: a pod the apiserver is deleting goes to termination.
+func (l *SyncLoop) dispatch(p *v1.Pod, t podworkers.UpdateType) {
+	mirror, _ := l.Pods.GetMirrorPodByPod(p)
+	o := podworkers.UpdatePodOptions{UpdateType: t, Pod: p, MirrorPod: mirror}
+	if p.DeletionTimestamp != nil {
+		o.UpdateType = podworkers.SyncPodKill
+		o.GracePeriodOverride = p.DeletionGracePeriodSeconds
+	}
+	l.Workers.UpdatePod(o)
+}
+
+func (l *SyncLoop) handlePLEGEvent(e *pleg.PodLifecycleEvent) {
+	if e.Type == pleg.ContainerRemoved {
+		return
+	}
+	if p, ok := l.Pods.GetPodByUID(e.ID); ok {
+		l.dispatch(p, podworkers.SyncPodSync)
+	}
+}
+
+// housekeeping kills what the runtime runs but nobody wants (pods removed while the agent was down,
+// or whose worker was lost), drops records of finished pods, and deletes orphaned mirror pods.
+func (l *SyncLoop) housekeeping(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, housekeepingTimeout)
+	defer cancel()
+	desired := map[types.UID]bool{}
+	for _, p := range l.Pods.GetPods() {
+		desired[p.UID] = true
+	}
+	l.Workers.SyncKnownPods(desired)
+	if l.Statuses != nil {
+		l.Statuses.RemoveOrphanedStatuses(desired)
+	}
+	if l.Runtime != nil {
+		running, err := l.Runtime.GetPods(ctx)
+		if err != nil {
+			l.Log.Warn("housekeeping: list runtime pods", "err", err)
+		}
+		for _, rp := range running {
+			if desired[rp.ID] || l.Workers.CouldHaveRunningContainers(rp.ID) {
+				continue
+			}
+			l.Log.Info("housekeeping: removing pod not desired", "pod", rp.Namespace+"/"+rp.Name, "uid", rp.ID)
+			l.Workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, RunningPod: rp})
+		}
+	}
+	if l.Mirrors != nil {
+		for _, m := range l.Pods.GetOrphanedMirrorPods() {
+			uid := m.UID
+			if err := l.Mirrors.DeleteMirrorPod(ctx, m.Name, m.Namespace, &uid); err != nil {
+				l.Log.Warn("housekeeping: delete orphaned mirror pod", "pod", m.Namespace+"/"+m.Name, "err", err)
+			}
+		}
+	}
+	if l.Housekeep != nil {
+		l.Housekeep()
+	}
+}
