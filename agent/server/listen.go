@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/nodelet/nodelet/agent/auth"
@@ -17,21 +18,38 @@ import (
 // ServeUnix serves the API on a unix socket only root may use (mode 0600, and the peer's uid is
 // checked), without further authentication: the standalone default. It returns when ctx ends.
 func (s *Server) ServeUnix(ctx context.Context, path string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	l, err := ListenUnix(path)
+	if err != nil {
 		return err
+	}
+	return s.ServeUnixListener(ctx, l)
+}
+
+// ListenUnix makes the root-only socket at path, replacing a stale one.
+func ListenUnix(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
 	}
 	// A socket left by a killed agent would make Listen fail; nothing else lives at our path.
 	if fi, err := os.Lstat(path); err == nil && fi.Mode().Type() == os.ModeSocket {
 		os.Remove(path)
 	}
+	// The umask makes the socket root-only from its first moment; chmod says so explicitly.
+	old := syscall.Umask(0o177)
 	l, err := net.Listen("unix", path)
+	syscall.Umask(old)
 	if err != nil {
-		return fmt.Errorf("agent API socket: %w", err)
+		return nil, fmt.Errorf("agent API socket: %w", err)
 	}
 	if err := os.Chmod(path, 0o600); err != nil {
 		l.Close()
-		return err
+		return nil, err
 	}
+	return l, nil
+}
+
+// ServeUnixListener is ServeUnix on a listener from ListenUnix.
+func (s *Server) ServeUnixListener(ctx context.Context, l net.Listener) error {
 	srv := &http.Server{Handler: auth.RequireRoot(s), ConnContext: auth.PeerCredContext, ReadHeaderTimeout: 10 * time.Second}
 	return serve(ctx, srv, l)
 }

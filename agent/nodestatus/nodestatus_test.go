@@ -1,0 +1,76 @@
+package nodestatus
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/nodelet/nodelet/agent/internal/fakecri"
+)
+
+func ready(t *testing.T, n *v1.Node) v1.NodeCondition {
+	t.Helper()
+	for _, c := range n.Status.Conditions {
+		if c.Type == v1.NodeReady {
+			return c
+		}
+	}
+	t.Fatal("no Ready condition")
+	return v1.NodeCondition{}
+}
+
+func TestRegisterStatusAndLease(t *testing.T) {
+	ctx := context.Background()
+	cri := fakecri.Start(t)
+	client := fake.NewSimpleClientset()
+	m := New(Deps{Client: client, Runtime: cri.Runtime(), NodeName: "n1", NodeIPs: []string{"192.0.2.10"}, MaxPods: 42})
+	if err := m.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	node, err := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := ready(t, node); c.Status != v1.ConditionTrue {
+		t.Fatalf("Ready %v", c)
+	}
+	if p := node.Status.Capacity[v1.ResourcePods]; p.Value() != 42 {
+		t.Fatalf("pods capacity %v", p)
+	}
+	if node.Status.Addresses[0].Address != "192.0.2.10" || node.Status.NodeInfo.ContainerRuntimeVersion != "fakecri://0.0.1" {
+		t.Fatalf("status %+v", node.Status)
+	}
+
+	cri.SetNotReady(true)
+	if err := m.UpdateStatus(ctx); err != nil {
+		t.Fatal(err)
+	}
+	node, _ = client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	if c := ready(t, node); c.Status != v1.ConditionFalse || !strings.Contains(c.Message, "FakeDown") {
+		t.Fatalf("Ready after runtime down: %+v", c)
+	}
+
+	// A second agent start finds the Node and keeps it.
+	if err := New(Deps{Client: client, Runtime: cri.Runtime(), NodeName: "n1", MaxPods: 42}).Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := m.RenewLease(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l1, err := client.CoordinationV1().Leases(LeaseNamespace).Get(ctx, "n1", metav1.GetOptions{})
+	if err != nil || *l1.Spec.HolderIdentity != "n1" {
+		t.Fatalf("lease %v %v", l1, err)
+	}
+	if err := m.RenewLease(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l2, _ := client.CoordinationV1().Leases(LeaseNamespace).Get(ctx, "n1", metav1.GetOptions{})
+	if l2.Spec.RenewTime.Before(l1.Spec.RenewTime) {
+		t.Fatal("lease renew time went backwards")
+	}
+}
