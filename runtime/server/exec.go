@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -83,6 +84,10 @@ func (s *Server) StopStreaming() error {
 	return srv.Close()
 }
 
+// firstSizeWait bounds the wait for a TTY client's first terminal size; a client that sends none
+// (its stdin is not a terminal) costs this much once.
+const firstSizeWait = 300 * time.Millisecond
+
 // streamRuntime runs the streams the streaming server accepted.
 type streamRuntime struct{ s *Server }
 
@@ -101,8 +106,19 @@ func (r streamRuntime) Exec(ctx context.Context, id string, cmd []string, in io.
 		stdio.Stderr = errw
 	}
 	if tty && resize != nil {
-		sizes := make(chan oci.TermSize)
-		defer close(sizes)
+		// Clients send their terminal's size right after the stream opens. Waiting a moment for
+		// it means the size is already queued when the process starts, so a shell's first
+		// prompt (or an immediate `stty size`) sees the real size instead of 0x0.
+		sizes := make(chan oci.TermSize, 1)
+		select {
+		case sz, ok := <-resize:
+			if ok {
+				sizes <- oci.TermSize{Width: sz.Width, Height: sz.Height}
+			}
+		case <-time.After(firstSizeWait):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 		done := make(chan struct{})
 		defer close(done)
 		go func() {

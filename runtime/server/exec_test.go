@@ -106,7 +106,7 @@ func TestExecStreams(t *testing.T) {
 	t.Run("tty with resize", func(t *testing.T) {
 		resp, err := e.Runtime.Exec(e.Ctx(), &runtimeapi.ExecRequest{
 			ContainerId: id, Tty: true, Stdin: true, Stdout: true,
-			Cmd: []string{"sh", "-c", `[ -t 0 ] && echo is-a-tty; busybox stty size; read l; busybox stty size; echo "got $l"`},
+			Cmd: []string{"sh", "-c", `[ -t 0 ] && echo is-a-tty; ` + waitForSize + `; read l; busybox stty size; echo "got $l"`},
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -119,7 +119,7 @@ func TestExecStreams(t *testing.T) {
 		go func() {
 			errc <- stream(t, resp.Url, remotecommand.StreamOptions{Stdin: stdinR, Stdout: &out, Tty: true, TerminalSizeQueue: q})
 		}()
-		eventually(t, "first size "+out.String(), func() bool { return strings.Contains(out.String(), "40 100") })
+		eventually(t, "first size", func() bool { return strings.Contains(out.String(), "size 40 100") })
 		q <- &remotecommand.TerminalSize{Width: 120, Height: 50}
 		eventually(t, "resize taken", func() bool { return len(q) == 0 })
 		time.Sleep(200 * time.Millisecond) // let the SIGWINCH reach the runtime before the line
