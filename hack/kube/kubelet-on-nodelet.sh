@@ -47,12 +47,15 @@ had_varlib=$([ -d /var/lib/kubelet ] && echo 1 || true)
 restore_host() {
   local kv c t ch
   for kv in "${saved[@]}"; do sysctl -q -w "$kv" >/dev/null || true; done
-  kube_chains | while read -r c t ch; do
+  local now rules rule
+  now=$(kube_chains)
+  while read -r c t ch; do
+    [ -n "$ch" ] || continue
     grep -qx "$c $t $ch" <<<"$chains_before" && continue
-    "$c" -w -t "$t" -S | grep -- "-j $ch\( \|$\)" | sed 's/^-A /-D /' |
-      while read -r rule; do eval "$c -w -t $t $rule" 2>/dev/null || true; done
-    "$c" -w -t "$t" -F "$ch" 2>/dev/null; "$c" -w -t "$t" -X "$ch" 2>/dev/null || true
-  done
+    rules=$("$c" -w -t "$t" -S | grep -- "-j $ch\( \|$\)" | sed 's/^-A /-D /')
+    while read -r rule; do [ -z "$rule" ] || eval "$c -w -t $t $rule" 2>/dev/null; done <<<"$rules"
+    "$c" -w -t "$t" -F "$ch" 2>/dev/null; "$c" -w -t "$t" -X "$ch" 2>/dev/null
+  done <<<"$now"
   # The kubelet makes /var/lib/kubelet/device-plugins whatever --root-dir says.
   [ -n "$had_varlib" ] || rm -rf /var/lib/kubelet
 }

@@ -99,9 +99,10 @@ nl_containerd() {
   mkdir -p "$dir/certs.d"
   for h in "${NL_MIRRORED[@]}"; do
     mkdir -p "$dir/certs.d/$h"
-    # The loopback registry as the server itself, not as a mirror in front of the upstream one:
-    # containerd then never falls back to the real registry (nothing outside is reachable).
-    printf '# %s\nserver = "http://%s"\n' "$h" "$NL_REGISTRY" >"$dir/certs.d/$h/hosts.toml"
+    # The loopback registry as the mirror and as the server behind it, so containerd never falls
+    # back to the real registry (nothing outside is reachable; containerd 1.6 wants a [host] table).
+    printf '# %s\nserver = "http://%s"\n\n[host."http://%s"]\n  capabilities = ["pull", "resolve"]\n' \
+      "$h" "$NL_REGISTRY" "$NL_REGISTRY" >"$dir/certs.d/$h/hosts.toml"
   done
   nl_cni_conf "$dir/net.d" "ctrd-$name" "ctrd${name:0:6}0" "${NL_CONTAINERD_SUBNET:-10.89.0.0/16}"
   cat >"$dir/config.toml" <<EOC
