@@ -1,0 +1,353 @@
+// Package agent wires the agent's parts together: pod sources → SyncLoop → pod workers → runtime
+// manager → CRI, with PLEG, the status manager and (in a cluster) node status and mirror pods beside
+// them. It holds no logic of its own beyond that wiring; each part lives in its own package.
+//
+// The agent talks to a runtime only through CRI gRPC; no package under agent/ imports runtime/
+// (boundary_test.go enforces it).
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/agent/agentconfig"
+	"github.com/nodelet/nodelet/agent/config"
+	kubecontainer "github.com/nodelet/nodelet/agent/container"
+	"github.com/nodelet/nodelet/agent/kuberuntime"
+	"github.com/nodelet/nodelet/agent/nodestatus"
+	"github.com/nodelet/nodelet/agent/pleg"
+	"github.com/nodelet/nodelet/agent/podmanager"
+	"github.com/nodelet/nodelet/agent/podsync"
+	"github.com/nodelet/nodelet/agent/podworkers"
+	"github.com/nodelet/nodelet/agent/status"
+	"github.com/nodelet/nodelet/agent/syncloop"
+)
+
+// Options are what an embedding program may supply instead of the agent making them.
+type Options struct {
+	// RuntimeConn is an already-connected CRI endpoint (nodelet up passes its in-process runtime's).
+	// Without it the agent dials Config.ContainerRuntimeEndpoint.
+	RuntimeConn grpc.ClientConnInterface
+	// KubeClient overrides Config.Kubeconfig (tests pass a fake clientset).
+	KubeClient kubernetes.Interface
+	Log        *slog.Logger
+	// HousekeepingPeriod and RelistPeriod override the defaults (2s, 1s); tests shorten them.
+	HousekeepingPeriod time.Duration
+	RelistPeriod       time.Duration
+}
+
+// Agent is the wired agent.
+type Agent struct {
+	cfg     agentconfig.Config
+	log     *slog.Logger
+	conn    *grpc.ClientConn // ours to close; nil when given
+	runtime runtimeapi.RuntimeServiceClient
+	client  kubernetes.Interface
+
+	reasons  *kubecontainer.ReasonCache
+	manager  *kuberuntime.Manager
+	pods     *podmanager.Manager
+	statuses *status.Manager
+	config   *config.PodConfig
+	pleg     *pleg.GenericPLEG
+	nodes    *nodestatus.Manager
+	mirrors  *podmanager.MirrorClient
+	syncer   *podsync.Syncer
+	opts     Options
+
+	runtimeName atomic.Value // string
+	mu          sync.Mutex
+	loop        *syncloop.SyncLoop
+	workers     *podworkers.PodWorkers
+}
+
+// New wires an agent; Run starts it.
+func New(cfg agentconfig.Config, opts Options) (*Agent, error) {
+	if err := agentconfig.Complete(&cfg); err != nil {
+		return nil, err
+	}
+	log := opts.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	a := &Agent{cfg: cfg, log: log, opts: opts, reasons: kubecontainer.NewReasonCache()}
+	a.runtimeName.Store("")
+
+	conn := opts.RuntimeConn
+	if conn == nil {
+		c, err := grpc.NewClient(cfg.ContainerRuntimeEndpoint,
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithUnaryInterceptor(timeoutInterceptor(cfg.RuntimeRequestTimeout)),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16<<20)))
+		if err != nil {
+			return nil, fmt.Errorf("container runtime endpoint %s: %w", cfg.ContainerRuntimeEndpoint, err)
+		}
+		a.conn, conn = c, c
+	}
+	a.runtime = runtimeapi.NewRuntimeServiceClient(conn)
+	images := runtimeapi.NewImageServiceClient(conn)
+
+	a.client = opts.KubeClient
+	if a.client == nil && cfg.Kubeconfig != "" {
+		rc, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("kubeconfig: %w", err)
+		}
+		if a.client, err = kubernetes.NewForConfig(rc); err != nil {
+			return nil, fmt.Errorf("kubeconfig: %w", err)
+		}
+	}
+
+	dns, err := kuberuntime.NewDNSConfigurer(cfg.ClusterDNS, cfg.ClusterDomain, cfg.ResolvConf)
+	if err != nil {
+		log.Warn("pods with dnsPolicy Default get no resolver settings", "err", err)
+	}
+	hostname, _ := os.Hostname()
+	a.manager = kuberuntime.NewManager(kuberuntime.Deps{
+		Runtime: a.runtime, Images: images, Recorder: a.recorder(), Reasons: a.reasons, Log: log,
+		RootDir: cfg.RootDir, PodLogsDir: cfg.PodLogsDir, NodeName: cfg.NodeName, NodeHostname: hostname,
+		NodeIPs: cfg.NodeIPs, DNS: dns, CgroupRoot: cfg.CgroupRoot,
+	})
+	a.pods = podmanager.New()
+	a.statuses = status.NewManager(a.client, a.pods, log)
+	a.config = config.NewPodConfig(log)
+	a.pleg = pleg.New(a.runtime, pleg.Options{Log: log, RelistPeriod: opts.RelistPeriod})
+	if a.client != nil {
+		if cfg.RegisterNode {
+			a.nodes = nodestatus.New(nodestatus.Deps{Client: a.client, Runtime: a.runtime, NodeName: cfg.NodeName,
+				NodeIPs: cfg.NodeIPs, MaxPods: cfg.MaxPods, StatusUpdateFrequency: cfg.NodeStatusUpdateFrequency,
+				LeaseDurationSeconds: cfg.NodeLeaseDurationSeconds, Log: log})
+		}
+		a.mirrors = &podmanager.MirrorClient{Client: a.client, NodeName: cfg.NodeName, NodeUID: a.nodeUID}
+	}
+	a.syncer = &podsync.Syncer{Runtime: a.manager, Status: a.statuses, Pods: a.pods, Reasons: a.reasons,
+		RuntimeName: func() string { return a.runtimeName.Load().(string) }, NodeIPs: cfg.NodeIPs, RootDir: cfg.RootDir, Log: log}
+	if a.mirrors != nil {
+		a.syncer.Mirrors = a.mirrors
+	}
+	return a, nil
+}
+
+func (a *Agent) nodeUID() types.UID {
+	if a.nodes == nil {
+		return ""
+	}
+	return a.nodes.NodeUID()
+}
+
+func (a *Agent) recorder() record.EventRecorder {
+	if a.client == nil {
+		return logRecorder{a.log}
+	}
+	b := record.NewBroadcaster()
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.client.CoreV1().Events("")})
+	return b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: a.cfg.NodeName})
+}
+
+// timeoutInterceptor bounds every CRI call except pulls and the event stream, as the kubelet's
+// --runtime-request-timeout does; a hung runtime then fails a sync instead of freezing a worker.
+func timeoutInterceptor(d time.Duration) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if d > 0 && method != "/runtime.v1.ImageService/PullImage" {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, d)
+			defer cancel()
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+}
+
+// sources lists the sources configured; housekeeping waits until each has spoken.
+func (a *Agent) sources() []string {
+	var s []string
+	if a.cfg.PodManifestPath != "" {
+		s = append(s, config.FileSource)
+	}
+	if a.cfg.ManifestURL != "" {
+		s = append(s, config.HTTPSource)
+	}
+	if a.client != nil {
+		s = append(s, config.ApiserverSource)
+	}
+	return s
+}
+
+// Run runs the agent until ctx ends.
+func (a *Agent) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if a.conn != nil {
+		defer a.conn.Close()
+	}
+	var wg sync.WaitGroup
+	goRun := func(name string, f func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(ctx); err != nil && ctx.Err() == nil {
+				a.log.Error("agent part stopped", "part", name, "err", err)
+			}
+		}()
+	}
+	goRun("runtime version", a.learnRuntime)
+
+	workers := podworkers.New(ctx, a.syncer, a.log)
+	sources := a.sources()
+	loop := syncloop.New(syncloop.Deps{
+		Updates: a.config.Updates(), PLEG: a.pleg.Watch(), Pods: a.pods, Workers: workers, Runtime: a.manager,
+		Statuses: a.statuses, Admit: a.admit(workers), Reject: a.reject,
+		SourcesReady:       func() bool { return a.config.SeenAllSources(sources) },
+		Housekeep:          a.manager.GC,
+		SyncFrequency:      a.cfg.SyncFrequency,
+		HousekeepingPeriod: a.opts.HousekeepingPeriod,
+		Log:                a.log,
+	})
+	if a.mirrors != nil {
+		loop.Mirrors = a.mirrors
+	}
+	a.mu.Lock()
+	a.loop, a.workers = loop, workers
+	a.mu.Unlock()
+
+	goRun("pleg", func(ctx context.Context) error { a.pleg.Run(ctx); return nil })
+	goRun("status", func(ctx context.Context) error { a.statuses.Run(ctx); return nil })
+	if a.nodes != nil {
+		goRun("node status", func(ctx context.Context) error { a.nodes.Run(ctx); return nil })
+	}
+	if a.cfg.PodManifestPath != "" {
+		src := &config.ManifestDirSource{Path: a.cfg.PodManifestPath, NodeName: a.cfg.NodeName,
+			Period: a.cfg.FileCheckFrequency, Set: a.config.Set, Log: a.log}
+		goRun("manifest dir", src.Run)
+	}
+	if a.cfg.ManifestURL != "" {
+		src := &config.ManifestURLSource{URL: a.cfg.ManifestURL, Header: a.cfg.ManifestURLHeader, NodeName: a.cfg.NodeName,
+			Period: a.cfg.HTTPCheckFrequency, Set: a.config.Set, Log: a.log}
+		goRun("manifest url", src.Run)
+	}
+	if a.client != nil {
+		src := &config.APISource{Client: a.client, NodeName: a.cfg.NodeName, Set: a.config.Set}
+		goRun("apiserver source", src.Run)
+	}
+	if a.cfg.HealthzPort > 0 {
+		goRun("healthz", a.serveHealthz)
+	}
+	a.log.Info("agent started", "node", a.cfg.NodeName, "runtime", a.cfg.ContainerRuntimeEndpoint, "sources", sources)
+	loop.Run(ctx)
+	cancel()
+	workers.Wait()
+	wg.Wait()
+	return nil
+}
+
+// learnRuntime waits for the runtime to answer Version, then records its name for container IDs.
+func (a *Agent) learnRuntime(ctx context.Context) error {
+	for {
+		v, err := a.runtime.Version(ctx, &runtimeapi.VersionRequest{})
+		if err == nil {
+			a.runtimeName.Store(v.RuntimeName)
+			a.log.Info("container runtime", "name", v.RuntimeName, "version", v.RuntimeVersion, "cri", v.RuntimeApiVersion)
+			return nil
+		}
+		a.log.Warn("container runtime not answering yet", "endpoint", a.cfg.ContainerRuntimeEndpoint, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// admit rejects new pods beyond --max-pods.
+func (a *Agent) admit(workers *podworkers.PodWorkers) syncloop.Admit {
+	return func(pod *v1.Pod, active []*v1.Pod) error {
+		n := 0
+		for _, p := range active {
+			if p.UID != pod.UID && !workers.IsPodKnownFinished(p.UID) {
+				n++
+			}
+		}
+		if n >= a.cfg.MaxPods {
+			return fmt.Errorf("node has reached its pod limit of %d", a.cfg.MaxPods)
+		}
+		return nil
+	}
+}
+
+func (a *Agent) reject(pod *v1.Pod, reason, message string) {
+	a.statuses.SetPodStatus(pod, v1.PodStatus{Phase: v1.PodFailed, Reason: reason, Message: message,
+		StartTime: &metav1.Time{Time: time.Now()}})
+}
+
+// Healthz reports whether the SyncLoop and PLEG are alive.
+func (a *Agent) Healthz() error {
+	a.mu.Lock()
+	loop := a.loop
+	a.mu.Unlock()
+	if loop == nil {
+		return errors.New("sync loop not started")
+	}
+	return errors.Join(loop.Healthy(), a.pleg.Healthy())
+}
+
+// HealthzHandler serves /healthz.
+func (a *Agent) HealthzHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if err := a.Healthz(); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Write([]byte("ok"))
+	})
+}
+
+func (a *Agent) serveHealthz(ctx context.Context) error {
+	mux := http.NewServeMux()
+	mux.Handle("/healthz", a.HealthzHandler())
+	srv := &http.Server{Addr: net.JoinHostPort(a.cfg.HealthzBindAddress, strconv.Itoa(a.cfg.HealthzPort)), Handler: mux,
+		ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("healthz: %w", err)
+	}
+	return nil
+}
+
+// Pods returns the desired pods with their current statuses, for the agent's API and `nodelet get pods`.
+func (a *Agent) Pods() []*v1.Pod {
+	var out []*v1.Pod
+	for _, p := range a.pods.GetPods() {
+		p = p.DeepCopy()
+		if s, ok := a.statuses.GetPodStatus(p.UID); ok {
+			p.Status = s
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// NodeName is the name the agent runs as.
+func (a *Agent) NodeName() string { return a.cfg.NodeName }

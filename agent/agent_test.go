@@ -1,0 +1,259 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/agent/agentconfig"
+	"github.com/nodelet/nodelet/agent/internal/fakecri"
+)
+
+const manifest = `apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    image: %s
+    imagePullPolicy: IfNotPresent
+`
+
+type harness struct {
+	t      *testing.T
+	cri    *fakecri.Server
+	dir    string
+	cfg    agentconfig.Config
+	cancel context.CancelFunc
+	done   chan struct{}
+	agent  *Agent
+}
+
+func newHarness(t *testing.T) *harness {
+	h := &harness{t: t, cri: fakecri.Start(t), dir: t.TempDir()}
+	h.cri.AddImage("busybox:1")
+	h.cri.AddImage("busybox:2")
+	h.cfg = agentconfig.Default()
+	h.cfg.ContainerRuntimeEndpoint = h.cri.Endpoint
+	h.cfg.PodManifestPath = h.dir
+	h.cfg.RootDir = t.TempDir()
+	h.cfg.PodLogsDir = t.TempDir()
+	h.cfg.HostnameOverride = "node1"
+	h.cfg.HealthzPort = 0
+	h.cfg.CgroupRoot = ""
+	h.cfg.ResolvConf = ""
+	return h
+}
+
+func (h *harness) start(opts Options) {
+	h.t.Helper()
+	opts.HousekeepingPeriod, opts.RelistPeriod = 20*time.Millisecond, 20*time.Millisecond
+	a, err := New(h.cfg, opts)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h.agent, h.cancel, h.done = a, cancel, make(chan struct{})
+	go func() {
+		defer close(h.done)
+		a.Run(ctx)
+	}()
+	h.t.Cleanup(h.stop)
+}
+
+// stop ends the agent as a SIGKILL would for the runtime's view: the containers stay.
+func (h *harness) stop() {
+	if h.cancel != nil {
+		h.cancel()
+		<-h.done
+		h.cancel = nil
+	}
+}
+
+func (h *harness) write(name, body string) {
+	h.t.Helper()
+	tmp := filepath.Join(h.dir, "."+name)
+	if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(h.dir, name)); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// eventually waits for cond; the limit only guards against a hang, it is not a speed assertion.
+func (h *harness) eventually(what string, cond func() bool) {
+	h.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("timed out waiting for %s; calls: %q", what, h.cri.Calls())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (h *harness) running() []*runtimeapi.ContainerStatus {
+	var out []*runtimeapi.ContainerStatus
+	for _, c := range h.cri.Containers() {
+		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func TestStaticPodLifecycle(t *testing.T) {
+	h := newHarness(t)
+	h.start(Options{})
+	h.write("web.yaml", fmt.Sprintf(manifest, "web", "busybox:1"))
+	h.eventually("web running", func() bool { return len(h.running()) == 1 })
+	first := h.running()[0]
+	if first.Labels["io.kubernetes.pod.name"] != "web-node1" {
+		t.Fatalf("labels %v", first.Labels)
+	}
+	h.eventually("status Running", func() bool {
+		for _, p := range h.agent.Pods() {
+			if p.Name == "web-node1" && p.Status.Phase == v1.PodRunning && p.Status.ContainerStatuses[0].ContainerID == "fakecri://"+first.Id {
+				return true
+			}
+		}
+		return false
+	})
+
+	// The container dies: PLEG wakes the worker and it is restarted with restart count 1.
+	h.cri.ExitContainer(first.Id, 1)
+	h.eventually("restart", func() bool {
+		r := h.running()
+		return len(r) == 1 && r[0].Id != first.Id && r[0].Annotations["io.kubernetes.container.restartCount"] == "1"
+	})
+
+	// Edit: the old pod goes (new UID), the new one runs the new image.
+	h.write("web.yaml", fmt.Sprintf(manifest, "web", "busybox:2"))
+	h.eventually("edited pod running alone", func() bool {
+		r := h.running()
+		return len(r) == 1 && r[0].Image.UserSpecifiedImage == "busybox:2"
+	})
+	h.eventually("old pod removed", func() bool { return len(h.cri.Sandboxes()) == 1 })
+
+	// Delete: stopped, then containers and sandbox removed.
+	os.Remove(filepath.Join(h.dir, "web.yaml"))
+	h.eventually("everything removed", func() bool { return len(h.cri.Containers()) == 0 && len(h.cri.Sandboxes()) == 0 })
+	if err := h.agent.Healthz(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBadManifestDoesNotStopOthers(t *testing.T) {
+	h := newHarness(t)
+	h.write("bad.yaml", "kind: Pod\nmetadata: {name: bad}\nspec: {containers: [{name: Bad_Name}]}\n")
+	h.write("good.yaml", fmt.Sprintf(manifest, "good", "busybox:1"))
+	h.start(Options{})
+	h.eventually("good running", func() bool { return len(h.running()) == 1 })
+}
+
+func TestAgentRestartKeepsContainersAndRemovesOrphans(t *testing.T) {
+	h := newHarness(t)
+	h.write("a.yaml", fmt.Sprintf(manifest, "a", "busybox:1"))
+	h.write("b.yaml", fmt.Sprintf(manifest, "b", "busybox:1"))
+	h.start(Options{})
+	h.eventually("two pods running", func() bool { return len(h.running()) == 2 })
+	before := h.running()
+	h.stop()
+
+	// While the agent is down, b's manifest goes away.
+	os.Remove(filepath.Join(h.dir, "b.yaml"))
+	h.cri.ResetCalls()
+	h.start(Options{})
+	h.eventually("orphan b removed", func() bool { return len(h.cri.Containers()) == 1 && len(h.cri.Sandboxes()) == 1 })
+	after := h.running()
+	if len(after) != 1 || !slices.ContainsFunc(before, func(c *runtimeapi.ContainerStatus) bool { return c.Id == after[0].Id }) {
+		t.Fatalf("a's container was replaced: before %v after %v", before, after)
+	}
+	// Let a few syncs pass; nothing may be created or started for a.
+	h.eventually("a status known", func() bool {
+		ps := h.agent.Pods()
+		return len(ps) == 1 && ps[0].Status.Phase == v1.PodRunning
+	})
+	if got := h.cri.CallsWithPrefix("CreateContainer"); len(got) != 0 {
+		t.Fatalf("restart created containers: %q", got)
+	}
+	if got := h.cri.CallsWithPrefix("RunPodSandbox"); len(got) != 0 {
+		t.Fatalf("restart created sandboxes: %q", got)
+	}
+}
+
+func TestPLEGFallbackWithoutEventStream(t *testing.T) {
+	h := newHarness(t)
+	h.cri.DisableEvents()
+	h.write("web.yaml", fmt.Sprintf(manifest, "web", "busybox:1"))
+	h.start(Options{})
+	h.eventually("running", func() bool { return len(h.running()) == 1 })
+	id := h.running()[0].Id
+	h.cri.ExitContainer(id, 0)
+	h.eventually("restarted by relist", func() bool { r := h.running(); return len(r) == 1 && r[0].Id != id })
+}
+
+func TestClusterPodsMirrorsAndNode(t *testing.T) {
+	h := newHarness(t)
+	grace := int64(1)
+	apiPod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "api-pod", Namespace: "default", UID: "api-uid"},
+		Spec: v1.PodSpec{NodeName: "node1", RestartPolicy: v1.RestartPolicyAlways, TerminationGracePeriodSeconds: &grace,
+			Containers: []v1.Container{{Name: "c", Image: "busybox:1", ImagePullPolicy: v1.PullIfNotPresent}}}}
+	client := fake.NewSimpleClientset(apiPod)
+	h.write("static.yaml", fmt.Sprintf(manifest, "static", "busybox:1"))
+	h.start(Options{KubeClient: client})
+	ctx := context.Background()
+	h.eventually("both running", func() bool { return len(h.running()) == 2 })
+	h.eventually("node registered and ready", func() bool {
+		n, err := client.CoreV1().Nodes().Get(ctx, "node1", metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == v1.NodeReady && c.Status == v1.ConditionTrue {
+				return true
+			}
+		}
+		return false
+	})
+	h.eventually("mirror pod", func() bool {
+		m, err := client.CoreV1().Pods("default").Get(ctx, "static-node1", metav1.GetOptions{})
+		return err == nil && m.Annotations["kubernetes.io/config.mirror"] != ""
+	})
+	h.eventually("api pod status Running", func() bool {
+		p, err := client.CoreV1().Pods("default").Get(ctx, "api-pod", metav1.GetOptions{})
+		return err == nil && p.Status.Phase == v1.PodRunning
+	})
+	h.eventually("lease", func() bool {
+		_, err := client.CoordinationV1().Leases("kube-node-lease").Get(ctx, "node1", metav1.GetOptions{})
+		return err == nil
+	})
+
+	// Graceful delete from the apiserver: containers stop, then the node confirms and the object goes.
+	p, _ := client.CoreV1().Pods("default").Get(ctx, "api-pod", metav1.GetOptions{})
+	now := metav1.Now()
+	p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &now, &grace
+	if _, err := client.CoreV1().Pods("default").Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("api pod gone", func() bool {
+		_, err := client.CoreV1().Pods("default").Get(ctx, "api-pod", metav1.GetOptions{})
+		return err != nil && len(h.running()) == 1
+	})
+	if got := h.cri.CallsWithPrefix("StopContainer c "); len(got) != 1 || got[0] != "StopContainer c timeout=2" {
+		t.Fatalf("kill calls %q", got)
+	}
+}
+
