@@ -32,6 +32,23 @@ type TermSize struct {
 func (r *Runtime) ExecTTY(ctx context.Context, id, bundle string, p *specs.Process, stdin io.Reader, stdout io.Writer, resize <-chan TermSize) (int, error) {
 	pc := *p
 	pc.Terminal = true
+	// Clients send the terminal's size right after connecting. Waiting for it (a second at most,
+	// for a client that never sends one) lets the runtime create the terminal with that size
+	// (process.consoleSize) before the process runs, instead of 0x0 and a resize a moment later
+	// that a program reading its size once would miss.
+	var first *TermSize
+	if resize != nil {
+		select {
+		case sz, ok := <-resize:
+			if ok {
+				first = &sz
+				pc.ConsoleSize = &specs.Box{Height: uint(sz.Height), Width: uint(sz.Width)}
+			} else {
+				resize = nil
+			}
+		case <-time.After(time.Second):
+		}
+	}
 	dir, err := os.MkdirTemp(bundle, ".exec-")
 	if err != nil {
 		return -1, err
@@ -46,6 +63,9 @@ func (r *Runtime) ExecTTY(ctx context.Context, id, bundle string, p *specs.Proce
 		return -1, err
 	}
 	defer master.Close()
+	if first != nil {
+		setSize(master, *first) // the runtime copies it on SIGWINCH; keep the outer one in step
+	}
 	cmd := exec.Command(r.cgroupBinary(), append(r.GlobalArgs(), "exec", "--tty", "--process", procFile, "--pid-file", pidFile, id)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
@@ -66,9 +86,11 @@ func (r *Runtime) ExecTTY(ctx context.Context, id, bundle string, p *specs.Proce
 		_, _ = io.Copy(stdout, master)
 		close(outDone)
 	}()
-	stopResize := make(chan struct{})
-	defer close(stopResize)
+	// The resizer ends before the master is closed (defers run in reverse).
+	stopResize, resizerDone := make(chan struct{}), make(chan struct{})
+	defer func() { close(stopResize); <-resizerDone }()
 	go func() {
+		defer close(resizerDone)
 		for {
 			select {
 			case <-stopResize:
@@ -77,7 +99,7 @@ func (r *Runtime) ExecTTY(ctx context.Context, id, bundle string, p *specs.Proce
 				if !ok {
 					return
 				}
-				_ = unix.IoctlSetWinsize(int(master.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: sz.Height, Col: sz.Width})
+				setSize(master, sz)
 			}
 		}
 	}()
@@ -109,15 +131,18 @@ func openPTY() (master, slave *os.File, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	fd := int(m.Fd())
-	if err := unix.IoctlSetPointerInt(fd, unix.TIOCSPTLCK, 0); err != nil {
-		m.Close()
-		return nil, nil, fmt.Errorf("unlock pty: %w", err)
-	}
-	n, err := unix.IoctlGetUint32(fd, unix.TIOCGPTN)
+	var n uint32
+	err = ptyControl(m, func(fd int) error {
+		if err := unix.IoctlSetPointerInt(fd, unix.TIOCSPTLCK, 0); err != nil {
+			return fmt.Errorf("unlock pty: %w", err)
+		}
+		var err error
+		n, err = unix.IoctlGetUint32(fd, unix.TIOCGPTN)
+		return err
+	})
 	if err != nil {
 		m.Close()
-		return nil, nil, fmt.Errorf("pty number: %w", err)
+		return nil, nil, fmt.Errorf("pty: %w", err)
 	}
 	s, err := os.OpenFile("/dev/pts/"+strconv.Itoa(int(n)), os.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -135,4 +160,24 @@ func openPTY() (master, slave *os.File, err error) {
 		_ = unix.IoctlSetTermios(int(s.Fd()), unix.TCSETS, t)
 	}
 	return m, s, nil
+}
+
+// ptyControl runs f on the file's fd without File.Fd, which would switch the fd to blocking mode
+// and leave a reader stuck past Close.
+func ptyControl(f *os.File, fn func(fd int) error) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ferr error
+	if err := rc.Control(func(fd uintptr) { ferr = fn(int(fd)) }); err != nil {
+		return err
+	}
+	return ferr
+}
+
+func setSize(master *os.File, sz TermSize) {
+	_ = ptyControl(master, func(fd int) error {
+		return unix.IoctlSetWinsize(fd, unix.TIOCSWINSZ, &unix.Winsize{Row: sz.Height, Col: sz.Width})
+	})
 }
