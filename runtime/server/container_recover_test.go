@@ -1,8 +1,10 @@
 package server_test
 
 import (
+	"encoding/json"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -74,5 +76,44 @@ func TestContainerRecoverAfterDaemonKill(t *testing.T) {
 	b, _ := os.ReadFile(tickLog)
 	if !strings.Contains(string(b), "stdout F tick") {
 		t.Fatalf("log: %.200s", b)
+	}
+}
+
+// TestContainerRecoverLostMonitor kills a container's conmon and then the container while no daemon
+// runs: no exit file is ever written, and the restarted daemon must still report the container as
+// exited (with an unknown exit code) and remove it cleanly.
+func TestContainerRecoverLostMonitor(t *testing.T) {
+	e := servertest.Start(t)
+	pod := e.PodWithLogs("lost")
+	sb := e.RunPod(pod, "")
+	id := e.RunContainer(sb, pod, servertest.ContainerConfig("orphan", "sleep", "1000"))
+	resp, err := e.Runtime.ContainerStatus(e.Ctx(), &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info struct {
+		Pid       int `json:"pid"`
+		ConmonPid int `json:"conmonPid"`
+	}
+	if err := json.Unmarshal([]byte(resp.Info["info"]), &info); err != nil || info.Pid == 0 || info.ConmonPid == 0 {
+		t.Fatalf("info %q: %v", resp.Info["info"], err)
+	}
+	e.Server.CloseContainers()
+	e.Stop()
+	for _, pid := range []int{info.ConmonPid, info.Pid} {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatalf("kill %d: %v", pid, err)
+		}
+	}
+	for syscall.Kill(info.Pid, 0) == nil { // until it is reaped
+		time.Sleep(10 * time.Millisecond)
+	}
+	e.Restart()
+	st := e.Status(id)
+	if st.State != runtimeapi.ContainerState_CONTAINER_EXITED || st.Reason != "Unknown" || st.ExitCode != 255 {
+		t.Fatalf("status: %+v", st)
+	}
+	if _, err := e.Runtime.RemoveContainer(e.Ctx(), &runtimeapi.RemoveContainerRequest{ContainerId: id}); err != nil {
+		t.Fatal(err)
 	}
 }
