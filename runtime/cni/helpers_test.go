@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -195,40 +196,104 @@ func iptablesChains(t testing.TB) map[chainKey]bool {
 	return chains
 }
 
-// cleanupHostSide removes the test bridge and the CNI chains that did not exist before the test.
-// portmap's shared chains (CNI-HOSTPORT-*) are dropped only when they are new, so a host whose own
-// CNI network uses them is left alone.
+// cleanupHostSide removes the test bridge and the iptables chains the test left. It never touches
+// what other users of CNI on this host may rely on: a per-pod chain goes only when the rule
+// jumping to it carries this test's network name, and portmap's shared CNI-HOSTPORT-* chains
+// only when they are new and no pod anywhere still has a hostPort rule in them.
 func cleanupHostSide(t testing.TB, d DefaultNetwork, before map[chainKey]bool) {
 	if out, err := exec.Command("ip", "link", "del", d.Bridge).CombinedOutput(); err != nil &&
 		!strings.Contains(string(out), "Cannot find device") {
 		t.Errorf("delete bridge %s: %v: %s", d.Bridge, err, out)
 	}
+	dump, err := exec.Command("iptables-save").Output()
+	if err != nil {
+		t.Errorf("iptables-save: %v", err)
+		return
+	}
+	mine := fmt.Sprintf("name: \\\"%s\\\"", d.Name)
+	ipt := func(table string, args ...string) error {
+		return exec.Command("iptables", append([]string{"-w", "-t", table}, args...)...).Run()
+	}
+	table := ""
+	var podChains []chainKey
+	for _, l := range strings.Split(string(dump), "\n") {
+		if strings.HasPrefix(l, "*") {
+			table = l[1:]
+			continue
+		}
+		f := strings.Fields(l)
+		if len(f) < 2 || f[0] != "-A" || !strings.Contains(l, mine) {
+			continue
+		}
+		// A rule of this test's network: delete it; remember the per-pod chain it jumps to.
+		if err := ipt(table, append([]string{"-D"}, unquoteRule(l[3:])...)...); err != nil {
+			t.Errorf("delete leftover rule %q: %v", l, err)
+		}
+		if k := slices.Index(f, "-j"); k > 0 && k+1 < len(f) && strings.HasPrefix(f[k+1], "CNI-") &&
+			!strings.HasPrefix(f[k+1], "CNI-HOSTPORT-") {
+			podChains = append(podChains, chainKey{table, f[k+1]})
+		}
+	}
+	for _, k := range podChains {
+		ipt(k.table, "-F", k.chain)
+		ipt(k.table, "-X", k.chain)
+	}
 	after := iptablesChains(t)
-	var fresh []chainKey
-	for k := range after {
-		if !before[k] && strings.HasPrefix(k.chain, "CNI-") {
-			fresh = append(fresh, k)
-		}
+	if strings.Contains(string(dump), "-j CNI-DN-") {
+		return // someone's hostPorts are live: the shared chains stay
 	}
-	// Unhook and flush first, then delete, since the chains refer to each other.
-	for _, k := range fresh {
-		for _, parent := range []string{"PREROUTING", "OUTPUT", "POSTROUTING", "INPUT", "FORWARD"} {
-			for exec.Command("iptables", "-w", "-t", k.table, "-D", parent, "-j", k.chain).Run() == nil {
+	shared := []chainKey{{"nat", "CNI-HOSTPORT-DNAT"}, {"nat", "CNI-HOSTPORT-SNAT"},
+		{"nat", "CNI-HOSTPORT-MASQ"}, {"nat", "CNI-HOSTPORT-SETMARK"}}
+	for _, k := range shared {
+		if before[k] || !after[k] {
+			continue
+		}
+		for _, parent := range []string{"PREROUTING", "OUTPUT", "POSTROUTING"} {
+			for ipt(k.table, "-D", parent, "-m", "addrtype", "--dst-type", "LOCAL", "-j", k.chain) == nil {
 			}
-			for exec.Command("iptables", "-w", "-t", k.table, "-D", parent,
-				"-m", "comment", "--comment", "CNI portfwd requiring masquerade", "-j", k.chain).Run() == nil {
-			}
-			for exec.Command("iptables", "-w", "-t", k.table, "-D", parent,
-				"-m", "addrtype", "--dst-type", "LOCAL", "-j", k.chain).Run() == nil {
+			for ipt(k.table, "-D", parent, "-m", "comment", "--comment", "CNI portfwd requiring masquerade", "-j", k.chain) == nil {
 			}
 		}
-		exec.Command("iptables", "-w", "-t", k.table, "-F", k.chain).Run()
+		ipt(k.table, "-F", k.chain)
 	}
-	for _, k := range fresh {
-		if out, err := exec.Command("iptables", "-w", "-t", k.table, "-X", k.chain).CombinedOutput(); err != nil {
-			t.Errorf("delete chain %s/%s: %v: %s", k.table, k.chain, err, out)
+	for _, k := range shared {
+		if !before[k] && after[k] {
+			if out, err := exec.Command("iptables", "-w", "-t", k.table, "-X", k.chain).CombinedOutput(); err != nil {
+				t.Errorf("delete chain %s/%s: %v: %s", k.table, k.chain, err, out)
+			}
 		}
 	}
+}
+
+// unquoteRule splits an iptables-save rule into arguments, honouring its double quotes.
+func unquoteRule(rule string) []string {
+	var args []string
+	var cur strings.Builder
+	inQuote, escaped, have := false, false, false
+	for _, r := range rule {
+		switch {
+		case escaped:
+			cur.WriteRune(r)
+			escaped = false
+		case r == '\\':
+			escaped = true
+		case r == '"':
+			inQuote = !inQuote
+			have = true
+		case r == ' ' && !inQuote:
+			if have || cur.Len() > 0 {
+				args = append(args, cur.String())
+				cur.Reset()
+				have = false
+			}
+		default:
+			cur.WriteRune(r)
+		}
+	}
+	if have || cur.Len() > 0 {
+		args = append(args, cur.String())
+	}
+	return args
 }
 
 func ctxT(t testing.TB) context.Context {
