@@ -1,0 +1,292 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"sigs.k8s.io/yaml"
+)
+
+// newGetCmd is `nodelet get pods [NAME...] [-o wide|yaml|json] [-A]`, kubectl's columns.
+func newGetCmd() *cobra.Command {
+	var cf clientFlags
+	var output string
+	var noHeaders bool
+	cmd := &cobra.Command{
+		Use:   "get pods [NAME...]",
+		Short: "List the agent's pods (like kubectl get pods)",
+		Example: `  nodelet get pods
+  nodelet get pods -A -o wide
+  nodelet get pod web -o yaml`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch strings.ToLower(args[0]) {
+			case "pods", "pod", "po":
+			default:
+				return fmt.Errorf("the server doesn't have a resource type %q (nodelet get knows pods)", args[0])
+			}
+			switch output {
+			case "", "wide", "yaml", "json", "name":
+			default:
+				return fmt.Errorf("unable to match a printer suitable for the output format %q, allowed formats are: json,name,wide,yaml", output)
+			}
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			pods, err := c.Pods(cmd.Context())
+			if err != nil {
+				return err
+			}
+			pods, err = selectPods(pods, cf.namespace, cf.allNS, args[1:])
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			single := len(args) == 2
+			switch output {
+			case "json", "yaml":
+				return printObjects(out, pods, single, output)
+			case "name":
+				for _, p := range pods {
+					fmt.Fprintf(out, "pod/%s\n", p.Name)
+				}
+				return nil
+			}
+			if len(pods) == 0 {
+				if cf.allNS {
+					fmt.Fprintln(cmd.ErrOrStderr(), "No resources found")
+				} else {
+					fmt.Fprintf(cmd.ErrOrStderr(), "No resources found in %s namespace.\n", cf.namespace)
+				}
+				return nil
+			}
+			return printPodTable(out, pods, cf.allNS, output == "wide", noHeaders, time.Now())
+		},
+	}
+	cf.bind(cmd, true)
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: wide, yaml, json or name")
+	cmd.Flags().BoolVar(&noHeaders, "no-headers", false, "leave out the header line")
+	return cmd
+}
+
+// selectPods keeps the namespace's pods (all with allNS), and only names when given; a name not
+// found is an error, as kubectl's `Error from server (NotFound)`.
+func selectPods(pods []v1.Pod, ns string, allNS bool, names []string) ([]v1.Pod, error) {
+	var out []v1.Pod
+	for _, p := range pods {
+		if allNS || p.Namespace == ns {
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Namespace != out[j].Namespace {
+			return out[i].Namespace < out[j].Namespace
+		}
+		return out[i].Name < out[j].Name
+	})
+	if len(names) == 0 {
+		return out, nil
+	}
+	var picked []v1.Pod
+	for _, n := range names {
+		found := false
+		for _, p := range out {
+			if p.Name == n {
+				picked = append(picked, p)
+				found = true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("pods %q not found", n)
+		}
+	}
+	return picked, nil
+}
+
+func printObjects(w io.Writer, pods []v1.Pod, single bool, format string) error {
+	var obj any
+	if single && len(pods) == 1 {
+		p := pods[0]
+		p.TypeMeta = metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"}
+		obj = &p
+	} else {
+		items := make([]any, 0, len(pods))
+		for i := range pods {
+			p := pods[i]
+			p.TypeMeta = metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"}
+			items = append(items, &p)
+		}
+		obj = map[string]any{"apiVersion": "v1", "kind": "List", "items": items, "metadata": map[string]any{"resourceVersion": ""}}
+	}
+	if format == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "    ")
+		return enc.Encode(obj)
+	}
+	b, err := yaml.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
+}
+
+func printPodTable(w io.Writer, pods []v1.Pod, allNS, wide, noHeaders bool, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	if !noHeaders {
+		h := "NAME\tREADY\tSTATUS\tRESTARTS\tAGE"
+		if allNS {
+			h = "NAMESPACE\t" + h
+		}
+		if wide {
+			h += "\tIP\tNODE\tNOMINATED NODE\tREADINESS GATES"
+		}
+		fmt.Fprintln(tw, h)
+	}
+	for i := range pods {
+		p := &pods[i]
+		ready, total := readyCount(p)
+		row := fmt.Sprintf("%s\t%d/%d\t%s\t%s\t%s", p.Name, ready, total, podStatus(p), restarts(p, now), age(p.CreationTimestamp, now))
+		if allNS {
+			row = p.Namespace + "\t" + row
+		}
+		if wide {
+			ip, node := p.Status.PodIP, p.Spec.NodeName
+			if ip == "" {
+				ip = "<none>"
+			}
+			if node == "" {
+				node = "<none>"
+			}
+			gates := "<none>"
+			if n := len(p.Spec.ReadinessGates); n > 0 {
+				gates = fmt.Sprintf("%d/%d", readyGates(p), n)
+			}
+			nominated := p.Status.NominatedNodeName
+			if nominated == "" {
+				nominated = "<none>"
+			}
+			row += fmt.Sprintf("\t%s\t%s\t%s\t%s", ip, node, nominated, gates)
+		}
+		fmt.Fprintln(tw, row)
+	}
+	return tw.Flush()
+}
+
+func age(t metav1.Time, now time.Time) string {
+	if t.IsZero() {
+		return "<unknown>"
+	}
+	return duration.HumanDuration(now.Sub(t.Time))
+}
+
+func readyCount(p *v1.Pod) (int, int) {
+	ready := 0
+	for _, c := range p.Status.ContainerStatuses {
+		if c.Ready {
+			ready++
+		}
+	}
+	return ready, len(p.Spec.Containers)
+}
+
+func readyGates(p *v1.Pod) int {
+	n := 0
+	for _, g := range p.Spec.ReadinessGates {
+		for _, c := range p.Status.Conditions {
+			if c.Type == g.ConditionType && c.Status == v1.ConditionTrue {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// restarts is kubectl's "3 (2m ago)".
+func restarts(p *v1.Pod, now time.Time) string {
+	n := int32(0)
+	var last time.Time
+	for _, c := range append(append([]v1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		n += c.RestartCount
+		if t := c.LastTerminationState.Terminated; t != nil && t.FinishedAt.After(last) {
+			last = t.FinishedAt.Time
+		}
+	}
+	if n > 0 && !last.IsZero() {
+		return fmt.Sprintf("%d (%s ago)", n, duration.HumanDuration(now.Sub(last)))
+	}
+	return fmt.Sprint(n)
+}
+
+// podStatus is the STATUS column as kubectl computes it: the pod's reason or phase, overridden by
+// an init container still working, then by a container waiting or terminated, then Terminating.
+func podStatus(p *v1.Pod) string {
+	reason := string(p.Status.Phase)
+	if p.Status.Reason != "" {
+		reason = p.Status.Reason
+	}
+	initializing := false
+	for i, c := range p.Status.InitContainerStatuses {
+		switch {
+		case c.State.Terminated != nil && c.State.Terminated.ExitCode == 0:
+			continue
+		case c.State.Terminated != nil:
+			if c.State.Terminated.Reason != "" {
+				reason = "Init:" + c.State.Terminated.Reason
+			} else if c.State.Terminated.Signal != 0 {
+				reason = fmt.Sprintf("Init:Signal:%d", c.State.Terminated.Signal)
+			} else {
+				reason = fmt.Sprintf("Init:ExitCode:%d", c.State.Terminated.ExitCode)
+			}
+		case c.State.Waiting != nil && c.State.Waiting.Reason != "" && c.State.Waiting.Reason != "PodInitializing":
+			reason = "Init:" + c.State.Waiting.Reason
+		default:
+			reason = fmt.Sprintf("Init:%d/%d", i, len(p.Spec.InitContainers))
+		}
+		initializing = true
+		break
+	}
+	if !initializing {
+		hasRunning := false
+		for i := len(p.Status.ContainerStatuses) - 1; i >= 0; i-- {
+			c := p.Status.ContainerStatuses[i]
+			switch {
+			case c.State.Waiting != nil && c.State.Waiting.Reason != "":
+				reason = c.State.Waiting.Reason
+			case c.State.Terminated != nil && c.State.Terminated.Reason != "":
+				reason = c.State.Terminated.Reason
+			case c.State.Terminated != nil && c.State.Terminated.Signal != 0:
+				reason = fmt.Sprintf("Signal:%d", c.State.Terminated.Signal)
+			case c.State.Terminated != nil:
+				reason = fmt.Sprintf("ExitCode:%d", c.State.Terminated.ExitCode)
+			case c.Ready && c.State.Running != nil:
+				hasRunning = true
+			}
+		}
+		if reason == "Completed" && hasRunning {
+			reason = "Running"
+			for _, c := range p.Status.Conditions {
+				if c.Type == v1.PodReady && c.Status != v1.ConditionTrue {
+					reason = "NotReady"
+				}
+			}
+		}
+	}
+	if p.DeletionTimestamp != nil {
+		if p.Status.Reason == "NodeLost" {
+			return "Unknown"
+		}
+		return "Terminating"
+	}
+	return reason
+}
