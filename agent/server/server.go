@@ -6,8 +6,10 @@ package server
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -103,7 +105,15 @@ func (s *Server) routes() {
 	handle("/portForward/{ns}/{pod}/{uid}", "portForward", true, s.portForward)
 	handle("GET /stats/summary", "stats", false, s.summary)
 	handle("GET /stats/summary/", "stats", false, s.summary)
-	s.mux.Handle("GET /metrics", instrument("metrics", false, promhttp.HandlerFor(s.d.Metrics, promhttp.HandlerOpts{}).ServeHTTP))
+	prom := promhttp.HandlerFor(s.d.Metrics, promhttp.HandlerOpts{})
+	s.mux.Handle("GET /metrics", instrument("metrics", false, func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		if err := metrics.RefreshRuntimeCounts(ctx, s.d.Runtime); err != nil {
+			slog.Debug("refreshing running pod and container counts", "err", err)
+		}
+		cancel()
+		prom.ServeHTTP(w, r)
+	}))
 	resource := metrics.NewResourceRegistry(s.d.Summary)
 	s.mux.Handle("GET /metrics/resource", instrument("metrics/resource", false, promhttp.HandlerFor(resource, promhttp.HandlerOpts{}).ServeHTTP))
 }

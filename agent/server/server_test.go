@@ -235,7 +235,7 @@ func TestStatsAndMetrics(t *testing.T) {
 	}
 	metrics.ObservePodStartSLI(1)
 	_, text := get(t, c, "/metrics")
-	for _, want := range []string{"kubelet_pod_start_sli_duration_seconds_bucket", "kubelet_http_requests_total{long_running=\"false\",method=\"GET\",path=\"stats\""} {
+	for _, want := range []string{"kubelet_pod_start_sli_duration_seconds_bucket", "kubelet_running_pods 1", `kubelet_running_containers{container_state="running"} 1`, "kubelet_http_requests_total{long_running=\"false\",method=\"GET\",path=\"stats\""} {
 		if !strings.Contains(text, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
