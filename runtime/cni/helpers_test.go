@@ -75,6 +75,12 @@ type testNet struct {
 
 func newTestNet(t testing.TB) *testNet {
 	t.Helper()
+	return newTestNetWith(t, nil)
+}
+
+// newTestNetWith lets a test change the network before the manager writes it.
+func newTestNetWith(t testing.TB, mutate func(*DefaultNetwork)) *testNet {
+	t.Helper()
 	testutil.Require(t, "ip", "iptables", "iptables-save", "nsenter", "busybox",
 		"cni:bridge", "cni:host-local", "cni:portmap", "cni:bandwidth")
 	dir := t.TempDir()
@@ -85,6 +91,9 @@ func newTestNet(t testing.TB) *testNet {
 		Bridge:  fmt.Sprintf("nlt%d", 10000+id*37%90000),
 		Subnet:  fmt.Sprintf("10.250.%d.0/24", id),
 		DataDir: filepath.Join(dir, "ipam"),
+	}
+	if mutate != nil {
+		mutate(&d)
 	}
 	tn := &testNet{Net: d, Dir: dir, NSDir: filepath.Join(dir, "netns")}
 	if err := os.MkdirAll(tn.NSDir, 0o755); err != nil {
