@@ -29,14 +29,14 @@ nl_init bench
 command -v crictl >/dev/null || nl_die "crictl missing: run hack/install.sh"
 nl_registry
 declare -A ep pid
-for r in ${runtimes//,/ }; do
+IFS=, read -r -a names <<<"$runtimes"
+for r in "${names[@]}"; do
   case "$r" in
     nodelet) nl_nodelet nodelet; ep[$r]=$NL_NODELET_SOCK; pid[$r]=$NL_NODELET_PID ;;
     containerd) nl_containerd containerd; ep[$r]=$NL_CONTAINERD_SOCK; pid[$r]=$NL_CONTAINERD_PID ;;
     *) nl_die "--runtimes: unknown runtime $r" ;;
   esac
 done
-names=(${runtimes//,/ })
 # crictl's warnings (one per runp about cgroup_parent) go to a file, shown if a call fails.
 cri() { local r=$1; shift; crictl --runtime-endpoint "${ep[$r]}" --image-endpoint "${ep[$r]}" --timeout 60s "$@" 2>>"$NL_WORK/crictl.err"; }
 trap 'echo "--- crictl stderr (last 10 lines)" >&2; grep -v level=warning "$NL_WORK/crictl.err" | tail -10 >&2' ERR
@@ -58,7 +58,7 @@ now() { date +%s%N; }
 record() { echo "$3" >>"$NL_WORK/t.$1.$2"; } # record RUNTIME OP MS
 
 lifecycle() { # lifecycle RUNTIME N: one pod through every call, timing each
-  local r=$1 n=$2 t0 t1 t2 t3 t4 t5 t6 t7 p c
+  local r=$1 n=$2 t0 t1 t2 t3 t4 t5 t6 p c
   pod_json "bench-$r-$n" >"$cfg/pod-$r-$n.json"
   mkdir -p "$NL_WORK/logs/bench-$r-$n"
   t0=$(now); p=$(cri "$r" runp "$cfg/pod-$r-$n.json")
@@ -112,7 +112,7 @@ done
 
 rss_of() { # rss_of RUNTIME → kB: the daemon plus every process whose command line names its dir, plus pause processes
   local r=$1 total=0 p kb
-  for p in $(ls /proc | grep -E '^[0-9]+$'); do
+  for p in /proc/[0-9]*; do p=${p#/proc/}
     [ -r "/proc/$p/cmdline" ] || continue
     if [ "$p" = "${pid[$r]}" ] || tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- "${ep[$r]#unix://}" ||
       { [ "$r" = containerd ] && [ "$(cat "/proc/$p/comm" 2>/dev/null)" = pause ]; } ||

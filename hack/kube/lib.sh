@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by hack/critest.sh, hack/kube/*.sh and bench/cri.sh (source it; it is not run alone).
 # Starts the pieces the interop scripts need on a private work dir and stops exactly what it
 # started: the loopback image registry (hack/images), a private containerd, nodelet's runtime.
