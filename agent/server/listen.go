@@ -60,6 +60,9 @@ type TLSOptions struct {
 	CertFile, KeyFile, CertDir string
 	// Hosts are the names and IPs the self-signed certificate is for.
 	Hosts []string
+	// GetCertificate, when set, supplies the certificate on each handshake instead (a rotating
+	// one, e.g. from auth.ServingCertManager's Current).
+	GetCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 }
 
 // ServeTLS serves the API over HTTPS on addr (":10250"), every request through filter. A nil
@@ -78,16 +81,21 @@ func (s *Server) ServeTLSListener(ctx context.Context, l net.Listener, opts TLSO
 		l.Close()
 		return errors.New("agent API over TCP needs authentication and authorization")
 	}
-	cert, err := auth.ServingCert(opts.CertFile, opts.KeyFile, opts.CertDir, opts.Hosts)
-	if err != nil {
-		l.Close()
-		return fmt.Errorf("serving certificate: %w", err)
+	tlsConfig := &tls.Config{GetCertificate: opts.GetCertificate}
+	if opts.GetCertificate == nil {
+		cert, err := auth.ServingCert(opts.CertFile, opts.KeyFile, opts.CertDir, opts.Hosts)
+		if err != nil {
+			l.Close()
+			return fmt.Errorf("serving certificate: %w", err)
+		}
+		tlsConfig.Certificates = []tls.Certificate{cert}
 	}
 	srv := &http.Server{
 		Handler: filter.Wrap(s),
 		TLSConfig: &tls.Config{
-			Certificates: []tls.Certificate{cert},
-			MinVersion:   tls.VersionTLS12,
+			Certificates:   tlsConfig.Certificates,
+			GetCertificate: tlsConfig.GetCertificate,
+			MinVersion:     tls.VersionTLS12,
 			// Certificates are checked by the authenticator, so a bad one is a 401, not a reset.
 			ClientAuth: tls.RequestClientCert,
 			// Streams upgrade HTTP/1.1 connections; HTTP/2 cannot carry them.
