@@ -11,7 +11,9 @@
 // The cache and the mark live under the state dir, so a DEL after a daemon restart, or after a
 // crash in the middle of an ADD, runs with exactly the config and capability args of the ADD (portmap
 // needs its port mappings to find its rules), and the IP is released by host-local's container ID.
-// A DEL of a pod that has none of the three is a no-op, which makes repeated DELs harmless.
+// A pod with neither gets a DEL with the current config and its own arguments: harmless when it
+// never had a network, and what frees its IP when the state dir was lost but host-local's store
+// was not. StateDir belongs on persistent storage (as libcni's default /var/lib/cni is).
 package cni
 
 import (
@@ -39,7 +41,7 @@ var DefaultBinDirs = []string{"/usr/lib/cni", "/opt/cni/bin"}
 type Options struct {
 	ConfDir  string   // where .conflist files are read from; DefaultConfDir
 	BinDirs  []string // plugin search path; DefaultBinDirs
-	StateDir string   // libcni's result cache and ADD-in-progress marks; DefaultStateDir
+	StateDir string   // libcni's result cache and ADD-in-progress marks, persistent; DefaultStateDir
 	IfName   string   // interface name inside the pod; DefaultIfName
 
 	// Default is written into ConfDir at start when it holds no config file at all.

@@ -155,7 +155,7 @@ type delJob struct {
 }
 
 // delJobs finds what the sandbox was attached with: libcni's cache for a completed ADD, the
-// pending mark for an interrupted one. Neither means nothing is attached.
+// pending mark for an interrupted one, else the current config with the pod's own arguments.
 func (m *Manager) delJobs(ctx context.Context, pod PodNetwork) ([]delJob, error) {
 	base := libcni.RuntimeConf{ContainerID: pod.SandboxID, NetNS: pod.NetNSPath, IfName: m.opts.IfName}
 	fromCache := func(conf []byte, rt *libcni.RuntimeConf) (delJob, error) {
@@ -199,8 +199,27 @@ func (m *Manager) delJobs(ctx context.Context, pod PodNetwork) ([]delJob, error)
 		return jobs, nil
 	}
 	p, err := m.readMark(pod.SandboxID)
-	if err != nil || p == nil {
+	if err != nil {
 		return nil, err
+	}
+	if p == nil {
+		// Nothing recorded: either the pod never had a network, or the state dir was lost (a
+		// reboot with it on tmpfs) while plugins kept theirs (host-local's store is on disk).
+		// A DEL with the current config and the pod's own args frees what it can find; plugins
+		// release by container ID, so this never frees another pod's IP.
+		list, err := m.network(ctx)
+		if list == nil {
+			m.log.Debug("no CNI record and no usable config; nothing to tear down", "sandbox", pod.SandboxID, "reason", err)
+			return nil, nil
+		}
+		caps, err := capabilityArgs(pod)
+		if err != nil {
+			caps = nil // bad annotations must not block a teardown; port mappings are what DEL needs
+			if pm := portMappings(pod.PortMappings); len(pm) > 0 {
+				caps = map[string]any{"portMappings": pm}
+			}
+		}
+		return []delJob{{list: list, rt: runtimeConfFor(pod, m.opts.IfName, caps)}}, nil
 	}
 	j, err := fromCache(p.Config, &libcni.RuntimeConf{
 		ContainerID: pod.SandboxID, NetNS: p.NetNS, IfName: p.IfName,

@@ -263,3 +263,28 @@ func TestInterruptedAddIsTornDown(t *testing.T) {
 	}
 	tn.assertNoLeaks(t, p.SandboxID)
 }
+
+// TestTearDownAfterStateLoss: the state dir vanished (tmpfs after a reboot, or wiped) while the
+// plugins' own state did not; the pod's own arguments are enough to free its IP and rules.
+func TestTearDownAfterStateLoss(t *testing.T) {
+	tn := newTestNet(t)
+	ctx := ctxT(t)
+	p := tn.pod(t, "lost")
+	p.PortMappings = []*runtimeapi.PortMapping{{Protocol: runtimeapi.Protocol_TCP, ContainerPort: 80, HostPort: freePort(t)}}
+	if _, err := tn.Manager.SetUpPod(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	tn.Manager.Close()
+	if err := os.RemoveAll(filepath.Join(tn.Dir, "state")); err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(Options{ConfDir: filepath.Join(tn.Dir, "net.d"), StateDir: filepath.Join(tn.Dir, "state")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if err := m.TearDownPod(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	tn.assertNoLeaks(t, p.SandboxID)
+}
