@@ -256,4 +256,3 @@ func TestClusterPodsMirrorsAndNode(t *testing.T) {
 		t.Fatalf("kill calls %q", got)
 	}
 }
-
