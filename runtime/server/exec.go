@@ -48,22 +48,24 @@ func (s *Server) runningContainer(id string) (*store.Container, error) {
 }
 
 // streamServers holds each Server's streaming server, started on first use. It lives here because
-// Server's fields are declared in files of other owners; once streamingState carries the server
-// (built by initStreaming from a Config field, closed by closeStreaming), streamingServer becomes
-// a field read and this map goes.
+// Server's fields are declared in files of other owners. Wiring it into the Server's life takes
+// two lines in streaming_state.go: initStreaming `_, err := s.streamingServer(); return err`
+// (listen at start, so a bad StreamingAddr fails the daemon early) and closeStreaming
+// `return s.StopStreaming()`.
 var streamServers = struct {
 	sync.Mutex
 	m map[*Server]*streaming.Server
 }{m: map[*Server]*streaming.Server{}}
 
-// streamingServer returns the Server's streaming server, on loopback at a random port.
+// streamingServer returns the Server's streaming server, listening at Config.StreamingAddr
+// (loopback on a random port when empty).
 func (s *Server) streamingServer() (*streaming.Server, error) {
 	streamServers.Lock()
 	defer streamServers.Unlock()
 	if srv := streamServers.m[s]; srv != nil {
 		return srv, nil
 	}
-	srv, err := streaming.New(streaming.Config{Logger: s.log}, streamRuntime{s})
+	srv, err := streaming.New(streaming.Config{Addr: s.cfg.StreamingAddr, Logger: s.log}, streamRuntime{s})
 	if err != nil {
 		return nil, fmt.Errorf("%v: %w", err, errdefs.ErrUnavailable)
 	}
