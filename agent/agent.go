@@ -52,6 +52,8 @@ type Options struct {
 	// KubeClient overrides Config.Kubeconfig (tests pass a fake clientset).
 	KubeClient kubernetes.Interface
 	Log        *slog.Logger
+	// DialOptions are added when the agent dials the endpoint (e.g. a metrics interceptor).
+	DialOptions []grpc.DialOption
 	// HousekeepingPeriod and RelistPeriod override the defaults (2s, 1s); tests shorten them.
 	HousekeepingPeriod time.Duration
 	RelistPeriod       time.Duration
@@ -75,6 +77,7 @@ type Agent struct {
 	mirrors  *podmanager.MirrorClient
 	syncer   *podsync.Syncer
 	opts     Options
+	events   *eventLog
 
 	runtimeName atomic.Value // string
 	mu          sync.Mutex
@@ -96,10 +99,12 @@ func New(cfg agentconfig.Config, opts Options) (*Agent, error) {
 
 	conn := opts.RuntimeConn
 	if conn == nil {
-		c, err := grpc.NewClient(cfg.ContainerRuntimeEndpoint,
+		dial := append([]grpc.DialOption{
 			grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithUnaryInterceptor(timeoutInterceptor(cfg.RuntimeRequestTimeout)),
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16<<20)))
+			grpc.WithChainUnaryInterceptor(timeoutInterceptor(cfg.RuntimeRequestTimeout)),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16 << 20)),
+		}, opts.DialOptions...)
+		c, err := grpc.NewClient(cfg.ContainerRuntimeEndpoint, dial...)
 		if err != nil {
 			return nil, fmt.Errorf("container runtime endpoint %s: %w", cfg.ContainerRuntimeEndpoint, err)
 		}
@@ -124,8 +129,9 @@ func New(cfg agentconfig.Config, opts Options) (*Agent, error) {
 		log.Warn("pods with dnsPolicy Default get no resolver settings", "err", err)
 	}
 	hostname, _ := os.Hostname()
+	a.events = newEventLog(a.recorder())
 	a.manager = kuberuntime.NewManager(kuberuntime.Deps{
-		Runtime: a.runtime, Images: images, Recorder: a.recorder(), Reasons: a.reasons, Log: log,
+		Runtime: a.runtime, Images: images, Recorder: a.events, Reasons: a.reasons, Log: log,
 		RootDir: cfg.RootDir, PodLogsDir: cfg.PodLogsDir, NodeName: cfg.NodeName, NodeHostname: hostname,
 		NodeIPs: cfg.NodeIPs, DNS: dns, CgroupRoot: cfg.CgroupRoot,
 	})
@@ -218,7 +224,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		Updates: a.config.Updates(), PLEG: a.pleg.Watch(), Pods: a.pods, Workers: workers, Runtime: a.manager,
 		Statuses: a.statuses, Admit: a.admit(workers), Reject: a.reject,
 		SourcesReady:       func() bool { return a.config.SeenAllSources(sources) },
-		Housekeep:          a.manager.GC,
+		Housekeep:          a.housekeep,
 		SyncFrequency:      a.cfg.SyncFrequency,
 		HousekeepingPeriod: a.opts.HousekeepingPeriod,
 		Log:                a.log,
@@ -351,3 +357,34 @@ func (a *Agent) Pods() []*v1.Pod {
 
 // NodeName is the name the agent runs as.
 func (a *Agent) NodeName() string { return a.cfg.NodeName }
+
+// housekeep is the agent's share of housekeeping: trim back-offs and events of pods gone.
+func (a *Agent) housekeep() {
+	a.manager.GC()
+	keep := map[string]bool{}
+	for _, p := range a.pods.GetPods() {
+		keep[p.Namespace+"/"+p.Name] = true
+	}
+	a.events.Forget(keep)
+}
+
+// Pod returns one desired pod with its status (the agent's API reads it).
+func (a *Agent) Pod(namespace, name string) (*v1.Pod, bool) {
+	p, ok := a.pods.GetPodByFullName(kubecontainer.BuildPodFullName(name, namespace))
+	if !ok {
+		return nil, false
+	}
+	p = p.DeepCopy()
+	if s, ok := a.statuses.GetPodStatus(p.UID); ok {
+		p.Status = s
+	}
+	return p, true
+}
+
+// PodEvents returns the events recorded about a pod, for `nodelet describe`.
+func (a *Agent) PodEvents(namespace, name string) []v1.Event {
+	return a.events.PodEvents(namespace, name)
+}
+
+// Runtime is the CRI client the agent uses; the agent's API proxies exec/attach/logs through it.
+func (a *Agent) Runtime() runtimeapi.RuntimeServiceClient { return a.runtime }
