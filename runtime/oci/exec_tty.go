@@ -106,9 +106,7 @@ func (r *Runtime) ExecTTY(ctx context.Context, id, bundle string, p *specs.Proce
 	select {
 	case <-exited:
 	case <-ctx.Done():
-		killPidFile(pidFile)
-		_ = cmd.Process.Kill()
-		<-exited
+		stopExec(cmd, pidFile, exited)
 		return -1, ctx.Err()
 	}
 	select {

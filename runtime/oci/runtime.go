@@ -175,10 +175,12 @@ func (r *Runtime) Exec(ctx context.Context, id, bundle string, p *specs.Process,
 	if err := cmd.Start(); err != nil {
 		return -1, err
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	var waitErr error
+	done := make(chan struct{})
+	go func() { waitErr = cmd.Wait(); close(done) }()
 	select {
-	case err := <-done:
+	case <-done:
+		err := waitErr
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
 			return ee.ExitCode(), nil
@@ -188,20 +190,37 @@ func (r *Runtime) Exec(ctx context.Context, id, bundle string, p *specs.Process,
 		}
 		return 0, nil
 	case <-ctx.Done():
-		killPidFile(pidFile)
-		_ = cmd.Process.Kill()
-		<-done
+		stopExec(cmd, pidFile, done)
 		return -1, ctx.Err()
 	}
 }
+// stopExec ends an exec whose time is up. The process itself is killed and the runtime's front
+// process left to reap it and exit: killed first, the runtime would leave the process (or its
+// zombie) to the container's init, which may never reap it. Only a runtime that hangs is killed.
+func stopExec(cmd *exec.Cmd, pidFile string, exited <-chan struct{}) {
+	if !killPidFile(pidFile) {
+		// No pid yet: the runtime forwards SIGTERM to the process it is starting.
+		_ = cmd.Process.Signal(unix.SIGTERM)
+	}
+	select {
+	case <-exited:
+		return
+	case <-time.After(5 * time.Second):
+	}
+	killPidFile(pidFile)
+	_ = cmd.Process.Kill()
+	<-exited
+}
 
-// killPidFile kills the exec'd process the runtime recorded.
-func killPidFile(pidFile string) {
+// killPidFile kills the exec'd process the runtime recorded; false when there is none yet.
+func killPidFile(pidFile string) bool {
 	if b, err := os.ReadFile(pidFile); err == nil {
 		if pid, err := strconv.Atoi(string(bytes.TrimSpace(b))); err == nil && pid > 0 {
 			_ = unix.Kill(pid, unix.SIGKILL)
+			return true
 		}
 	}
+	return false
 }
 
 // ReadSpec loads a bundle's config.json.

@@ -29,6 +29,9 @@ type groupEntry struct {
 // names up in the image's own /etc/passwd and /etc/group (through securejoin: the image's
 // symlinks must not lead to the host's files).
 func resolveUser(rootfs string, sc *runtimeapi.LinuxContainerSecurityContext, imageUser string) (specs.User, error) {
+	if sc.GetRunAsGroup() != nil && sc.GetRunAsUser() == nil && sc.GetRunAsUsername() == "" {
+		return specs.User{}, fmt.Errorf("run_as_group without run_as_user or run_as_username: %w", errdefs.ErrInvalidArgument)
+	}
 	userPart, groupPart, _ := strings.Cut(imageUser, ":")
 	if sc.GetRunAsUser() != nil {
 		userPart = strconv.FormatInt(sc.GetRunAsUser().GetValue(), 10)

@@ -46,6 +46,9 @@ func TestContainerBadInput(t *testing.T) {
 			c.Linux.SecurityContext.Capabilities = &runtimeapi.Capability{AddCapabilities: []string{"CAP_BOGUS"}}
 		}), codes.InvalidArgument},
 		{"privileged in unprivileged pod", sb, with(func(c *runtimeapi.ContainerConfig) { c.Linux.SecurityContext.Privileged = true }), codes.InvalidArgument},
+		{"run as group alone", sb, with(func(c *runtimeapi.ContainerConfig) {
+			c.Linux.SecurityContext.RunAsGroup = &runtimeapi.Int64Value{Value: 5}
+		}), codes.InvalidArgument},
 		{"unknown user", sb, with(func(c *runtimeapi.ContainerConfig) { c.Linux.SecurityContext.RunAsUsername = "nosuchuser" }), codes.FailedPrecondition},
 		{"unknown sandbox", "0123abcd", servertest.ContainerConfig("ok", "true"), codes.NotFound},
 	}
@@ -68,10 +71,6 @@ func TestContainerBadInput(t *testing.T) {
 	for name, call := range map[string]func(id string) error{
 		"start": func(id string) error {
 			_, err := e.Runtime.StartContainer(e.Ctx(), &runtimeapi.StartContainerRequest{ContainerId: id})
-			return err
-		},
-		"stop": func(id string) error {
-			_, err := e.Runtime.StopContainer(e.Ctx(), &runtimeapi.StopContainerRequest{ContainerId: id})
 			return err
 		},
 		"status": func(id string) error {
@@ -97,6 +96,9 @@ func TestContainerBadInput(t *testing.T) {
 	}
 	if _, err := e.Runtime.RemoveContainer(e.Ctx(), &runtimeapi.RemoveContainerRequest{ContainerId: "feedface"}); err != nil {
 		t.Errorf("remove of an unknown id: %v", err)
+	}
+	if _, err := e.Runtime.StopContainer(e.Ctx(), &runtimeapi.StopContainerRequest{ContainerId: "feedface"}); err != nil {
+		t.Errorf("stop of an unknown id: %v", err)
 	}
 	if _, err := e.Runtime.CheckpointContainer(e.Ctx(), &runtimeapi.CheckpointContainerRequest{ContainerId: id}); status.Code(err) != codes.Unimplemented {
 		t.Errorf("checkpoint: %v", err)
@@ -163,6 +165,9 @@ func TestContainerFiltersAndReopenLog(t *testing.T) {
 	}
 	if _, err := e.Runtime.ReopenContainerLog(e.Ctx(), &runtimeapi.ReopenContainerLogRequest{ContainerId: a}); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := os.Stat(logPath); err != nil {
+		t.Fatalf("no new log file when ReopenContainerLog returned: %v", err)
 	}
 	e.WaitLog(logPath, "stdout F a")
 }

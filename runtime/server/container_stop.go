@@ -22,6 +22,9 @@ const killWait = 30 * time.Second
 
 func (s *Server) StopContainer(ctx context.Context, req *runtimeapi.StopContainerRequest) (*runtimeapi.StopContainerResponse, error) {
 	c, err := s.containers.Get(req.GetContainerId())
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return &runtimeapi.StopContainerResponse{}, nil // CRI: stopping is idempotent, even when gone
+	}
 	if err != nil {
 		return nil, fmt.Errorf("container %q: %w", req.GetContainerId(), err)
 	}

@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"fmt"
+	"os"
+	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"google.golang.org/protobuf/proto"
@@ -66,8 +68,33 @@ func (s *Server) ReopenContainerLog(ctx context.Context, req *runtimeapi.ReopenC
 	if st := c.Snapshot(); st.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
 		return nil, fmt.Errorf("container %s is not running: %w", c.ID, errdefs.ErrFailedPrecondition)
 	}
+	logPath := c.LogPath
+	if logPath == "" {
+		return &runtimeapi.ReopenContainerLogResponse{}, nil
+	}
+	before, _ := os.Stat(logPath)
 	if err := oci.ReopenLog(c.Bundle); err != nil {
 		return nil, err
+	}
+	// conmon reopens asynchronously (it writes a new file and renames it into place); the kubelet
+	// expects the file to be there when the call returns, so wait for the new one.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		after, err := os.Stat(logPath)
+		if err == nil && (before == nil || !os.SameFile(before, after)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			if err == nil {
+				break // reopened in place
+			}
+			return nil, fmt.Errorf("container %s: log %s was not reopened: %w", c.ID, logPath, errdefs.ErrUnavailable)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
 	return &runtimeapi.ReopenContainerLogResponse{}, nil
 }

@@ -18,7 +18,7 @@ func TestExecSync(t *testing.T) {
 			e := servertest.Start(t)
 			pod := e.PodWithLogs("exec-" + handler)
 			sb := e.RunPod(pod, handler)
-			cfg := servertest.ContainerConfig("target", "sleep", "1000")
+			cfg := servertest.ContainerConfig("target", "tail", "-f", "/dev/null")
 			cfg.Envs = []*runtimeapi.KeyValue{{Key: "GREETING", Value: []byte("hello")}}
 			id := e.RunContainer(sb, pod, cfg)
 
@@ -34,8 +34,9 @@ func TestExecSync(t *testing.T) {
 			if status.Code(err) != codes.DeadlineExceeded {
 				t.Fatalf("timeout: %v", err)
 			}
-			// The timed-out process is gone.
-			r, err = e.Runtime.ExecSync(e.Ctx(), &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: []string{"sh", "-c", "ps -o args | grep -cx 'sleep 100' || true"}})
+			// The timed-out process is gone, reaped (a zombie left to the container's init, which
+			// need not reap, would still be listed).
+			r, err = e.Runtime.ExecSync(e.Ctx(), &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: []string{"sh", "-c", "ps -o comm | grep -cx sleep || true"}})
 			if err != nil || strings.TrimSpace(string(r.Stdout)) != "0" {
 				t.Fatalf("after timeout: %q %v", r.GetStdout(), err)
 			}
