@@ -194,6 +194,7 @@ func (r *Runtime) Exec(ctx context.Context, id, bundle string, p *specs.Process,
 		return -1, ctx.Err()
 	}
 }
+
 // stopExec ends an exec whose time is up. The process itself is killed and the runtime's front
 // process left to reap it and exit: killed first, the runtime would leave the process (or its
 // zombie) to the container's init, which may never reap it. Only a runtime that hangs is killed.
