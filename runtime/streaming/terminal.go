@@ -91,8 +91,9 @@ func RunWithTerminal(ctx context.Context, cmd *exec.Cmd, stdin io.Reader, stdout
 			stdout.Close()
 		}
 	}()
-	stopResize := make(chan struct{})
+	stopResize, resizeDone := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(resizeDone)
 		for {
 			select {
 			case <-stopResize:
@@ -105,7 +106,8 @@ func RunWithTerminal(ctx context.Context, cmd *exec.Cmd, stdin io.Reader, stdout
 			}
 		}
 	}()
-	defer close(stopResize)
+	// Runs before master.Close (defers unwind in reverse), so no ioctl can hit a closed fd.
+	defer func() { close(stopResize); <-resizeDone }()
 
 	waitc := make(chan error, 1)
 	go func() { waitc <- cmd.Wait() }()
