@@ -2,6 +2,7 @@ package stats
 
 import (
 	"io/fs"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -155,4 +156,52 @@ func (p *Provider) addStorage(ps *statsapi.PodStats, now metav1.Time) {
 	used += logBytes
 	inodes += logInodes
 	ps.EphemeralStorage = &statsapi.FsStats{Time: now, UsedBytes: &used, InodesUsed: &inodes}
+}
+
+// addVolumes reports each volume the agent made for the pod under
+// RootDir/pods/<uid>/volumes/<plugin>/<name>: its usage, and its filesystem's capacity.
+func (p *Provider) addVolumes(ps *statsapi.PodStats, now metav1.Time) {
+	plugins, err := os.ReadDir(filepath.Join(p.opts.RootDir, "pods", ps.PodRef.UID, "volumes"))
+	if err != nil {
+		return
+	}
+	for _, plugin := range plugins {
+		dir := filepath.Join(p.opts.RootDir, "pods", ps.PodRef.UID, "volumes", plugin.Name())
+		vols, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, v := range vols {
+			path := filepath.Join(dir, v.Name())
+			fsst := fsStats(path, now)
+			if fsst == nil {
+				continue
+			}
+			used, inodes := du(path)
+			fsst.UsedBytes, fsst.InodesUsed = &used, &inodes
+			ps.VolumeStats = append(ps.VolumeStats, statsapi.VolumeStats{Name: v.Name(), FsStats: *fsst})
+			if ps.EphemeralStorage != nil && plugin.Name() == "kubernetes.io~empty-dir" {
+				sum := *ps.EphemeralStorage.UsedBytes + used
+				ps.EphemeralStorage.UsedBytes = &sum
+			}
+		}
+	}
+}
+
+// du sums file sizes and counts inodes below path; entries it cannot read are skipped, so a
+// volume being written to still gets a figure.
+func du(path string) (bytes, inodes uint64) {
+	filepath.WalkDir(path, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		inodes++
+		if d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				bytes += uint64(fi.Size())
+			}
+		}
+		return nil
+	})
+	return bytes, inodes
 }

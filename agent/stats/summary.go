@@ -29,7 +29,7 @@ type Runtime interface {
 type Options struct {
 	NodeName string
 	ProcRoot string // "/proc"
-	RootDir  string // the agent's data dir, for the node filesystem ("/var/lib/nodelet")
+	RootDir  string // the agent's root dir: the node filesystem, and pods/<uid>/volumes ("/var/lib/nodelet/agent")
 	ImageDir string // the image store, for the image filesystem (RootDir when empty)
 	LogDir   string // container logs, counted per pod ("/var/log/pods")
 }
@@ -50,7 +50,7 @@ func New(rt Runtime, opts Options) *Provider {
 		opts.ProcRoot = "/proc"
 	}
 	if opts.RootDir == "" {
-		opts.RootDir = "/var/lib/nodelet"
+		opts.RootDir = "/var/lib/nodelet/agent"
 	}
 	if opts.ImageDir == "" {
 		opts.ImageDir = opts.RootDir
@@ -133,6 +133,7 @@ func (p *Provider) pods(ctx context.Context, now metav1.Time) ([]statsapi.PodSta
 			}
 		}
 		p.addStorage(&ps, now)
+		p.addVolumes(&ps, now)
 		out = append(out, ps)
 	}
 	return out, nil
@@ -179,6 +180,7 @@ func (p *Provider) podsFromContainers(ctx context.Context, now metav1.Time) ([]s
 	out := make([]statsapi.PodStats, 0, len(order))
 	for _, id := range order {
 		p.addStorage(byPod[id], now)
+		p.addVolumes(byPod[id], now)
 		out = append(out, *byPod[id])
 	}
 	return out, nil

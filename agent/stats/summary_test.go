@@ -95,7 +95,11 @@ func TestSummary(t *testing.T) {
 			logDir := t.TempDir()
 			os.MkdirAll(filepath.Join(logDir, "default_web_u1", "nginx"), 0o755)
 			os.WriteFile(filepath.Join(logDir, "default_web_u1", "nginx", "0.log"), make([]byte, 90), 0o644)
-			p := New(tc.rt, Options{NodeName: "node1", ProcRoot: fakeProc(t, 100), RootDir: t.TempDir(), LogDir: logDir})
+			root := t.TempDir()
+			vol := filepath.Join(root, "pods", "u1", "volumes", "kubernetes.io~empty-dir", "cache")
+			os.MkdirAll(vol, 0o755)
+			os.WriteFile(filepath.Join(vol, "data"), make([]byte, 1000), 0o644)
+			p := New(tc.rt, Options{NodeName: "node1", ProcRoot: fakeProc(t, 100), RootDir: root, LogDir: logDir})
 			now := time.Unix(2000, 0)
 			p.now = func() time.Time { return now }
 			s, err := p.Summary(context.Background())
@@ -127,8 +131,11 @@ func TestSummary(t *testing.T) {
 			if *pod.CPU.UsageCoreNanoSeconds != 4e9 || *pod.Memory.WorkingSetBytes != 150 {
 				t.Fatalf("pod cpu/mem: %v %v", *pod.CPU.UsageCoreNanoSeconds, *pod.Memory.WorkingSetBytes)
 			}
-			if *pod.EphemeralStorage.UsedBytes != 100 {
-				t.Fatalf("ephemeral storage %d, want 10 (rootfs) + 90 (logs)", *pod.EphemeralStorage.UsedBytes)
+			if *pod.EphemeralStorage.UsedBytes != 1100 {
+				t.Fatalf("ephemeral storage %d, want 10 (rootfs) + 90 (logs) + 1000 (emptyDir)", *pod.EphemeralStorage.UsedBytes)
+			}
+			if len(pod.VolumeStats) != 1 || pod.VolumeStats[0].Name != "cache" || *pod.VolumeStats[0].UsedBytes != 1000 || pod.VolumeStats[0].CapacityBytes == nil {
+				t.Fatalf("volumes: %+v", pod.VolumeStats)
 			}
 
 			// A second sample a second later gives the node's CPU rate.
