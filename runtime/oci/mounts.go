@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	securejoin "github.com/cyphar/filepath-securejoin"
+	"github.com/moby/sys/mountinfo"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -128,8 +129,14 @@ func criMount(m *runtimeapi.Mount) (specs.Mount, string, error) {
 	switch m.GetPropagation() {
 	case runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER:
 		prop = "rslave"
+		if err := checkPropagation(src, "shared:", "master:"); err != nil {
+			return specs.Mount{}, "", err
+		}
 	case runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL:
 		prop = "rshared"
+		if err := checkPropagation(src, "shared:"); err != nil {
+			return specs.Mount{}, "", err
+		}
 	}
 	opts = append(opts, prop)
 	switch {
@@ -144,6 +151,38 @@ func criMount(m *runtimeapi.Mount) (specs.Mount, string, error) {
 		opts = append(opts, "rw")
 	}
 	return specs.Mount{Destination: filepath.Clean(dst), Type: "bind", Source: src, Options: opts}, prop, nil
+}
+
+// checkPropagation refuses a propagating mount whose source is on a private mount: the mount
+// would be made but nothing would propagate, silently. The mount holding path must carry one of
+// the optional tags (shared:N, master:N).
+func checkPropagation(path string, tags ...string) error {
+	ms, err := mountinfo.GetMounts(mountinfo.ParentsFilter(path))
+	if err != nil {
+		return err
+	}
+	var holder *mountinfo.Info
+	for _, m := range ms {
+		if holder == nil || len(m.Mountpoint) >= len(holder.Mountpoint) {
+			holder = m
+		}
+	}
+	if holder == nil {
+		return fmt.Errorf("no mount holds %s", path)
+	}
+	for _, f := range strings.Fields(holder.Optional) {
+		for _, t := range tags {
+			if strings.HasPrefix(f, t) {
+				return nil
+			}
+		}
+	}
+	want := "shared"
+	if len(tags) > 1 {
+		want = "shared or a slave"
+	}
+	return fmt.Errorf("mount propagation for %s needs %s (the mount holding it) to be %s: %w",
+		path, holder.Mountpoint, want, errdefs.ErrFailedPrecondition)
 }
 
 func hasDotDot(p string) bool {

@@ -10,6 +10,7 @@ import (
 
 	imagespec "github.com/opencontainers/image-spec/specs-go/v1"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/runtime/errdefs"
@@ -260,8 +261,22 @@ func TestContainerSpecPrivileged(t *testing.T) {
 	}
 }
 
+// sharedDir is a temp dir made a shared mount point, as propagating volumes need.
+func sharedDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
+		t.Fatalf("bind %s: %v (needs root)", dir, err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	if err := unix.Mount("", dir, "", unix.MS_SHARED, ""); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 func TestContainerSpecMounts(t *testing.T) {
-	host := t.TempDir()
+	host := sharedDir(t)
 	sbDir := t.TempDir()
 	os.WriteFile(filepath.Join(sbDir, "hosts"), []byte("127.0.0.1 localhost\n"), 0o644)
 	in := baseInput(t)
@@ -314,6 +329,21 @@ func TestContainerSpecMounts(t *testing.T) {
 		in.Config.Mounts = []*runtimeapi.Mount{bad}
 		if _, err := Generate(in); !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Errorf("mount %v: %v", bad, err)
+		}
+	}
+	// Propagation from a private mount would silently not propagate.
+	private := t.TempDir()
+	if err := unix.Mount(private, private, "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Unmount(private, unix.MNT_DETACH)
+	if err := unix.Mount("", private, "", unix.MS_PRIVATE, ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []runtimeapi.MountPropagation{runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER, runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL} {
+		in.Config.Mounts = []*runtimeapi.Mount{{ContainerPath: "/x", HostPath: private, Propagation: p}}
+		if _, err := Generate(in); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+			t.Errorf("propagation %v from a private mount: %v", p, err)
 		}
 	}
 }
