@@ -5,8 +5,10 @@
 # Everything runs on its own temp dir and sockets: the stand-in image registry (hack/images) on a
 # loopback port, the runtime with registry mirrors pointing there. Everything started is stopped.
 #
-#   sudo hack/critest.sh [--runtime nodelet|containerd] [--keep] [CRITEST FLAGS...]
+#   sudo hack/critest.sh [--runtime nodelet|containerd] [--benchmark] [--keep] [CRITEST FLAGS...]
 #     e.g. hack/critest.sh --ginkgo.focus='Image Manager'
+#   --benchmark runs critest's benchmarks (pods, containers, images: 20 each, serially) instead of
+#   the validation suite; their tables (median, mean, max per step) are in the output.
 # Exit status: 0 when every failed spec is a known offline failure (listed below), else 1.
 # Needs: critest (hack/install.sh), hack/install-extras.sh (dynamic busybox, ipcmk, ipcs, pgrep).
 set -euo pipefail
@@ -17,13 +19,14 @@ here=$(cd "$(dirname "$0")" && pwd)
 # Specs that cannot pass without the internet: the digest spec pins an upstream image's digest.
 known_offline=('public image with digest should be pulled and removed')
 
-runtime=nodelet
+runtime=nodelet benchmark=
 args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --runtime) runtime=$2; shift 2 ;;
     --runtime=*) runtime=${1#*=}; shift ;;
     --keep) export NL_KEEP=1; shift ;;
+    --benchmark) benchmark=1; shift ;;
     *) args+=("$1"); shift ;;
   esac
 done
@@ -38,19 +41,70 @@ case "$runtime" in
   *) nl_die "--runtime $runtime: want nodelet or containerd" ;;
 esac
 
+if [ -n "$benchmark" ]; then
+  # Without these numbers critest skips its benchmarks.
+  cat >"$NL_WORK/benchmark.yaml" <<EOC
+containersNumber: 20
+containersNumberParallel: 1
+containerBenchmarkTimeoutSeconds: 60
+podsNumber: 20
+podsNumberParallel: 1
+podBenchmarkTimeoutSeconds: 60
+imagesNumber: 20
+imagesNumberParallel: 1
+imageBenchmarkTimeoutSeconds: 60
+podContainerStartBenchmarkTimeoutSeconds: 60
+EOC
+  mkdir -p "$NL_WORK/benchmark"
+  args=(-benchmark --benchmarking-params-file "$NL_WORK/benchmark.yaml"
+    --benchmarking-output-dir "$NL_WORK/benchmark" "${args[@]}")
+fi
 nl_say "critest against $runtime ($endpoint)"
 start=$(date +%s)
 set +e
 (cd "$NL_WORK" && critest --runtime-endpoint "$endpoint" --image-endpoint "$endpoint" \
-  --ginkgo.no-color --ginkgo.timeout=60m "${args[@]}") 2>&1 | tee "$NL_WORK/critest.log"
+  --ginkgo.no-color --ginkgo.timeout=60m --ginkgo.json-report="$NL_WORK/report.json" "${args[@]}") 2>&1 |
+  tee "$NL_WORK/critest.log"
 status=${PIPESTATUS[0]}
 set -e
 secs=$(( $(date +%s) - start ))
 
 # Ginkgo's closing line: "FAIL! -- 88 Passed | 3 Failed | 0 Pending | 26 Skipped".
 line=$(grep -E '[0-9]+ Passed \| [0-9]+ Failed \| [0-9]+ Pending \| [0-9]+ Skipped' "$NL_WORK/critest.log" | tail -1 || true)
+if [ -z "$line" ] && [ -s "$NL_WORK/report.json" ] && command -v python3 >/dev/null; then
+  # The succinct reporter (critest -benchmark) prints no such line: count the JSON report's specs.
+  line=$(python3 -c '
+import json, sys
+n = {"passed": 0, "failed": 0, "pending": 0, "skipped": 0}
+for suite in json.load(open(sys.argv[1])):
+    for s in suite.get("SpecReports") or []:
+        if s.get("LeafNodeType") == "It":
+            st = s.get("State", "")
+            n[st if st in n else "failed"] += 1
+print("%(passed)d Passed | %(failed)d Failed | %(pending)d Pending | %(skipped)d Skipped" % n)
+' "$NL_WORK/report.json")
+fi
 [ -n "$line" ] || nl_die "no summary in critest's output (exit $status)"
-num() { sed -E "s/.*[^0-9]([0-9]+) $1.*/\1/" <<<"$line"; }
+
+if [ -n "$benchmark" ] && command -v python3 >/dev/null; then
+  # critest writes each benchmark's samples (ns per CRI call) as JSON; print median and p90.
+  python3 - "$NL_WORK"/benchmark/*.json <<'EOP'
+import json, sys
+for path in sys.argv[1:]:
+    try:
+        data = json.load(open(path))
+    except (OSError, ValueError):
+        continue
+    names = data.get("operationsNames") or []
+    points = data.get("datapoints") or []
+    for i, name in enumerate(names):
+        ms = sorted(p["operationsDurationsNs"][i] / 1e6 for p in points if len(p.get("operationsDurationsNs") or []) > i)
+        if ms:
+            med, p90 = ms[(len(ms) - 1) // 2], ms[min(len(ms) - 1, int(len(ms) * 0.9 + 0.999) - 1)]
+            print("critest benchmark %-16s median %7.1f ms  p90 %7.1f ms  (n=%d)" % (name, med, p90, len(ms)))
+EOP
+fi
+num() { sed -E "s/(^|.*[^0-9])([0-9]+) $1.*/\2/" <<<"$line"; }
 passed=$(num Passed) failed=$(num Failed) skipped=$(num Skipped) pending=$(num Pending)
 
 unknown=0
