@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"syscall"
+	"sync"
 	"time"
 
 	"github.com/nodelet/nodelet/agent/auth"
@@ -34,18 +34,41 @@ func ListenUnix(path string) (net.Listener, error) {
 	if fi, err := os.Lstat(path); err == nil && fi.Mode().Type() == os.ModeSocket {
 		os.Remove(path)
 	}
-	// The umask makes the socket root-only from its first moment; chmod says so explicitly.
-	old := syscall.Umask(0o177)
-	l, err := net.Listen("unix", path)
-	syscall.Umask(old)
+	// Bind inside a private directory, then move the socket into place: it is root-only from its
+	// first moment without touching the process-wide umask.
+	tmp, err := os.MkdirTemp(filepath.Dir(path), ".agent-sock-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	l, err := net.Listen("unix", filepath.Join(tmp, "s"))
 	if err != nil {
 		return nil, fmt.Errorf("agent API socket: %w", err)
 	}
-	if err := os.Chmod(path, 0o600); err != nil {
+	ul := l.(*net.UnixListener)
+	ul.SetUnlinkOnClose(false)
+	if err := os.Chmod(filepath.Join(tmp, "s"), 0o600); err != nil {
 		l.Close()
 		return nil, err
 	}
-	return l, nil
+	if err := os.Rename(filepath.Join(tmp, "s"), path); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return &unixListener{UnixListener: ul, path: path}, nil
+}
+
+// unixListener removes its socket file when closed.
+type unixListener struct {
+	*net.UnixListener
+	path string
+	once sync.Once
+}
+
+func (l *unixListener) Close() error {
+	err := l.UnixListener.Close()
+	l.once.Do(func() { os.Remove(l.path) })
+	return err
 }
 
 // ServeUnixListener is ServeUnix on a listener from ListenUnix.
@@ -121,4 +144,54 @@ func serve(ctx context.Context, srv *http.Server, l net.Listener) error {
 		<-errc
 		return nil
 	}
+}
+
+// ServeConfig says where the API listens.
+type ServeConfig struct {
+	// Socket is the root-only unix socket ("" for none); the standalone default is
+	// /run/nodelet/agent.sock.
+	Socket string
+	// TCPAddress, when set (":10250"), serves HTTPS there with TLS and every request through Filter.
+	TCPAddress string
+	TLS        TLSOptions
+	Filter     *auth.Filter
+}
+
+// Serve runs the listeners cfg asks for until ctx ends or one fails.
+func (s *Server) Serve(ctx context.Context, cfg ServeConfig) error {
+	if cfg.Socket == "" && cfg.TCPAddress == "" {
+		return errors.New("agent API: neither a socket nor a TCP address to serve on")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var listeners []func() error
+	if cfg.Socket != "" {
+		l, err := ListenUnix(cfg.Socket)
+		if err != nil {
+			return err
+		}
+		listeners = append(listeners, func() error { return s.ServeUnixListener(ctx, l) })
+	}
+	if cfg.TCPAddress != "" {
+		if cfg.Filter == nil {
+			return errors.New("agent API over TCP needs authentication and authorization")
+		}
+		l, err := net.Listen("tcp", cfg.TCPAddress)
+		if err != nil {
+			return fmt.Errorf("agent API: %w", err)
+		}
+		listeners = append(listeners, func() error { return s.ServeTLSListener(ctx, l, cfg.TLS, cfg.Filter) })
+	}
+	errc := make(chan error, len(listeners))
+	for _, run := range listeners {
+		go func() { errc <- run() }()
+	}
+	var first error
+	for range listeners {
+		if err := <-errc; err != nil && first == nil {
+			first = err
+			cancel()
+		}
+	}
+	return first
 }

@@ -9,6 +9,9 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -302,5 +305,50 @@ func TestTCPNeedsCredentials(t *testing.T) {
 	var out bytes.Buffer
 	if err := c.Exec(context.Background(), "default", "web", "nginx", []string{"echo", "tls"}, apiclient.StreamOptions{Stdout: &out}); err != nil || out.String() != "tls\n" {
 		t.Fatalf("exec over TLS: %q %v", out.String(), err)
+	}
+}
+
+func TestServeBoth(t *testing.T) {
+	f := servertest.NewFixture(t)
+	s := f.Server(nil)
+	dir, err := os.MkdirTemp("", "agentapi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := s.Serve(context.Background(), server.ServeConfig{TCPAddress: "127.0.0.1:0"}); err == nil {
+		t.Fatal("TCP without a filter was served")
+	}
+	ca := servertest.NewCA(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	sock := filepath.Join(dir, "agent.sock")
+	go func() {
+		done <- s.Serve(ctx, server.ServeConfig{Socket: sock, TCPAddress: "127.0.0.1:0", TLS: server.TLSOptions{CertDir: dir},
+			Filter: &auth.Filter{Authn: auth.X509{Roots: ca.Pool()}, Authz: auth.AlwaysAllow{}}})
+	}()
+	c, err := apiclient.New("unix://"+sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		// Serve makes the socket before it returns to us; wait for it without a clock.
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		runtime.Gosched()
+	}
+	if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("socket mode: %v %v", fi, err)
+	}
+	if _, err := c.Pods(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Fatalf("socket left after shutdown: %v", err)
 	}
 }
