@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -73,6 +74,19 @@ func TestContainerLifecycle(t *testing.T) {
 			list, err = e.Runtime.ListContainers(e.Ctx(), &runtimeapi.ListContainersRequest{})
 			if err != nil || len(list.Containers) != 0 {
 				t.Fatalf("list after remove: %v %v", list, err)
+			}
+			// Nothing of them is left: records, bundles, exit files, rootfs, runtime state.
+			// (Mounts, processes and cgroups are checked by servertest at cleanup.)
+			for _, dir := range []string{
+				filepath.Join(e.Config.Root, "containers"), filepath.Join(e.Config.State, "exits"),
+				filepath.Join(e.Dir, "overlays"), e.Config.Handlers[handler].Root,
+			} {
+				ents, _ := os.ReadDir(dir)
+				for _, ent := range ents {
+					if strings.Contains(ent.Name(), id) || strings.Contains(ent.Name(), id2) {
+						t.Errorf("left behind in %s: %s", dir, ent.Name())
+					}
+				}
 			}
 		})
 	}
