@@ -81,14 +81,24 @@ func (s *Server) initContainers(ctx context.Context) error {
 	for name, err := range bad {
 		s.log.Error("unreadable container record, ignored", "file", name, "err", err)
 	}
+	// Each reconciliation may ask the OCI runtime (a fork and exec); a few at a time keeps a
+	// restart with many containers quick without starving the machine.
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
 	for id, c := range records {
 		if err := s.containers.ReserveName(c.Name, id); err != nil {
 			s.log.Error("container record with a duplicate name, ignored", "id", id, "err", err)
 			continue
 		}
 		s.containers.Add(id, c)
-		s.recoverContainer(ctx, c)
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			s.recoverContainer(ctx, c)
+		}()
 	}
+	wg.Wait()
 	return nil
 }
 
@@ -96,8 +106,7 @@ func (s *Server) initContainers(ctx context.Context) error {
 func (s *Server) recoverContainer(ctx context.Context, c *store.Container) {
 	st := c.Snapshot()
 	if st.State == runtimeapi.ContainerState_CONTAINER_EXITED {
-		s.exitChan(c.ID) // closed below: waiters return at once
-		s.ctr.markClosed(c.ID)
+		s.ctr.markClosed(c.ID) // waiters return at once
 		return
 	}
 	if s.handleExit(c.ID) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -98,15 +99,28 @@ func parseSignal(v string) (syscall.Signal, error) {
 
 // stopContainersOfSandbox kills every container of a sandbox (StopPodSandbox: the kubelet has
 // already given them their grace period through StopContainer).
+// They are killed together: each kill waits for its exit, and a pod's containers need not wait
+// for one another.
 func (s *Server) stopContainersOfSandbox(ctx context.Context, sandboxID string) error {
-	var errs []error
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
 	for _, c := range s.containers.List() {
 		if c.SandboxID != sandboxID {
 			continue
 		}
-		if err := s.stopContainer(ctx, c, 0); err != nil {
-			errs = append(errs, fmt.Errorf("stop container %s: %w", c.ID, err))
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.stopContainer(ctx, c, 0); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("stop container %s: %w", c.ID, err))
+				mu.Unlock()
+			}
+		}()
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
