@@ -17,9 +17,11 @@ func (m *Manager) podLogsDir(pod *v1.Pod) string {
 	return filepath.Join(m.PodLogsDir, fmt.Sprintf("%s_%s_%s", pod.Namespace, pod.Name, pod.UID))
 }
 
-func podHostname(pod *v1.Pod, nodeHostname string) string {
+// podHostname is the sandbox's hostname; a hostNetwork pod shares the node's UTS namespace, where
+// runtimes refuse to set one, so it gets none.
+func podHostname(pod *v1.Pod) string {
 	if pod.Spec.HostNetwork {
-		return nodeHostname
+		return ""
 	}
 	h := pod.Name
 	if pod.Spec.Hostname != "" {
@@ -97,7 +99,7 @@ func (m *Manager) generatePodSandboxConfig(pod *v1.Pod, attempt uint32) *runtime
 		Metadata: &runtimeapi.PodSandboxMetadata{
 			Name: pod.Name, Namespace: pod.Namespace, Uid: string(pod.UID), Attempt: attempt,
 		},
-		Hostname:     podHostname(pod, m.NodeHostname),
+		Hostname:     podHostname(pod),
 		LogDirectory: m.podLogsDir(pod),
 		DnsConfig:    m.DNS.PodDNS(pod),
 		Labels:       newSandboxLabels(pod),

@@ -1,0 +1,286 @@
+// Package integration runs the agent against real CRI runtimes started by the test: Debian's
+// containerd (with its CRI plugin) and nodelet's own runtime binary. Images are built from the host's
+// busybox-static and served by an in-process registry on loopback. The agent reaches each runtime
+// only through its CRI socket, as it would in production.
+package integration
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	ggcrv1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/internal/testutil"
+)
+
+// serveRegistry starts an in-process registry on loopback and returns its host:port.
+func serveRegistry(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: registry.New(registry.Logger(log.New(io.Discard, "", 0))), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	return l.Addr().String()
+}
+
+// busyboxLayer tars a busybox-static rootfs.
+func busyboxLayer(t *testing.T) ggcrv1.Layer {
+	t.Helper()
+	root := testutil.BusyboxRootfs(t)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	err := filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
+		if err != nil || p == root {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		link := ""
+		if fi.Mode()&os.ModeSymlink != 0 {
+			if link, err = os.Readlink(p); err != nil {
+				return err
+			}
+		}
+		hdr, err := tar.FileInfoHeader(fi, link)
+		if err != nil {
+			return err
+		}
+		hdr.Name = rel
+		hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", ""
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if fi.Mode().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			_, err = tw.Write(b)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw.Close()
+	data := buf.Bytes()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return layer
+}
+
+// pushBusybox pushes a busybox image under ref with the given default command.
+func pushBusybox(t *testing.T, layer ggcrv1.Layer, ref string, cmd ...string) {
+	t.Helper()
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf = cf.DeepCopy()
+	cf.Architecture, cf.OS = "amd64", "linux"
+	cf.Config.Cmd = cmd
+	cf.Config.Env = []string{"PATH=/bin"}
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		t.Fatal(err)
+	}
+	r, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(r, img); err != nil {
+		t.Fatalf("push %s: %v", ref, err)
+	}
+}
+
+// criRuntime is a runtime under test, reachable at Endpoint.
+type criRuntime struct {
+	Name     string
+	Endpoint string
+	Conn     *grpc.ClientConn
+	Runtime  runtimeapi.RuntimeServiceClient
+	dir      string
+	cmd      *exec.Cmd
+}
+
+func dialCRI(t *testing.T, endpoint string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// startContainerd runs Debian's containerd with its own root, state and socket under dir, its
+// registry hosts pointing the given names at the loopback registry, and nothing else it does not need.
+func startContainerd(t *testing.T, dir, reg string, mirrored ...string) *criRuntime {
+	t.Helper()
+	testutil.Require(t, "containerd", "runc")
+	for _, h := range append([]string{reg}, mirrored...) {
+		hd := filepath.Join(dir, "certs.d", h)
+		if err := os.MkdirAll(hd, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		hosts := fmt.Sprintf("server = \"http://%s\"\n\n[host.\"http://%s\"]\n  capabilities = [\"pull\", \"resolve\"]\n", reg, reg)
+		if err := os.WriteFile(filepath.Join(hd, "hosts.toml"), []byte(hosts), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.MkdirAll(filepath.Join(dir, "net.d"), 0o755)
+	cfg := fmt.Sprintf(`version = 2
+root = %[1]q
+state = %[2]q
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs", "io.containerd.internal.v1.tracing", "io.containerd.tracing.processor.v1.otlp"]
+[grpc]
+  address = %[3]q
+[ttrpc]
+  address = %[4]q
+[debug]
+  level = "warn"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "registry.k8s.io/pause:3.9"
+  restrict_oom_score_adj = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  enable_selinux = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = %[5]q
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = %[6]q
+`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), filepath.Join(dir, "containerd.sock"),
+		filepath.Join(dir, "containerd.sock.ttrpc"), filepath.Join(dir, "net.d"), filepath.Join(dir, "certs.d"))
+	cfgPath := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.Create(filepath.Join(dir, "containerd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(testutil.LookPath("containerd"), "--config", cfgPath)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := &criRuntime{Name: "containerd", Endpoint: "unix://" + filepath.Join(dir, "containerd.sock"), dir: dir, cmd: cmd}
+	r.Conn = dialCRI(t, r.Endpoint)
+	r.Runtime = runtimeapi.NewRuntimeServiceClient(r.Conn)
+	t.Cleanup(func() { r.stop(t) })
+	r.waitReady(t, filepath.Join(dir, "containerd.log"))
+	return r
+}
+
+// waitReady waits for Version to answer; the limit guards against a hang only.
+func (r *criRuntime) waitReady(t *testing.T, logPath string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := r.Runtime.Version(ctx, &runtimeapi.VersionRequest{})
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(logPath)
+			t.Fatalf("%s did not come up: %v\n%s", r.Name, err, tail(string(b), 30))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// removeAll stops and removes every sandbox (and so every container) through CRI.
+func (r *criRuntime) removeAll(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sbs, err := r.Runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		t.Logf("cleanup: list sandboxes: %v", err)
+		return
+	}
+	for _, sb := range sbs.Items {
+		if _, err := r.Runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
+			t.Logf("cleanup: stop sandbox %s: %v", sb.Id, err)
+		}
+		if _, err := r.Runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
+			t.Logf("cleanup: remove sandbox %s: %v", sb.Id, err)
+		}
+	}
+}
+
+// stop removes what the runtime runs, stops the daemon (SIGTERM, then SIGKILL to its group), kills
+// any process still naming its dir (shims it started), and unmounts what is left under the dir.
+func (r *criRuntime) stop(t *testing.T) {
+	if r.cmd == nil {
+		return
+	}
+	r.removeAll(t)
+	r.Conn.Close()
+	r.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { r.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+	}
+	r.cmd = nil
+	for _, pid := range testutil.ProcessesMentioning(r.dir) {
+		var p int
+		fmt.Sscan(pid, &p)
+		if p > 0 {
+			syscall.Kill(p, syscall.SIGKILL)
+		}
+	}
+	mounts := testutil.MountsUnder(r.dir)
+	for i := len(mounts) - 1; i >= 0; i-- {
+		syscall.Unmount(mounts[i], syscall.MNT_DETACH)
+	}
+}
