@@ -68,8 +68,17 @@ func readAll(ctx context.Context, path string, opts Options, out *printer) error
 	if err != nil {
 		return err
 	}
-	for _, r := range rotated {
-		if err := readClosedFile(r, out); err != nil {
+	files := append(rotated, path)
+	first, offset := 0, int64(0)
+	if opts.TailLines >= 0 {
+		first, offset = tailStart(files, opts.TailLines)
+	}
+	for i := first; i < len(rotated); i++ {
+		off := int64(0)
+		if i == first {
+			off = offset
+		}
+		if err := readClosedFile(rotated[i], off, out); err != nil {
 			return err
 		}
 	}
@@ -82,6 +91,11 @@ func readAll(ctx context.Context, path string, opts Options, out *printer) error
 		return fmt.Errorf("open container log: %w", err)
 	}
 	defer func() { f.Close() }()
+	if first == len(rotated) && offset > 0 {
+		if _, err := f.Seek(offset, io.SeekStart); err != nil {
+			return err
+		}
+	}
 	src := newSource(f)
 	if err := src.drain(out); err != nil {
 		return err
@@ -135,7 +149,7 @@ func follow(ctx context.Context, path string, opts Options, f **os.File, src **s
 	}
 }
 
-func readClosedFile(path string, out *printer) error {
+func readClosedFile(path string, offset int64, out *printer) error {
 	f, err := os.Open(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -145,6 +159,11 @@ func readClosedFile(path string, out *printer) error {
 	}
 	defer f.Close()
 	var r io.Reader = f
+	if offset > 0 {
+		if _, err := f.Seek(offset, io.SeekStart); err != nil {
+			return err
+		}
+	}
 	if strings.HasSuffix(path, ".gz") {
 		zr, err := gzip.NewReader(f)
 		if err != nil {
