@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
@@ -95,4 +97,63 @@ func scrape(g prometheus.Gatherer) string {
 	rec := httptest.NewRecorder()
 	promhttp.HandlerFor(g, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	return rec.Body.String()
+}
+
+func TestPodStartTracker(t *testing.T) {
+	before := scrape(Registry)
+	countOf := func(text, metric string) string {
+		for _, l := range strings.Split(text, "\n") {
+			if strings.HasPrefix(l, metric+"_count ") {
+				return strings.TrimPrefix(l, metric+"_count ")
+			}
+		}
+		return "0"
+	}
+	base := countOf(before, "kubelet_pod_start_sli_duration_seconds")
+
+	now := time.Unix(1000, 0)
+	tr := NewPodStartTracker()
+	tr.now = func() time.Time { return now }
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "u1", CreationTimestamp: metav1.NewTime(now.Add(-2 * time.Second))},
+		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "a"}}}}
+	tr.ObservedPod(pod)
+	tr.ImagePullStarted("u1")
+	now = now.Add(10 * time.Second)
+	tr.ImagePullFinished("u1")
+	now = now.Add(time.Second)
+	pod.Status.ContainerStatuses = []v1.ContainerStatus{{Name: "a", State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}}
+	tr.ObservedPod(pod)
+	tr.ObservedPod(pod) // counted once
+
+	// A pod running when first seen (agent restart) is not counted.
+	old := pod.DeepCopy()
+	old.UID = "u2"
+	tr.ObservedPod(old)
+
+	after := scrape(Registry)
+	if got, want := countOf(after, "kubelet_pod_start_sli_duration_seconds"), fmt.Sprint(mustAtoi(t, base)+1); got != want {
+		t.Fatalf("SLI count %s, want %s", got, want)
+	}
+	// 2s before first seen + 11s since, minus 10s of pulling: 3s, in the (2,3] bucket.
+	if !strings.Contains(after, `kubelet_pod_start_sli_duration_seconds_bucket{le="3"} `+fmt.Sprint(mustAtoi(t, bucket(before, "3"))+1)) {
+		t.Fatalf("SLI not in the 3s bucket:\n%s", after)
+	}
+}
+
+func bucket(text, le string) string {
+	prefix := `kubelet_pod_start_sli_duration_seconds_bucket{le="` + le + `"} `
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			return strings.TrimPrefix(l, prefix)
+		}
+	}
+	return "0"
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	var n int
+	if _, err := fmt.Sscan(s, &n); err != nil {
+		t.Fatalf("%q: %v", s, err)
+	}
+	return n
 }
