@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -128,11 +127,10 @@ func New(cfg agentconfig.Config, opts Options) (*Agent, error) {
 	if err != nil {
 		log.Warn("pods with dnsPolicy Default get no resolver settings", "err", err)
 	}
-	hostname, _ := os.Hostname()
 	a.events = newEventLog(a.recorder())
 	a.manager = kuberuntime.NewManager(kuberuntime.Deps{
 		Runtime: a.runtime, Images: images, Recorder: a.events, Reasons: a.reasons, Log: log,
-		RootDir: cfg.RootDir, PodLogsDir: cfg.PodLogsDir, NodeName: cfg.NodeName, NodeHostname: hostname,
+		RootDir: cfg.RootDir, PodLogsDir: cfg.PodLogsDir, NodeName: cfg.NodeName,
 		NodeIPs: cfg.NodeIPs, DNS: dns, CgroupRoot: cfg.CgroupRoot,
 	})
 	a.pods = podmanager.New()

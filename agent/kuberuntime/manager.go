@@ -32,9 +32,8 @@ type Deps struct {
 	RootDir string
 	// PodLogsDir is /var/log/pods upstream.
 	PodLogsDir string
-	// NodeName and NodeHostname (os.Hostname, read once) fill spec.nodeName env and hostNetwork hostnames.
-	NodeName     string
-	NodeHostname string
+	// NodeName fills spec.nodeName env references.
+	NodeName string
 	// NodeIPs fill status.hostIP env references.
 	NodeIPs []string
 	// DNS is the cluster DNS and the host's resolv.conf, read once at start (no lookups on the sync path).

@@ -138,6 +138,7 @@ func (m *Manager) RemovePod(ctx context.Context, status *kubecontainer.PodStatus
 		}
 	}
 	m.Reasons.Forget(status.ID)
+	m.removePodCgroups(status.ID)
 	return nil
 }
 

@@ -26,7 +26,7 @@ func newFixture(t *testing.T) *fixture {
 	f := &fixture{t: t, cri: fakecri.Start(t), now: time.Now()}
 	f.m = NewManager(Deps{
 		Runtime: f.cri.Runtime(), Images: f.cri.Images(), RootDir: t.TempDir(), PodLogsDir: t.TempDir(),
-		NodeName: "node1", NodeHostname: "node1", Now: func() time.Time { return f.now },
+		NodeName: "node1", Now: func() time.Time { return f.now },
 		DNS: DNSConfigurer{ClusterDNS: []string{"10.96.0.10"}, ClusterDomain: "cluster.local"},
 	})
 	f.cri.SetClock(func() time.Time { return f.now })
