@@ -348,3 +348,12 @@ func TestClientUnreachableAgent(t *testing.T) {
 		t.Fatalf("unreachable agent: %v", err)
 	}
 }
+
+func TestClientAttach(t *testing.T) {
+	f := newClientFixture(t)
+	f.AddPod("default", "web", "nginx")
+	out, _, err := f.run(t, context.Background(), newAttachCmd, strings.NewReader("typed"), "-i", "-q", "web")
+	if err != nil || out != "typed" {
+		t.Fatalf("attach: %v %q", err, out)
+	}
+}
