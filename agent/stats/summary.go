@@ -40,8 +40,9 @@ type Provider struct {
 	opts Options
 	now  func() time.Time
 
-	mu      sync.Mutex
-	lastCPU cpuSample
+	mu       sync.Mutex
+	lastCPU  cpuSample
+	lastPods map[string]cpuSample // by pod UID and "UID/container"
 }
 
 // New returns a Provider reading rt and the host.
@@ -73,6 +74,7 @@ func (p *Provider) Summary(ctx context.Context) (*statsapi.Summary, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.fillRates(pods)
 	return &statsapi.Summary{Node: *node, Pods: pods}, nil
 }
 

@@ -10,7 +10,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
 
 type fakeRuntime struct{ noSandboxStats bool }
@@ -159,5 +161,31 @@ func TestSummaryOfThisHost(t *testing.T) {
 	}
 	if s.Node.CPU == nil || s.Node.Memory == nil || s.Node.Fs == nil {
 		t.Fatalf("host figures missing: %+v", s.Node)
+	}
+}
+
+func TestFillRates(t *testing.T) {
+	p := New(&fakeRuntime{}, Options{})
+	at := func(sec int64, usage uint64) *statsapi.CPUStats {
+		return &statsapi.CPUStats{Time: metav1.NewTime(time.Unix(sec, 0)), UsageCoreNanoSeconds: &usage}
+	}
+	pods := func(sec int64, usage uint64) []statsapi.PodStats {
+		return []statsapi.PodStats{{PodRef: statsapi.PodReference{UID: "u"}, CPU: at(sec, usage),
+			Containers: []statsapi.ContainerStats{{Name: "c", CPU: at(sec, usage)}}}}
+	}
+	first := pods(100, 1e9)
+	p.fillRates(first)
+	if first[0].CPU.UsageNanoCores != nil {
+		t.Fatal("a rate from one sample")
+	}
+	second := pods(102, 2e9)
+	p.fillRates(second)
+	if r := second[0].Containers[0].CPU.UsageNanoCores; r == nil || *r != 5e8 {
+		t.Fatalf("container rate %v", r)
+	}
+	restarted := pods(103, 1e8)
+	p.fillRates(restarted)
+	if restarted[0].CPU.UsageNanoCores != nil {
+		t.Fatal("a rate across a restart")
 	}
 }
