@@ -284,3 +284,81 @@ func (r *criRuntime) stop(t *testing.T) {
 		syscall.Unmount(mounts[i], syscall.MNT_DETACH)
 	}
 }
+
+// buildNodelet builds the nodelet binary once per test process. The agent's tests reach nodelet's
+// runtime only as a separate process over its CRI socket, never by importing it.
+var nodeletBin struct {
+	dir, path string
+	err       error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if nodeletBin.dir != "" {
+		os.RemoveAll(nodeletBin.dir)
+	}
+	os.Exit(code)
+}
+
+func buildNodelet(t *testing.T) string {
+	t.Helper()
+	if nodeletBin.path == "" && nodeletBin.err == nil {
+		dir, err := os.MkdirTemp("", "nodelet-bin-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodeletBin.dir = dir
+		out := filepath.Join(dir, "nodelet")
+		cmd := exec.Command("go", "build", "-o", out, "github.com/nodelet/nodelet/cmd/nodelet")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			nodeletBin.err = fmt.Errorf("go build ./cmd/nodelet: %v\n%s", err, b)
+		} else {
+			nodeletBin.path = out
+		}
+	}
+	if nodeletBin.err != nil {
+		t.Fatal(nodeletBin.err)
+	}
+	return nodeletBin.path
+}
+
+// startNodeletRuntime runs `nodelet runtime` with its own root, state and socket under dir, pulling
+// the mirrored registries' images from the loopback registry, without pod networking.
+func startNodeletRuntime(t *testing.T, dir, reg string, mirrored ...string) *criRuntime {
+	t.Helper()
+	testutil.Require(t, "runc", "conmon")
+	bin := buildNodelet(t)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "nodelet.sock")
+	args := []string{"runtime", "--root", filepath.Join(dir, "root"), "--state", filepath.Join(dir, "state"),
+		"--listen", "unix://" + sock, "--no-network", "--cgroup-parent", "/nodelet-e2e-runtime"}
+	for _, h := range mirrored {
+		args = append(args, "--registry-mirror", h+"=http://"+reg)
+	}
+	logPath := filepath.Join(dir, "nodelet.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := &criRuntime{Name: "nodelet", Endpoint: "unix://" + sock, dir: dir, cmd: cmd}
+	r.Conn = dialCRI(t, r.Endpoint)
+	r.Runtime = runtimeapi.NewRuntimeServiceClient(r.Conn)
+	t.Cleanup(func() {
+		r.stop(t)
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("nodelet runtime log:\n%s", tail(string(b), 40))
+		}
+	})
+	r.waitReady(t, logPath)
+	return r
+}

@@ -259,3 +259,10 @@ func TestStaticPodsOnContainerd(t *testing.T) {
 	})
 	staticPodScenarios(t, e)
 }
+
+func TestStaticPodsOnNodeletRuntime(t *testing.T) {
+	e := newEnv(t, func(t *testing.T, dir, reg string) *criRuntime {
+		return startNodeletRuntime(t, dir, reg, "registry.k8s.io")
+	})
+	staticPodScenarios(t, e)
+}
