@@ -23,11 +23,8 @@ const (
 
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
-	enc := json.NewEncoder(w)
-	if err := enc.Encode(v); err != nil {
-		// The header is out; all we can do is stop.
-		return
-	}
+	// Once the header is out an encoding error can only end the body early.
+	_ = json.NewEncoder(w).Encode(v)
 }
 
 func (s *Server) pods(w http.ResponseWriter, r *http.Request) {

@@ -344,7 +344,7 @@ func TestClientUnreachableAgent(t *testing.T) {
 	cmd := newGetCmd()
 	cmd.SetOut(io.Discard)
 	cmd.SetArgs([]string{"--agent-endpoint", "unix:///nonexistent/agent.sock", "pods"})
-	if err := cmd.ExecuteContext(context.Background()); err == nil || !strings.Contains(err.Error(), "agent API") {
+	if err := cmd.ExecuteContext(context.Background()); err == nil || !strings.Contains(err.Error(), "is `nodelet up` or `nodelet agent` running?") {
 		t.Fatalf("unreachable agent: %v", err)
 	}
 }

@@ -12,8 +12,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -30,16 +32,17 @@ const DefaultEndpoint = "unix:///run/nodelet/agent.sock"
 
 // Client is one agent API endpoint.
 type Client struct {
-	base    *url.URL
-	http    *http.Client
-	tls     *tls.Config
-	dialCtx func(ctx context.Context, network, addr string) (net.Conn, error)
+	endpoint string
+	base     *url.URL
+	http     *http.Client
+	tls      *tls.Config
+	dialCtx  func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // New parses endpoint: "unix:///path", a bare absolute path (a socket), or "https://host:port"
 // (tlsConfig then carries the CA and client certificate).
 func New(endpoint string, tlsConfig *tls.Config) (*Client, error) {
-	c := &Client{tls: tlsConfig}
+	c := &Client{endpoint: endpoint, tls: tlsConfig}
 	switch {
 	case strings.HasPrefix(endpoint, "unix://") || strings.HasPrefix(endpoint, "/"):
 		path := strings.TrimPrefix(endpoint, "unix://")
@@ -60,6 +63,17 @@ func New(endpoint string, tlsConfig *tls.Config) (*Client, error) {
 		return nil, fmt.Errorf("agent endpoint %q: want unix:///path or https://host:port", endpoint)
 	}
 	return c, nil
+}
+
+// reachError explains the usual reasons an agent cannot be reached.
+func (c *Client) reachError(err error) error {
+	switch {
+	case errors.Is(err, os.ErrPermission):
+		return fmt.Errorf("agent API at %s: %w (the agent's socket is for root; run as root)", c.endpoint, err)
+	case errors.Is(err, os.ErrNotExist), errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("agent API at %s: %w (is `nodelet up` or `nodelet agent` running? --agent-endpoint names another)", c.endpoint, err)
+	}
+	return fmt.Errorf("agent API at %s: %w", c.endpoint, err)
 }
 
 // StatusError is an API answer other than 2xx.
@@ -96,7 +110,7 @@ func (c *Client) Get(ctx context.Context, path string, q url.Values) (io.ReadClo
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("agent API: %w", err)
+		return nil, c.reachError(err)
 	}
 	if resp.StatusCode/100 != 2 {
 		defer resp.Body.Close()
@@ -113,7 +127,10 @@ func (c *Client) GetJSON(ctx context.Context, path string, q url.Values, out any
 		return err
 	}
 	defer body.Close()
-	return json.NewDecoder(body).Decode(out)
+	if err := json.NewDecoder(body).Decode(out); err != nil {
+		return fmt.Errorf("agent API %s: %w", path, err)
+	}
+	return nil
 }
 
 // Pods lists the agent's pods.
