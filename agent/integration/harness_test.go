@@ -36,7 +36,7 @@ import (
 )
 
 // serveRegistry starts an in-process registry on loopback and returns its host:port.
-func serveRegistry(t *testing.T) string {
+func serveRegistry(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -49,7 +49,7 @@ func serveRegistry(t *testing.T) string {
 }
 
 // busyboxLayer tars a busybox-static rootfs.
-func busyboxLayer(t *testing.T) ggcrv1.Layer {
+func busyboxLayer(t testing.TB) ggcrv1.Layer {
 	t.Helper()
 	root := testutil.BusyboxRootfs(t)
 	var buf bytes.Buffer
@@ -97,7 +97,7 @@ func busyboxLayer(t *testing.T) ggcrv1.Layer {
 }
 
 // pushBusybox pushes a busybox image under ref with the given default command.
-func pushBusybox(t *testing.T, layer ggcrv1.Layer, ref string, cmd ...string) {
+func pushBusybox(t testing.TB, layer ggcrv1.Layer, ref string, cmd ...string) {
 	t.Helper()
 	img, err := mutate.AppendLayers(empty.Image, layer)
 	if err != nil {
@@ -133,7 +133,7 @@ type criRuntime struct {
 	cmd      *exec.Cmd
 }
 
-func dialCRI(t *testing.T, endpoint string) *grpc.ClientConn {
+func dialCRI(t testing.TB, endpoint string) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -144,7 +144,7 @@ func dialCRI(t *testing.T, endpoint string) *grpc.ClientConn {
 
 // startContainerd runs Debian's containerd with its own root, state and socket under dir, its
 // registry hosts pointing the given names at the loopback registry, and nothing else it does not need.
-func startContainerd(t *testing.T, dir, reg string, mirrored ...string) *criRuntime {
+func startContainerd(t testing.TB, dir, reg string, mirrored ...string) *criRuntime {
 	t.Helper()
 	testutil.Require(t, "containerd", "runc")
 	for _, h := range append([]string{reg}, mirrored...) {
@@ -209,7 +209,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 }
 
 // waitReady waits for Version to answer; the limit guards against a hang only.
-func (r *criRuntime) waitReady(t *testing.T, logPath string) {
+func (r *criRuntime) waitReady(t testing.TB, logPath string) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -236,7 +236,7 @@ func tail(s string, n int) string {
 }
 
 // removeAll stops and removes every sandbox (and so every container) through CRI.
-func (r *criRuntime) removeAll(t *testing.T) {
+func (r *criRuntime) removeAll(t testing.TB) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	sbs, err := r.Runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
@@ -256,7 +256,7 @@ func (r *criRuntime) removeAll(t *testing.T) {
 
 // stop removes what the runtime runs, stops the daemon (SIGTERM, then SIGKILL to its group), kills
 // any process still naming its dir (shims it started), and unmounts what is left under the dir.
-func (r *criRuntime) stop(t *testing.T) {
+func (r *criRuntime) stop(t testing.TB) {
 	if r.cmd == nil {
 		return
 	}
@@ -300,7 +300,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func buildNodelet(t *testing.T) string {
+func buildNodelet(t testing.TB) string {
 	t.Helper()
 	if nodeletBin.path == "" && nodeletBin.err == nil {
 		dir, err := os.MkdirTemp("", "nodelet-bin-")
@@ -325,7 +325,7 @@ func buildNodelet(t *testing.T) string {
 
 // startNodeletRuntime runs `nodelet runtime` with its own root, state and socket under dir, pulling
 // the mirrored registries' images from the loopback registry, without pod networking.
-func startNodeletRuntime(t *testing.T, dir, reg string, mirrored ...string) *criRuntime {
+func startNodeletRuntime(t testing.TB, dir, reg string, mirrored ...string) *criRuntime {
 	t.Helper()
 	testutil.Require(t, "runc", "conmon")
 	bin := buildNodelet(t)
@@ -362,3 +362,5 @@ func startNodeletRuntime(t *testing.T, dir, reg string, mirrored ...string) *cri
 	r.waitReady(t, logPath)
 	return r
 }
+
+func bg() context.Context { return context.Background() }

@@ -17,16 +17,17 @@ import (
 
 // env is one runtime with an image registry and an agent on top.
 type env struct {
-	t         *testing.T
+	t         testing.TB
 	rt        *criRuntime
 	reg       string
 	manifests string
 	cfg       agentconfig.Config
 	stopAgent func()
+	agent     *agent.Agent
 }
 
 // cgroupRoot is unique per test process, and removed at the end.
-func cgroupRoot(t *testing.T) string {
+func cgroupRoot(t testing.TB) string {
 	root := fmt.Sprintf("/nodelet-e2e-%d", os.Getpid())
 	t.Cleanup(func() {
 		for _, base := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
@@ -56,7 +57,7 @@ func removeCgroupTree(dir string) {
 	os.Remove(dir)
 }
 
-func newEnv(t *testing.T, start func(t *testing.T, dir, reg string) *criRuntime) *env {
+func newEnv(t testing.TB, start func(t testing.TB, dir, reg string) *criRuntime) *env {
 	dir := t.TempDir()
 	testutil.CheckNoLeaks(t, dir)
 	reg := serveRegistry(t)
@@ -92,6 +93,7 @@ func (e *env) startAgent() {
 		defer close(done)
 		a.Run(ctx)
 	}()
+	e.agent = a
 	e.stopAgent = func() { cancel(); <-done }
 	e.t.Cleanup(func() {
 		if e.stopAgent != nil {
@@ -179,7 +181,7 @@ func (e *env) eventually(what string, cond func() bool) {
 const loop = "trap 'exit 0' TERM; while true; do sleep 1; done"
 
 // staticPodScenarios is the matrix every runtime must pass: add, restart, edit, agent restart, delete.
-func staticPodScenarios(t *testing.T, e *env) {
+func staticPodScenarios(t testing.TB, e *env) {
 	e.startAgent()
 	img1, img2 := e.reg+"/busybox:1", e.reg+"/busybox:2"
 
@@ -254,14 +256,14 @@ func staticPodScenarios(t *testing.T, e *env) {
 }
 
 func TestStaticPodsOnContainerd(t *testing.T) {
-	e := newEnv(t, func(t *testing.T, dir, reg string) *criRuntime {
+	e := newEnv(t, func(t testing.TB, dir, reg string) *criRuntime {
 		return startContainerd(t, dir, reg, "registry.k8s.io")
 	})
 	staticPodScenarios(t, e)
 }
 
 func TestStaticPodsOnNodeletRuntime(t *testing.T) {
-	e := newEnv(t, func(t *testing.T, dir, reg string) *criRuntime {
+	e := newEnv(t, func(t testing.TB, dir, reg string) *criRuntime {
 		return startNodeletRuntime(t, dir, reg, "registry.k8s.io")
 	})
 	staticPodScenarios(t, e)
