@@ -108,7 +108,7 @@ func load(ctx context.Context, c *libcni.CNIConfig, dir string) loadResult {
 	}
 	slices.Sort(files)
 	if len(files) == 0 {
-		return loadResult{err: fmt.Errorf("no CNI network config in %s: %w", dir, errdefs.ErrFailedPrecondition)}
+		return loadResult{err: notReady(fmt.Sprintf("no CNI network config in %s", dir))}
 	}
 	var reasons []string
 	for _, f := range files {
@@ -122,9 +122,17 @@ func load(ctx context.Context, c *libcni.CNIConfig, dir string) loadResult {
 		}
 		return loadResult{list: list, file: f}
 	}
-	return loadResult{err: fmt.Errorf("no valid CNI network config in %s (%s): %w",
-		dir, strings.Join(reasons, "; "), errdefs.ErrFailedPrecondition)}
+	return loadResult{err: notReady(fmt.Sprintf("no valid CNI network config in %s (%s)",
+		dir, strings.Join(reasons, "; ")))}
 }
+
+// notReadyError is why the network is not ready. Its text is only the reason, as it becomes the
+// message of the NetworkReady=false condition; it still is an errdefs.ErrFailedPrecondition.
+type notReadyError struct{ reason string }
+
+func notReady(reason string) error     { return &notReadyError{reason} }
+func (e *notReadyError) Error() string { return e.reason }
+func (e *notReadyError) Unwrap() error { return errdefs.ErrFailedPrecondition }
 
 func parseFile(f string) (*libcni.NetworkConfigList, error) {
 	if strings.HasSuffix(f, ".conflist") {

@@ -79,7 +79,7 @@ func TestConfigSelectionAndStatus(t *testing.T) {
 			wantNet: "single"},
 		{name: "only broken files: no default, reason reported", files: map[string]string{"10-broken.conflist": "{not json"},
 			wantWhy: "10-broken.conflist"},
-		{name: "empty dir without default", noDefault: true, wantWhy: "no CNI network config"},
+		{name: "empty dir without default", noDefault: true, wantWhy: "no CNI network config in "},
 		{name: "unsupported cniVersion", files: map[string]string{
 			"10-v.conflist": `{"cniVersion":"9.9.9","name":"v","plugins":[{"type":"bridge"}]}`}, wantWhy: "10-v.conflist"},
 	} {
@@ -95,6 +95,9 @@ func TestConfigSelectionAndStatus(t *testing.T) {
 			if tc.wantNet == "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantWhy) || !errors.Is(err, errdefs.ErrFailedPrecondition) {
 					t.Fatalf("Status = %v, want a FailedPrecondition mentioning %q", err, tc.wantWhy)
+				}
+				if strings.Contains(err.Error(), errdefs.ErrFailedPrecondition.Error()) {
+					t.Errorf("the reason %q carries the sentinel's text", err)
 				}
 				if _, serr := os.Stat(filepath.Join(dir, defaultConfName)); serr == nil {
 					t.Fatal("default network written although the dir had config files or defaults were off")
