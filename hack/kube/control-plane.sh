@@ -86,11 +86,14 @@ start() {
   echo $! >>"$dir/pids"
 
   local deadline=$(( $(date +%s) + 60 ))
-  until "$bin/kubectl" --kubeconfig "$dir/admin.kubeconfig" get --raw /readyz >/dev/null 2>&1; do
+  # Ready means pods can be created: /readyz, and the default service account that admission
+  # looks up, which the controller-manager makes a moment later.
+  until "$bin/kubectl" --kubeconfig "$dir/admin.kubeconfig" get --raw /readyz >/dev/null 2>&1 &&
+    "$bin/kubectl" --kubeconfig "$dir/admin.kubeconfig" -n default get serviceaccount default >/dev/null 2>&1; do
     if [ "$(date +%s)" -ge "$deadline" ]; then
       tail -20 "$dir/apiserver.log" >&2
       stop "$dir"
-      die "kube-apiserver not ready after 60 s"
+      die "control plane not ready after 60 s"
     fi
     sleep 0.3
   done
@@ -102,7 +105,7 @@ stop() {
   [ -f "$dir/pids" ] || die "$dir/pids missing: not started by this script"
   for p in $(tac "$dir/pids"); do kill -TERM "$p" 2>/dev/null || true; done
   for p in $(tac "$dir/pids"); do
-    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$p" 2>/dev/null || true
   done
   rm -rf "$dir"

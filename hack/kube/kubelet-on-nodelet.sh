@@ -6,10 +6,14 @@
 #      output visible to the app containers through an emptyDir),
 #   2. a container that keeps crashing is restarted,
 #   3. deleting the manifest stops the pod.
+# With --cluster it also starts a loopback control plane (hack/kube/control-plane.sh) and joins
+# the kubelet to it as a node: the node registers and turns Ready, a pod created through the API
+# is scheduled onto it and runs, the static pod shows as a mirror pod, and deleting the API pod
+# removes it.
 # Prints one line per check and "kubelet: N passed, N failed". The pod images are stand-ins served
 # by hack/images through the runtime's registry mirrors.
 #
-#   sudo hack/kube/kubelet-on-nodelet.sh [--runtime nodelet|containerd] [--keep]
+#   sudo hack/kube/kubelet-on-nodelet.sh [--runtime nodelet|containerd] [--cluster] [--keep]
 # Env: KUBE_VERSION (v1.34.4), NODELET_CACHE, KUBELET_TIMEOUT (seconds per wait, 120).
 #
 # The kubelet sets kernel tunables at start (kernel.panic, kernel.panic_on_oops, vm.overcommit_memory,
@@ -19,12 +23,13 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib.sh
 . "$here/lib.sh"
 
-runtime=nodelet
+runtime=nodelet cluster=
 while [ $# -gt 0 ]; do
   case "$1" in
     --runtime) runtime=$2; shift 2 ;;
     --runtime=*) runtime=${1#*=}; shift ;;
     --keep) export NL_KEEP=1; shift ;;
+    --cluster) cluster=1; shift ;;
     *) nl_die "unknown argument $1" ;;
   esac
 done
@@ -103,10 +108,21 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 EOC
 
-nl_say "starting kubelet $(basename "$(dirname "$bin")") on $runtime"
+join=()
+if [ -n "$cluster" ]; then
+  cp_dir=$NL_WORK/control-plane
+  "$here/control-plane.sh" start "$cp_dir" "$node"
+  # Stopped with everything else this script started, after the kubelet (killed first).
+  mapfile -t cp_pids <"$cp_dir/pids"
+  NL_PIDS+=("${cp_pids[@]}")
+  join=(--kubeconfig "$cp_dir/node.kubeconfig")
+  kubectl() { "$bin/kubectl" --kubeconfig "$cp_dir/admin.kubeconfig" "$@"; }
+fi
+
+nl_say "starting kubelet $(basename "$(dirname "$bin")") on $runtime${cluster:+, joined to the control plane}"
 # --node-ip: without it the standalone kubelet resolves its node name in DNS on every sync.
 "$kubelet" --config "$k/config.yaml" --root-dir "$k/root" --cert-dir "$k/pki" \
-  --hostname-override "$node" --node-ip 127.0.0.1 --v=2 >"$k/kubelet.log" 2>&1 &
+  --hostname-override "$node" --node-ip 127.0.0.1 "${join[@]}" --v=2 >"$k/kubelet.log" 2>&1 &
 NL_PIDS+=($!)
 kubelet_pid=$!
 
@@ -188,6 +204,35 @@ else
   fail=$((fail + 1)); echo "FAIL app sees what the init container wrote"
 fi
 check "crashing container restarted" restarted crash "$crasher"
+
+if [ -n "$cluster" ]; then
+  node_ready() {
+    [ "$(kubectl get node "$node" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ]
+  }
+  mirror_pod() { kubectl get pod "$web" -o jsonpath='{.metadata.annotations.kubernetes\.io/config\.mirror}' | grep -q .; }
+  api_pod_running() { [ "$(kubectl get pod api-pod -o jsonpath='{.status.phase}')" = Running ]; }
+  api_pod_gone() { ! kubectl get pod api-pod >/dev/null 2>&1; }
+  check "node registered and Ready" node_ready
+  check "static pod mirrored in the API" mirror_pod
+  kubectl apply -f - >/dev/null <<EOP
+apiVersion: v1
+kind: Pod
+metadata: {name: api-pod, namespace: default}
+spec:
+  terminationGracePeriodSeconds: 2
+  automountServiceAccountToken: false
+  containers:
+  - name: main
+    image: $image
+    imagePullPolicy: IfNotPresent
+    command: [sh, -c, "exec sleep 3600"]
+EOP
+  check "API pod scheduled here and Running" api_pod_running
+  check "API pod container running (crictl)" running main api-pod
+  kubectl delete pod api-pod --wait=false >/dev/null
+  check "deleted API pod gone from the API" api_pod_gone
+  check "deleted API pod stopped (crictl)" pod_stopped api-pod
+fi
 
 rm "$k/manifests/web.yaml" "$k/manifests/crasher.yaml"
 check "deleted pod stopped" pod_stopped "$web"

@@ -50,7 +50,7 @@ nl_cleanup() {
   for (( i=${#NL_PIDS[@]}-1; i>=0; i-- )); do
     p=${NL_PIDS[$i]}
     kill -TERM "$p" 2>/dev/null || continue
-    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$p" 2>/dev/null
     wait "$p" 2>/dev/null
   done
