@@ -47,6 +47,7 @@ const (
 	RelistPeriod          = time.Second
 	RelistPeriodWithEvent = 30 * time.Second
 	streamRetry           = 5 * time.Second
+	unimplementedRetry    = 5 * time.Minute
 	// relistThreshold: Healthy fails when no relist or event succeeded for this long.
 	relistThreshold = 3 * time.Minute
 )
@@ -147,20 +148,28 @@ func (g *GenericPLEG) Run(ctx context.Context) {
 }
 
 func (g *GenericPLEG) watchEvents(ctx context.Context) {
+	told := false
 	for ctx.Err() == nil {
 		err := g.followStream(ctx)
 		if g.streaming.Swap(false) {
 			// The stream broke: relist now so nothing that happened meanwhile is missed.
-			g.log.Info("pleg event stream ended; relisting every "+g.relistPeriod.String(), "err", err)
 			g.kickRelist()
 		}
+		retry := streamRetry
 		if status.Code(err) == codes.Unimplemented {
-			g.log.Info("runtime has no container event stream; relisting every " + g.relistPeriod.String())
+			// Runtimes without the stream (containerd 1.6) will not grow one while running: ask rarely.
+			retry = unimplementedRetry
+			if !told {
+				g.log.Info("runtime has no container event stream; relisting every " + g.relistPeriod.String())
+				told = true
+			}
+		} else if ctx.Err() == nil {
+			g.log.Info("pleg event stream ended; relisting every "+g.relistPeriod.String()+" until it is back", "err", err)
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(streamRetry):
+		case <-time.After(retry):
 		}
 	}
 }
