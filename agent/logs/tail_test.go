@@ -16,7 +16,7 @@ import (
 // lines must be the same.
 func TestTailMatchesFullRead(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
-	for round := range 200 {
+	for round := range 80 {
 		dir := t.TempDir()
 		path := filepath.Join(dir, "0.log")
 		var files [3]strings.Builder

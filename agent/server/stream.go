@@ -124,6 +124,10 @@ func proxyStream(w http.ResponseWriter, r *http.Request, raw string) {
 		http.Error(w, fmt.Sprintf("the runtime returned an unusable streaming URL %q", raw), http.StatusInternalServerError)
 		return
 	}
+	// The caller's credentials were for us; the runtime's streaming server has its own one-time URL.
+	r = r.Clone(r.Context())
+	r.Header.Del("Authorization")
+	r.Header.Del("Cookie")
 	h := proxy.NewUpgradeAwareHandler(u, nil, false, true, responder{})
 	h.UseLocationHost = true
 	h.ServeHTTP(w, r)
