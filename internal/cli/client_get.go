@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -12,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/yaml"
 )
@@ -20,7 +24,7 @@ import (
 func newGetCmd() *cobra.Command {
 	var cf clientFlags
 	var output string
-	var noHeaders bool
+	var noHeaders, watch bool
 	cmd := &cobra.Command{
 		Use:   "get pods [NAME...]",
 		Short: "List the agent's pods (like kubectl get pods)",
@@ -62,6 +66,15 @@ func newGetCmd() *cobra.Command {
 				}
 				return nil
 			}
+			if watch {
+				return watchPods(cmd.Context(), out, pods, func() ([]v1.Pod, error) {
+					all, err := c.Pods(cmd.Context())
+					if err != nil {
+						return nil, err
+					}
+					return selectPods(all, cf.namespace, cf.allNS, nil)
+				}, args[1:], cf.allNS, output == "wide", noHeaders)
+			}
 			if len(pods) == 0 {
 				if cf.allNS {
 					fmt.Fprintln(cmd.ErrOrStderr(), "No resources found")
@@ -76,7 +89,70 @@ func newGetCmd() *cobra.Command {
 	cf.bind(cmd, true)
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: wide, yaml, json or name")
 	cmd.Flags().BoolVar(&noHeaders, "no-headers", false, "leave out the header line")
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "after listing, print a pod's row again whenever it changes")
 	return cmd
+}
+
+// watchPoll is how often `get pods -w` asks the agent; the API has no watch, and a person
+// watching a terminal does not need it sooner.
+var watchPoll = time.Second
+
+// watchPods prints the table, then a row for each pod whose row (age aside) changed, until ctx
+// ends. Names, when given, limit it to those pods.
+func watchPods(ctx context.Context, w io.Writer, pods []v1.Pod, list func() ([]v1.Pod, error), names []string, allNS, wide, noHeaders bool) error {
+	seen := map[types.UID]string{}
+	keep := func(pods []v1.Pod) []v1.Pod {
+		if len(names) == 0 {
+			return pods
+		}
+		var out []v1.Pod
+		for _, p := range pods {
+			if slices.Contains(names, p.Name) {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	rowKey := func(p *v1.Pod) string {
+		var b bytes.Buffer
+		printPodTable(&b, []v1.Pod{*p}, allNS, wide, true, p.CreationTimestamp.Time)
+		return b.String()
+	}
+	pods = keep(pods)
+	for i := range pods {
+		seen[pods[i].UID] = rowKey(&pods[i])
+	}
+	if err := printPodTable(w, pods, allNS, wide, noHeaders, time.Now()); err != nil {
+		return err
+	}
+	t := time.NewTicker(watchPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		pods, err := list()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		var changed []v1.Pod
+		for _, p := range keep(pods) {
+			if k := rowKey(&p); seen[p.UID] != k {
+				seen[p.UID] = k
+				changed = append(changed, p)
+			}
+		}
+		if len(changed) > 0 {
+			if err := printPodTable(w, changed, allNS, wide, true, time.Now()); err != nil {
+				return err
+			}
+		}
+	}
 }
 
 // selectPods keeps the namespace's pods (all with allNS), and only names when given; a name not

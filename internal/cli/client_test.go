@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
@@ -355,5 +356,39 @@ func TestClientAttach(t *testing.T) {
 	out, _, err := f.run(t, context.Background(), newAttachCmd, strings.NewReader("typed"), "-i", "-q", "web")
 	if err != nil || out != "typed" {
 		t.Fatalf("attach: %v %q", err, out)
+	}
+}
+
+func TestClientGetPodsWatch(t *testing.T) {
+	f := newClientFixture(t)
+	f.AddPod("default", "web", "nginx")
+	f.AddPod("default", "api", "app")
+	old := watchPoll
+	watchPoll = 10 * time.Millisecond
+	defer func() { watchPoll = old }()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := newGetCmd()
+	lw := &lineWriter{ch: make(chan string, 16)}
+	cmd.SetOut(lw)
+	cmd.SetArgs([]string{"--agent-endpoint", f.endpoint, "pods", "-w"})
+	errc := make(chan error, 1)
+	go func() { errc <- cmd.ExecuteContext(ctx) }()
+	for _, want := range []string{"NAME READY STATUS RESTARTS AGE\n", "api 1/1 Running 0 5m\n", "web 1/1 Running 0 5m\n"} {
+		if got := spaces.ReplaceAllString(<-lw.ch, " "); got != want {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+	}
+	f.Pods.Update("default", "web", func(p *v1.Pod) {
+		p.Status.ContainerStatuses[0].Ready = false
+		p.Status.ContainerStatuses[0].RestartCount = 1
+		p.Status.ContainerStatuses[0].State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}
+	})
+	if got := spaces.ReplaceAllString(<-lw.ch, " "); got != "web 0/1 CrashLoopBackOff 1 5m\n" {
+		t.Fatalf("changed row %q", got)
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
 	}
 }

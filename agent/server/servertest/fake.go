@@ -61,6 +61,19 @@ func (p *Pods) PodEvents(ns, name string) []v1.Event {
 	return p.events[ns+"/"+name]
 }
 
+// Update changes a pod in place, as the agent's status manager would.
+func (p *Pods) Update(ns, name string, fn func(*v1.Pod)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, pod := range p.pods {
+		if pod.Namespace == ns && pod.Name == name {
+			cp := pod.DeepCopy()
+			fn(cp)
+			p.pods[i] = cp
+		}
+	}
+}
+
 // AddEvent records an event about a pod.
 func (p *Pods) AddEvent(ns, name, typ, reason, msg string) {
 	p.mu.Lock()
