@@ -150,3 +150,24 @@ func TestConfDirChangesAreWatched(t *testing.T) {
 		t.Fatal("default rewritten at runtime")
 	}
 }
+
+// TestStatusFindsConfigWithoutTheWatcher: the conf dir is removed and made again, which the
+// watcher cannot follow; Status still finds the config that appears in it.
+func TestStatusFindsConfigWithoutTheWatcher(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "net.d")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m := newConfManager(t, dir, Options{NoDefault: true})
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "not ready once the dir is gone", func() bool { return m.Status() != nil })
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "10-back.conflist"), DefaultNetwork{Name: "back", Bridge: "nltb0"}.ConfList(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "ready again", func() bool { return m.Status() == nil })
+}

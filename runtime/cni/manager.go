@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/invoke"
@@ -60,8 +61,9 @@ type Manager struct {
 	cni  *libcni.CNIConfig
 	log  *slog.Logger
 
-	mu  sync.RWMutex
-	cur loadResult
+	mu       sync.RWMutex
+	cur      loadResult
+	loadedAt time.Time
 
 	locks   sync.Mutex
 	podLock map[string]*podLock
@@ -175,7 +177,7 @@ func (m *Manager) Reload(ctx context.Context) {
 	r := load(ctx, m.cni, m.opts.ConfDir)
 	m.mu.Lock()
 	prev := m.cur
-	m.cur = r
+	m.cur, m.loadedAt = r, time.Now()
 	m.mu.Unlock()
 	switch {
 	case r.err != nil && (prev.err == nil || prev.err.Error() != r.err.Error()):
@@ -186,12 +188,24 @@ func (m *Manager) Reload(ctx context.Context) {
 }
 
 // Status is nil when a usable network config is loaded; otherwise its error text says why, for
-// the NetworkReady=false condition.
+// the NetworkReady=false condition. While not ready it re-reads the conf dir (at most once per
+// retryInterval), so a config appears even where the watcher cannot see it (a conf dir that was
+// deleted and made again, or inotify limits).
 func (m *Manager) Status() error {
+	m.mu.RLock()
+	err, last := m.cur.err, m.loadedAt
+	m.mu.RUnlock()
+	if err == nil || time.Since(last) < retryInterval {
+		return err
+	}
+	m.Reload(context.Background())
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.cur.err
 }
+
+// retryInterval spaces Status's re-reads of a conf dir without a usable config.
+const retryInterval = time.Second
 
 // ConfigFile is the file the current network comes from, "" when none is usable.
 func (m *Manager) ConfigFile() string {
