@@ -363,7 +363,7 @@ func (l *limitWriter) Write(p []byte) (int, error) {
 	if l.left <= 0 {
 		return 0, errLimit
 	}
-	cut := len(p) > int(min(l.left, int64(len(p))))
+	cut := int64(len(p)) > l.left
 	if cut {
 		p = p[:l.left]
 	}
