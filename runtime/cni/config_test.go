@@ -170,4 +170,9 @@ func TestStatusFindsConfigWithoutTheWatcher(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "ready again", func() bool { return m.Status() == nil })
+	// The watch is back on the new dir: a better-sorted file is picked up without Status.
+	if err := os.WriteFile(filepath.Join(dir, "05-first.conflist"), DefaultNetwork{Name: "first", Bridge: "nltb1"}.ConfList(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "watcher re-armed", func() bool { return filepath.Base(m.ConfigFile()) == "05-first.conflist" })
 }

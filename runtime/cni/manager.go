@@ -174,6 +174,10 @@ func (m *Manager) watch() {
 
 // Reload re-reads the conf dir now. The watcher calls it on every change.
 func (m *Manager) Reload(ctx context.Context) {
+	if m.watcher != nil {
+		// Re-arms the watch after the dir was deleted and made again; a no-op otherwise.
+		_ = m.watcher.Add(m.opts.ConfDir)
+	}
 	r := load(ctx, m.cni, m.opts.ConfDir)
 	m.mu.Lock()
 	prev := m.cur
