@@ -16,12 +16,13 @@
 #   sudo hack/kube/kubelet-on-nodelet.sh [--runtime nodelet|containerd] [--cluster] [--keep]
 # Env: KUBE_VERSION (v1.34.4), NODELET_CACHE, KUBELET_TIMEOUT (seconds per wait, 120).
 #
-# The kubelet sets kernel tunables at start (kernel.panic, kernel.panic_on_oops, vm.overcommit_memory,
-# vm.panic_on_oom); this script restores their previous values when it exits.
+# What the kubelet changes on the host (kernel tunables, KUBE-* iptables chains) is undone at exit.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib.sh
 . "$here/lib.sh"
+# shellcheck source=kubelet-lib.sh
+. "$here/kubelet-lib.sh"
 
 runtime=nodelet cluster=
 while [ $# -gt 0 ]; do
@@ -40,35 +41,10 @@ image=registry.k8s.io/e2e-test-images/busybox:1.29-2
 nl_init kubelet
 command -v crictl >/dev/null || nl_die "crictl missing: run hack/install.sh"
 
-tunables=(kernel.panic kernel.panic_on_oops vm.overcommit_memory vm.panic_on_oom)
-saved=()
-for t in "${tunables[@]}"; do saved+=("$t=$(sysctl -n "$t")"); done
-# The kubelet also adds KUBE-* iptables chains (a canary, and KUBE-FIREWALL, which drops packets
-# to 127.0.0.0/8 from other sources); those that were not there before are removed at exit.
-kube_chains() { local c t; for c in iptables ip6tables; do for t in filter nat mangle; do
-  "$c" -w -t "$t" -S 2>/dev/null | sed -n "s/^-N \(KUBE-[A-Z0-9-]*\)$/$c $t \1/p"; done; done; }
-chains_before=$(kube_chains)
-had_varlib=$([ -d /var/lib/kubelet ] && echo 1 || true)
-restore_host() {
-  local kv c t ch
-  for kv in "${saved[@]}"; do sysctl -q -w "$kv" >/dev/null || true; done
-  local now rules rule
-  now=$(kube_chains)
-  while read -r c t ch; do
-    [ -n "$ch" ] || continue
-    grep -qx "$c $t $ch" <<<"$chains_before" && continue
-    rules=$("$c" -w -t "$t" -S | grep -- "-j $ch\( \|$\)" | sed 's/^-A /-D /')
-    while read -r rule; do [ -z "$rule" ] || eval "$c -w -t $t $rule" 2>/dev/null; done <<<"$rules"
-    "$c" -w -t "$t" -F "$ch" 2>/dev/null; "$c" -w -t "$t" -X "$ch" 2>/dev/null
-  done <<<"$now"
-  # The kubelet makes /var/lib/kubelet/device-plugins whatever --root-dir says.
-  [ -n "$had_varlib" ] || rm -rf /var/lib/kubelet
-}
-NL_AFTER+=(restore_host)
-
-nl_say "building the kubelet (cached after the first run)"
-bin=$("$here/build.sh" kubelet | tail -1)
-kubelet=$bin/kubelet
+kl_guard_host
+kl_build
+bin=$KL_BIN
+kubelet=$KL_KUBELET
 "$kubelet" --version
 
 nl_registry
@@ -80,33 +56,7 @@ esac
 cri() { crictl --runtime-endpoint "$endpoint" --image-endpoint "$endpoint" "$@"; }
 
 k=$NL_WORK/kubelet
-mkdir -p "$k/manifests" "$k/root" "$k/logs"
-cat >"$k/config.yaml" <<EOC
-apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-staticPodPath: $k/manifests
-fileCheckFrequency: 1s
-syncFrequency: 5s
-containerRuntimeEndpoint: $endpoint
-imageServiceEndpoint: $endpoint
-cgroupDriver: cgroupfs
-# This machine has cgroup v1; kubelets from 1.35 on refuse it unless told.
-failCgroupV1: false
-# Standalone: no API server, no kubelet server, pods only from the manifest dir.
-enableServer: false
-healthzPort: 0
-readOnlyPort: 0
-authentication: {anonymous: {enabled: false}, webhook: {enabled: false}}
-authorization: {mode: AlwaysAllow}
-cgroupsPerQOS: false
-enforceNodeAllocatable: []
-failSwapOn: false
-podLogsDir: $k/logs
-resolvConf: /etc/resolv.conf
-evictionHard: {memory.available: "1Mi", nodefs.available: "1%", imagefs.available: "1%"}
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-EOC
+kl_config "$k" "$endpoint"
 
 join=()
 if [ -n "$cluster" ]; then
@@ -120,11 +70,8 @@ if [ -n "$cluster" ]; then
 fi
 
 nl_say "starting kubelet $(basename "$(dirname "$bin")") on $runtime${cluster:+, joined to the control plane}"
-# --node-ip: without it the standalone kubelet resolves its node name in DNS on every sync.
-"$kubelet" --config "$k/config.yaml" --root-dir "$k/root" --cert-dir "$k/pki" \
-  --hostname-override "$node" --node-ip 127.0.0.1 "${join[@]}" --v=2 >"$k/kubelet.log" 2>&1 &
-NL_PIDS+=($!)
-kubelet_pid=$!
+kl_start "$k" "$node" "${join[@]}"
+kubelet_pid=$KL_PID
 
 pass=0 fail=0
 check() { # check NAME CMD...: wait up to $timeout s for CMD to succeed
