@@ -32,6 +32,13 @@ type Options struct {
 	RootDir  string // the agent's root dir: the node filesystem, and pods/<uid>/volumes ("/var/lib/nodelet/agent")
 	ImageDir string // the image store, for the image filesystem (RootDir when empty)
 	LogDir   string // container logs, counted per pod ("/var/log/pods")
+	// CgroupMount is where cgroups are mounted ("/sys/fs/cgroup").
+	CgroupMount string
+	// PodsCgroup is the parent cgroup of all pods, reported as the "pods" system container
+	// ("" leaves it out).
+	PodsCgroup string
+	// RuntimeCgroup, when set, is reported as the "runtime" system container.
+	RuntimeCgroup string
 }
 
 // Provider answers Summary calls; it remembers the previous CPU sample to report usage rates.
@@ -58,6 +65,9 @@ func New(rt Runtime, opts Options) *Provider {
 	}
 	if opts.LogDir == "" {
 		opts.LogDir = "/var/log/pods"
+	}
+	if opts.CgroupMount == "" {
+		opts.CgroupMount = "/sys/fs/cgroup"
 	}
 	return &Provider{rt: rt, opts: opts, now: time.Now}
 }
@@ -100,6 +110,23 @@ func (p *Provider) node(now metav1.Time) (*statsapi.NodeStats, error) {
 		n.Runtime = &statsapi.RuntimeStats{ImageFs: img, ContainerFs: img}
 	}
 	n.Rlimit = nodeRlimit(p.opts.ProcRoot, now)
+	self, haveSelf := ownCgroup(p.opts.ProcRoot)
+	for _, sc := range []struct {
+		name string
+		path cgroupPath
+		ok   bool
+	}{
+		{statsapi.SystemContainerKubelet, self, haveSelf},
+		{statsapi.SystemContainerRuntime, samePath(p.opts.RuntimeCgroup), p.opts.RuntimeCgroup != ""},
+		{statsapi.SystemContainerPods, samePath(p.opts.PodsCgroup), p.opts.PodsCgroup != ""},
+	} {
+		if !sc.ok {
+			continue
+		}
+		if cpu, mem, ok := cgroupStats(p.opts.CgroupMount, sc.path, now); ok {
+			n.SystemContainers = append(n.SystemContainers, statsapi.ContainerStats{Name: sc.name, StartTime: n.StartTime, CPU: cpu, Memory: mem})
+		}
+	}
 	return n, nil
 }
 

@@ -189,3 +189,50 @@ func TestFillRates(t *testing.T) {
 		t.Fatal("a rate across a restart")
 	}
 }
+
+func TestCgroupStats(t *testing.T) {
+	now := metav1.Now()
+	write := func(path, body string) {
+		os.MkdirAll(filepath.Dir(path), 0o755)
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v1 := t.TempDir()
+	write(filepath.Join(v1, "cpuacct", "kubepods", "cpuacct.usage"), "5000000000\n")
+	write(filepath.Join(v1, "memory", "kubepods", "memory.usage_in_bytes"), "1000\n")
+	write(filepath.Join(v1, "memory", "kubepods", "memory.stat"), "cache 10\ntotal_inactive_file 300\ntotal_rss 600\n")
+	write(filepath.Join(v1, "memory", "kubepods", "memory.limit_in_bytes"), "9223372036854771712\n")
+	cpu, mem, ok := cgroupStats(v1, samePath("/kubepods"), now)
+	if !ok || *cpu.UsageCoreNanoSeconds != 5e9 || *mem.WorkingSetBytes != 700 || *mem.RSSBytes != 600 || mem.AvailableBytes != nil {
+		t.Fatalf("v1: %v %+v %+v", ok, cpu, mem)
+	}
+
+	v2 := t.TempDir()
+	write(filepath.Join(v2, "cgroup.controllers"), "cpu memory\n")
+	write(filepath.Join(v2, "kubepods", "cpu.stat"), "usage_usec 2000\nuser_usec 1000\n")
+	write(filepath.Join(v2, "kubepods", "memory.current"), "1000\n")
+	write(filepath.Join(v2, "kubepods", "memory.stat"), "anon 500\ninactive_file 100\n")
+	write(filepath.Join(v2, "kubepods", "memory.max"), "4000\n")
+	cpu, mem, ok = cgroupStats(v2, samePath("/kubepods"), now)
+	if !ok || *cpu.UsageCoreNanoSeconds != 2e6 || *mem.WorkingSetBytes != 900 || *mem.AvailableBytes != 3000 {
+		t.Fatalf("v2: %v %+v %+v", ok, cpu, mem)
+	}
+	if _, _, ok := cgroupStats(v2, samePath("/nosuch"), now); ok {
+		t.Fatal("stats of a missing cgroup")
+	}
+}
+
+func TestSystemContainersOfThisHost(t *testing.T) {
+	s, err := New(&fakeRuntime{}, Options{RootDir: "/", PodsCgroup: "/"}).Summary(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, c := range s.Node.SystemContainers {
+		names[c.Name] = c.CPU != nil && c.Memory != nil
+	}
+	if !names[statsapi.SystemContainerPods] || !names[statsapi.SystemContainerKubelet] {
+		t.Fatalf("system containers: %+v", s.Node.SystemContainers)
+	}
+}
