@@ -37,7 +37,8 @@ func Example() {
 		Events:          events,
 		Runtime:         rt,
 		SyncLoopHealthy: syncLoopHealthy,
-		Summary:         stats.New(rt, stats.Options{NodeName: "node1", RootDir: "/var/lib/nodelet/agent", LogDir: "/var/log/pods"}).Summary,
+		Summary: stats.New(rt, stats.Options{NodeName: "node1", RootDir: "/var/lib/nodelet/agent",
+			LogDir: "/var/log/pods", PodsCgroup: "/kubepods"}).Summary,
 	})
 
 	// In a cluster: the kubelet config's authentication/authorization, checked with the apiserver.
