@@ -1,0 +1,306 @@
+//go:build cluster
+
+// The cluster test joins the agent to a real control plane (etcd, kube-apiserver,
+// kube-controller-manager, kube-scheduler) started on loopback from binaries built by
+// hack/kube/build.sh. It takes a minute and needs a warm build cache (11–12 minutes cold), so it is
+// built only with the "cluster" tag, on demand:
+//
+//	hack/kube/build.sh && go test -tags cluster -run Cluster -v ./agent/integration/
+package integration
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+func kubeBinDir() string {
+	if d := os.Getenv("KUBE_BIN_DIR"); d != "" {
+		return d
+	}
+	c := os.Getenv("NODELET_CACHE")
+	if c == "" {
+		c = "/var/cache/nodelet"
+	}
+	v := os.Getenv("KUBE_VERSION")
+	if v == "" {
+		v = "v1.34.4"
+	}
+	return filepath.Join(c, "kube-"+v, "bin")
+}
+
+type pki struct {
+	dir    string
+	caCert *x509.Certificate
+	caKey  *ecdsa.PrivateKey
+}
+
+func writePEM(t testing.TB, path, typ string, der []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func newPKI(t testing.TB, dir string) *pki {
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "nodelet-test-ca"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), IsCA: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	writePEM(t, filepath.Join(dir, "ca.crt"), "CERTIFICATE", der)
+	return &pki{dir: dir, caCert: cert, caKey: key}
+}
+
+// issue writes name.crt and name.key signed by the CA.
+func (p *pki) issue(t testing.TB, name, cn string, orgs []string, server bool) {
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
+	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: cn, Organization: orgs},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	if server {
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")}
+		tmpl.DNSNames = []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCert, &key.PublicKey, p.caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, _ := x509.MarshalECPrivateKey(key)
+	writePEM(t, filepath.Join(p.dir, name+".crt"), "CERTIFICATE", der)
+	writePEM(t, filepath.Join(p.dir, name+".key"), "EC PRIVATE KEY", kb)
+}
+
+func (p *pki) kubeconfig(t testing.TB, name, server string) string {
+	path := filepath.Join(p.dir, name+".kubeconfig")
+	body := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: test
+  cluster: {server: %q, certificate-authority: %q}
+users:
+- name: %[3]s
+  user: {client-certificate: %q, client-key: %q}
+contexts:
+- name: test
+  context: {cluster: test, user: %[3]s}
+current-context: test
+`, server, filepath.Join(p.dir, "ca.crt"), name, filepath.Join(p.dir, name+".crt"), filepath.Join(p.dir, name+".key"))
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func freePort(t testing.TB) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startProc runs a control plane binary with its log in dir; it is killed at cleanup.
+func startProc(t testing.TB, dir, bin string, args ...string) {
+	t.Helper()
+	path := filepath.Join(kubeBinDir(), bin)
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("%s missing: build it with hack/kube/build.sh (about 12 minutes cold), or set KUBE_BIN_DIR", path)
+	}
+	logf, err := os.Create(filepath.Join(dir, bin+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(path, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(filepath.Join(dir, bin+".log"))
+			t.Logf("%s log:\n%s", bin, tail(string(b), 20))
+		}
+	})
+}
+
+// startControlPlane starts etcd, kube-apiserver, kube-controller-manager and kube-scheduler on
+// loopback and returns an admin kubeconfig.
+func startControlPlane(t testing.TB, dir string) string {
+	p := newPKI(t, dir)
+	p.issue(t, "apiserver", "kube-apiserver", nil, true)
+	p.issue(t, "admin", "admin", []string{"system:masters"}, false)
+	saKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	kb, _ := x509.MarshalECPrivateKey(saKey)
+	writePEM(t, filepath.Join(dir, "sa.key"), "EC PRIVATE KEY", kb)
+	pub, _ := x509.MarshalPKIXPublicKey(&saKey.PublicKey)
+	writePEM(t, filepath.Join(dir, "sa.pub"), "PUBLIC KEY", pub)
+
+	etcdPort, peerPort, apiPort := freePort(t), freePort(t), freePort(t)
+	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdPort)
+	startProc(t, dir, "etcd", "--data-dir", filepath.Join(dir, "etcd"), "--listen-client-urls", etcdURL,
+		"--advertise-client-urls", etcdURL, "--listen-peer-urls", "http://127.0.0.1:"+strconv.Itoa(peerPort),
+		"--initial-advertise-peer-urls", "http://127.0.0.1:"+strconv.Itoa(peerPort),
+		"--initial-cluster", "default=http://127.0.0.1:"+strconv.Itoa(peerPort), "--log-level", "warn")
+	server := "https://127.0.0.1:" + strconv.Itoa(apiPort)
+	startProc(t, dir, "kube-apiserver", "--etcd-servers", etcdURL, "--bind-address", "127.0.0.1",
+		"--advertise-address", "127.0.0.1", "--secure-port", strconv.Itoa(apiPort),
+		"--tls-cert-file", filepath.Join(dir, "apiserver.crt"), "--tls-private-key-file", filepath.Join(dir, "apiserver.key"),
+		"--client-ca-file", filepath.Join(dir, "ca.crt"), "--service-account-key-file", filepath.Join(dir, "sa.pub"),
+		"--service-account-signing-key-file", filepath.Join(dir, "sa.key"), "--service-account-issuer", "https://kubernetes.default.svc",
+		"--service-cluster-ip-range", "10.0.0.0/24", "--authorization-mode", "Node,RBAC", "--cert-dir", filepath.Join(dir, "apiserver-certs"))
+	admin := p.kubeconfig(t, "admin", server)
+	client := kubeClient(t, admin)
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		if _, err := client.Discovery().ServerVersion(); err == nil {
+			if _, err := client.CoreV1().Namespaces().Get(context.Background(), "kube-node-lease", metav1.GetOptions{}); err == nil {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("kube-apiserver did not come up")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	startProc(t, dir, "kube-controller-manager", "--kubeconfig", admin, "--bind-address", "127.0.0.1",
+		"--secure-port", strconv.Itoa(freePort(t)), "--service-account-private-key-file", filepath.Join(dir, "sa.key"),
+		"--root-ca-file", filepath.Join(dir, "ca.crt"), "--use-service-account-credentials=false", "--leader-elect=false")
+	startProc(t, dir, "kube-scheduler", "--kubeconfig", admin, "--bind-address", "127.0.0.1",
+		"--secure-port", strconv.Itoa(freePort(t)), "--leader-elect=false")
+	return admin
+}
+
+func kubeClient(t testing.TB, kubeconfig string) kubernetes.Interface {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestClusterOnNodeletRuntime(t *testing.T) {
+	e := newEnv(t, func(t testing.TB, dir, reg string) *criRuntime {
+		return startNodeletRuntime(t, dir, reg, "registry.k8s.io")
+	})
+	cpDir := filepath.Join(t.TempDir(), "cp")
+	os.MkdirAll(cpDir, 0o755)
+	admin := startControlPlane(t, cpDir)
+	client := kubeClient(t, admin)
+	ctx := context.Background()
+	e.cfg.Kubeconfig = admin
+	e.cfg.NodeIPs = []string{"127.0.0.1"}
+	e.cfg.NodeStatusUpdateFrequency = 2 * time.Second
+	e.writePod("static", "Always", e.reg+"/busybox:1", loop)
+	e.startAgent()
+
+	e.eventually("node Ready", func() bool {
+		n, err := client.CoreV1().Nodes().Get(ctx, "e2e", metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == v1.NodeReady && c.Status == v1.ConditionTrue {
+				return true
+			}
+		}
+		return false
+	})
+	e.eventually("static pod mirrored", func() bool {
+		p, err := client.CoreV1().Pods("default").Get(ctx, "static-e2e", metav1.GetOptions{})
+		return err == nil && p.Annotations["kubernetes.io/config.mirror"] != "" && p.Status.Phase == v1.PodRunning
+	})
+
+	replicas, no := int32(3), false
+	grace := int64(3)
+	labels := map[string]string{"app": "web"}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
+		Spec: appsv1.DeploymentSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: v1.PodSpec{
+				AutomountServiceAccountToken: &no, TerminationGracePeriodSeconds: &grace,
+				Containers: []v1.Container{{Name: "app", Image: e.reg + "/busybox:1", Command: []string{"/bin/sh", "-c", loop}}}}}}}
+	if _, err := client.AppsV1().Deployments("default").Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("deployment available", func() bool {
+		d, err := client.AppsV1().Deployments("default").Get(ctx, "web", metav1.GetOptions{})
+		return err == nil && d.Status.AvailableReplicas == 3
+	})
+	pods, err := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+	if err != nil || len(pods.Items) != 3 {
+		t.Fatalf("pods %v %v", pods, err)
+	}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName != "e2e" || p.Status.Phase != v1.PodRunning {
+			t.Fatalf("pod %s on %q phase %s", p.Name, p.Spec.NodeName, p.Status.Phase)
+		}
+	}
+
+	// Graceful delete of one pod: it goes, and the Deployment replaces it.
+	victim := pods.Items[0]
+	start := time.Now()
+	if err := client.CoreV1().Pods("default").Delete(ctx, victim.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("deleted pod gone", func() bool {
+		_, err := client.CoreV1().Pods("default").Get(ctx, victim.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
+	t.Logf("graceful delete of a pod took %s", time.Since(start).Round(time.Millisecond))
+
+	// Scale to 0: every pod stops and is removed from the runtime.
+	if _, err := client.AppsV1().Deployments("default").Patch(ctx, "web", "application/merge-patch+json",
+		[]byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("scaled to 0", func() bool {
+		ps, err := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+		return err == nil && len(ps.Items) == 0 && e.countRunning() == 1 // only the static pod
+	})
+	lease, err := client.CoordinationV1().Leases("kube-node-lease").Get(ctx, "e2e", metav1.GetOptions{})
+	if err != nil || lease.Spec.RenewTime == nil {
+		t.Fatalf("lease %v %v", lease, err)
+	}
+}
