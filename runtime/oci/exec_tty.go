@@ -66,7 +66,7 @@ func (r *Runtime) ExecTTY(ctx context.Context, id, bundle string, p *specs.Proce
 	if first != nil {
 		setSize(master, *first) // the runtime copies it on SIGWINCH; keep the outer one in step
 	}
-	cmd := exec.Command(r.cgroupBinary(), append(r.GlobalArgs(), "exec", "--tty", "--process", procFile, "--pid-file", pidFile, id)...)
+	cmd := exec.Command(r.cgroupBinary(), append(r.GlobalArgs(), r.execArgs(id, procFile, pidFile, r.ttyFlag()...)...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	err = cmd.Start()
@@ -106,7 +106,7 @@ func (r *Runtime) ExecTTY(ctx context.Context, id, bundle string, p *specs.Proce
 	select {
 	case <-exited:
 	case <-ctx.Done():
-		stopExec(cmd, pidFile, exited)
+		r.stopExec(cmd, id, pidFile, exited)
 		return -1, ctx.Err()
 	}
 	select {
@@ -178,4 +178,13 @@ func setSize(master *os.File, sz TermSize) {
 	_ = ptyControl(master, func(fd int) error {
 		return unix.IoctlSetWinsize(fd, unix.TIOCSWINSZ, &unix.Winsize{Row: sz.Height, Col: sz.Width})
 	})
+}
+
+// ttyFlag: runc and crun want --tty besides the process's terminal field; runsc has no such
+// flag and reads the field.
+func (r *Runtime) ttyFlag() []string {
+	if r.sandboxed() {
+		return nil
+	}
+	return []string{"--tty"}
 }

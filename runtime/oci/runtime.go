@@ -169,7 +169,7 @@ func (r *Runtime) Exec(ctx context.Context, id, bundle string, p *specs.Process,
 	}
 	// Not CommandContext: on timeout the exec'd process must die, not only the runtime's
 	// front process, whose SIGKILL it would not forward.
-	cmd := exec.Command(r.cgroupBinary(), append(r.GlobalArgs(), "exec", "--process", procFile, "--pid-file", pidFile, id)...)
+	cmd := exec.Command(r.cgroupBinary(), append(r.GlobalArgs(), r.execArgs(id, procFile, pidFile)...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 	cmd.WaitDelay = 2 * time.Second
 	if err := cmd.Start(); err != nil {
@@ -190,7 +190,7 @@ func (r *Runtime) Exec(ctx context.Context, id, bundle string, p *specs.Process,
 		}
 		return 0, nil
 	case <-ctx.Done():
-		stopExec(cmd, pidFile, done)
+		r.stopExec(cmd, id, pidFile, done)
 		return -1, ctx.Err()
 	}
 }
@@ -198,8 +198,16 @@ func (r *Runtime) Exec(ctx context.Context, id, bundle string, p *specs.Process,
 // stopExec ends an exec whose time is up. The process itself is killed and the runtime's front
 // process left to reap it and exit: killed first, the runtime would leave the process (or its
 // zombie) to the container's init, which may never reap it. Only a runtime that hangs is killed.
-func stopExec(cmd *exec.Cmd, pidFile string, exited <-chan struct{}) {
-	if !killPidFile(pidFile) {
+func (r *Runtime) stopExec(cmd *exec.Cmd, id, pidFile string, exited <-chan struct{}) {
+	if r.sandboxed() {
+		// gVisor's processes live in its own kernel: the host pid is the sandbox's, so the
+		// signal goes through the runtime, to the process's pid inside.
+		if b, err := os.ReadFile(pidFile + ".internal"); err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, _ = r.run(ctx, nil, "kill", "--pid", string(bytes.TrimSpace(b)), id, "9")
+			cancel()
+		}
+	} else if !killPidFile(pidFile) {
 		// No pid yet: the runtime forwards SIGTERM to the process it is starting.
 		_ = cmd.Process.Signal(unix.SIGTERM)
 	}
@@ -208,9 +216,24 @@ func stopExec(cmd *exec.Cmd, pidFile string, exited <-chan struct{}) {
 		return
 	case <-time.After(5 * time.Second):
 	}
-	killPidFile(pidFile)
+	if !r.sandboxed() {
+		killPidFile(pidFile)
+	}
 	_ = cmd.Process.Kill()
 	<-exited
+}
+
+// sandboxed reports a runtime whose containers run under their own kernel (gVisor).
+func (r *Runtime) sandboxed() bool { return filepath.Base(r.Path) == "runsc" }
+
+// execArgs are the exec verb's arguments; the pid files let a timed-out exec be killed.
+func (r *Runtime) execArgs(id, procFile, pidFile string, extra ...string) []string {
+	args := append([]string{"exec"}, extra...)
+	args = append(args, "--process", procFile, "--pid-file", pidFile)
+	if r.sandboxed() {
+		args = append(args, "--internal-pid-file", pidFile+".internal")
+	}
+	return append(args, id)
 }
 
 // killPidFile kills the exec'd process the runtime recorded; false when there is none yet.

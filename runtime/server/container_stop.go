@@ -64,7 +64,13 @@ func (s *Server) stopContainer(ctx context.Context, c *store.Container, grace ti
 			return ctx.Err()
 		}
 	}
-	if err := rt.Kill(ctx, c.ID, unix.SIGKILL, true); err != nil {
+	if c.Snapshot().State == runtimeapi.ContainerState_CONTAINER_CREATED {
+		// Never started: its init waits for `start` and some runtimes (runsc) ignore a kill
+		// then. A forced delete ends it everywhere; conmon still sees the exit.
+		if err := rt.Delete(ctx, c.ID); err != nil {
+			s.log.Debug("delete of a created container", "id", c.ID, "err", err)
+		}
+	} else if err := rt.Kill(ctx, c.ID, unix.SIGKILL, true); err != nil {
 		s.log.Debug("kill", "id", c.ID, "err", err)
 	}
 	if !s.waitExit(ctx, c, killWait) {

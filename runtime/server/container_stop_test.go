@@ -9,9 +9,15 @@ import (
 )
 
 func TestContainerStopGraceAndKill(t *testing.T) {
+	for _, handler := range []string{"runc", "crun", "runsc"} {
+		t.Run(handler, func(t *testing.T) { testStop(t, handler) })
+	}
+}
+
+func testStop(t *testing.T, handler string) {
 	e := servertest.Start(t)
-	pod := e.PodWithLogs("stop")
-	sb := e.RunPod(pod, "")
+	pod := e.PodWithLogs("stop-" + handler)
+	sb := e.RunPod(pod, handler)
 
 	// Honours SIGTERM within the grace period: its own exit code.
 	polite := servertest.ContainerConfig("polite", "sh", "-c", "trap 'echo bye; exit 7' TERM; echo ready; while :; do sleep 0.1; done")

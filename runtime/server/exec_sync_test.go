@@ -13,7 +13,7 @@ import (
 )
 
 func TestExecSync(t *testing.T) {
-	for _, handler := range []string{"runc", "crun"} {
+	for _, handler := range []string{"runc", "crun", "runsc"} {
 		t.Run(handler, func(t *testing.T) {
 			e := servertest.Start(t)
 			pod := e.PodWithLogs("exec-" + handler)
