@@ -109,4 +109,3 @@ func TestPodFeaturesOnNodeletRuntime(t *testing.T) {
 	})
 	podFeatures(t, e, false)
 }
-

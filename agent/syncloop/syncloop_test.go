@@ -1,0 +1,128 @@
+package syncloop
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodelet/nodelet/agent/config"
+	kubecontainer "github.com/nodelet/nodelet/agent/container"
+	"github.com/nodelet/nodelet/agent/pleg"
+	"github.com/nodelet/nodelet/agent/podmanager"
+	"github.com/nodelet/nodelet/agent/podworkers"
+)
+
+type fakeWorkers struct {
+	mu      sync.Mutex
+	updates []podworkers.UpdatePodOptions
+	known   map[types.UID]bool
+}
+
+func (f *fakeWorkers) UpdatePod(o podworkers.UpdatePodOptions) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.updates = append(f.updates, o)
+}
+func (f *fakeWorkers) SyncKnownPods(map[types.UID]bool)            {}
+func (f *fakeWorkers) IsPodTerminationRequested(types.UID) bool    { return false }
+func (f *fakeWorkers) CouldHaveRunningContainers(u types.UID) bool { return f.known[u] }
+func (f *fakeWorkers) take() []podworkers.UpdatePodOptions {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	u := f.updates
+	f.updates = nil
+	return u
+}
+
+type fakeRuntime struct{ pods []*kubecontainer.RuntimePod }
+
+func (f fakeRuntime) GetPods(context.Context) ([]*kubecontainer.RuntimePod, error) {
+	return f.pods, nil
+}
+
+func pod(name string) *v1.Pod {
+	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name)}}
+}
+
+func newLoop(w *fakeWorkers, rt fakeRuntime, ready *bool) (*SyncLoop, chan config.PodUpdate, chan *pleg.PodLifecycleEvent) {
+	updates := make(chan config.PodUpdate, 10)
+	events := make(chan *pleg.PodLifecycleEvent, 10)
+	l := New(Deps{Updates: updates, PLEG: events, Pods: podmanager.New(), Workers: w, Runtime: rt,
+		SourcesReady: func() bool { return *ready }})
+	return l, updates, events
+}
+
+func TestRoutesUpdatesAndEvents(t *testing.T) {
+	w := &fakeWorkers{}
+	ready := true
+	l, updates, events := newLoop(w, fakeRuntime{}, &ready)
+	never := make(chan time.Time)
+	ctx := context.Background()
+	step := func() { l.iteration(ctx, never, never) }
+
+	a := pod("a")
+	updates <- config.PodUpdate{Op: config.ADD, Pods: []*v1.Pod{a}}
+	step()
+	events <- &pleg.PodLifecycleEvent{ID: a.UID, Type: pleg.ContainerDied}
+	step()
+	events <- &pleg.PodLifecycleEvent{ID: "unknown", Type: pleg.ContainerDied}
+	step()
+	deleting := a.DeepCopy()
+	now, grace := metav1.Now(), int64(7)
+	deleting.DeletionTimestamp, deleting.DeletionGracePeriodSeconds = &now, &grace
+	updates <- config.PodUpdate{Op: config.DELETE, Pods: []*v1.Pod{deleting}}
+	step()
+	updates <- config.PodUpdate{Op: config.REMOVE, Pods: []*v1.Pod{deleting}}
+	step()
+
+	got := w.take()
+	want := []podworkers.UpdateType{podworkers.SyncPodCreate, podworkers.SyncPodSync, podworkers.SyncPodKill, podworkers.SyncPodKill}
+	if len(got) != len(want) {
+		t.Fatalf("updates %+v", got)
+	}
+	for i := range want {
+		if got[i].UpdateType != want[i] {
+			t.Errorf("update %d: %v, want %v", i, got[i].UpdateType, want[i])
+		}
+	}
+	if g := got[2].GracePeriodOverride; g == nil || *g != 7 {
+		t.Errorf("graceful delete lost its grace period: %v", g)
+	}
+	if _, ok := l.Pods.GetPodByUID(a.UID); ok {
+		t.Error("removed pod still desired")
+	}
+}
+
+func TestHousekeepingKillsOrphansOnlyOnceSourcesSpoke(t *testing.T) {
+	w := &fakeWorkers{known: map[types.UID]bool{"uid-busy": true}}
+	rt := fakeRuntime{pods: []*kubecontainer.RuntimePod{{ID: "uid-a"}, {ID: "uid-orphan"}, {ID: "uid-busy"}}}
+	ready := false
+	l, updates, _ := newLoop(w, rt, &ready)
+	never := make(chan time.Time)
+	tick := make(chan time.Time, 1)
+	ctx := context.Background()
+	updates <- config.PodUpdate{Op: config.ADD, Pods: []*v1.Pod{pod("a")}}
+	l.iteration(ctx, never, never)
+	w.take()
+
+	tick <- time.Now()
+	l.iteration(ctx, never, tick)
+	if got := w.take(); len(got) != 0 {
+		t.Fatalf("housekeeping acted before every source was seen: %+v", got)
+	}
+	ready = true
+	tick <- time.Now()
+	l.iteration(ctx, never, tick)
+	got := w.take()
+	if len(got) != 1 || got[0].RunningPod == nil || got[0].RunningPod.ID != "uid-orphan" || got[0].UpdateType != podworkers.SyncPodKill {
+		t.Fatalf("housekeeping updates %+v, want one kill of uid-orphan", got)
+	}
+	if err := l.Healthy(); err != nil {
+		t.Fatal(err)
+	}
+}
