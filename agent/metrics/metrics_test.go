@@ -32,15 +32,19 @@ func TestOperationName(t *testing.T) {
 }
 
 func TestRecorders(t *testing.T) {
+	// The registry is global: compare against what earlier tests (or -count runs) left.
+	before := scrape(Registry)
+	sli := mustAtoi(t, valueOf(before, "kubelet_pod_start_sli_duration_seconds_count"))
+	errs := mustAtoi(t, valueOf(before, `kubelet_runtime_operations_errors_total{operation_type="create_container"}`))
 	ObservePodStartSLI(1500 * time.Millisecond)
 	SetRunningPods(3)
 	ObserveRuntimeOperation("create_container", time.Millisecond, errors.New("x"))
 	ObservePLEGRelist(time.Millisecond, time.Second, time.Now())
 	text := scrape(Registry)
 	for _, want := range []string{
-		"kubelet_pod_start_sli_duration_seconds_count 1",
+		fmt.Sprintf("kubelet_pod_start_sli_duration_seconds_count %d", sli+1),
 		"kubelet_running_pods 3",
-		`kubelet_runtime_operations_errors_total{operation_type="create_container"} 1`,
+		fmt.Sprintf(`kubelet_runtime_operations_errors_total{operation_type="create_container"} %d`, errs+1),
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("scrape lacks %q", want)
@@ -138,6 +142,15 @@ func TestPodStartTracker(t *testing.T) {
 	if !strings.Contains(after, `kubelet_pod_start_sli_duration_seconds_bucket{le="3"} `+fmt.Sprint(mustAtoi(t, bucket(before, "3"))+1)) {
 		t.Fatalf("SLI not in the 3s bucket:\n%s", after)
 	}
+}
+
+func valueOf(text, series string) string {
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, series+" ") {
+			return strings.Fields(strings.TrimPrefix(l, series+" "))[0]
+		}
+	}
+	return "0"
 }
 
 func bucket(text, le string) string {
