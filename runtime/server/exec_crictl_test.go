@@ -40,28 +40,32 @@ func crictl(t *testing.T, e *servertest.Env, args ...string) *exec.Cmd {
 func TestCrictlExecInteractiveTTY(t *testing.T) {
 	e := servertest.Start(t)
 	_, id := runSleeper(e, "crictl-exec")
-	cmd := crictl(t, e, "exec", "-it", id, "sh", "-c", waitForSize+`; read l; echo "got $l"; exit 5`)
-	stdinR, stdinW := io.Pipe()
-	out := &streamBuffer{}
-	sizes := make(chan streaming.TerminalSize, 1)
-	sizes <- streaming.TerminalSize{Width: 91, Height: 33}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	errc := make(chan error, 1)
-	go func() { errc <- streaming.RunWithTerminal(ctx, cmd, stdinR, nopCloser{out}, sizes, nil) }()
-	defer func() {
-		if t.Failed() {
-			t.Logf("crictl's terminal showed %q", out.String())
-		}
-	}()
-	eventually(t, "the container's shell reports crictl's terminal size", func() bool { return strings.Contains(out.String(), "size 33 91") })
-	io.WriteString(stdinW, "typed\r")
-	<-errc // crictl itself exits 1 for any failed command; it prints the code, checked below
-	if !strings.Contains(out.String(), "exit code 5") {
-		t.Fatalf("crictl exec -it did not report exit code 5: %q", out.String())
-	}
-	if !strings.Contains(out.String(), "got typed") {
-		t.Fatalf("output %q", out.String())
+	for _, transport := range []string{"spdy", "websocket"} {
+		t.Run(transport, func(t *testing.T) {
+			cmd := crictl(t, e, "exec", "-r", transport, "-it", id, "sh", "-c", waitForSize+`; read l; echo "got $l"; exit 5`)
+			stdinR, stdinW := io.Pipe()
+			out := &streamBuffer{}
+			sizes := make(chan streaming.TerminalSize, 1)
+			sizes <- streaming.TerminalSize{Width: 91, Height: 33}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			errc := make(chan error, 1)
+			go func() { errc <- streaming.RunWithTerminal(ctx, cmd, stdinR, nopCloser{out}, sizes, nil) }()
+			defer func() {
+				if t.Failed() {
+					t.Logf("crictl's terminal showed %q", out.String())
+				}
+			}()
+			eventually(t, "the container's shell reports crictl's terminal size", func() bool { return strings.Contains(out.String(), "size 33 91") })
+			io.WriteString(stdinW, "typed\r")
+			<-errc // crictl itself exits 1 for any failed command; it prints the code, checked below
+			if !strings.Contains(out.String(), "exit code 5") {
+				t.Fatalf("crictl exec -it did not report exit code 5: %q", out.String())
+			}
+			if !strings.Contains(out.String(), "got typed") {
+				t.Fatalf("output %q", out.String())
+			}
+		})
 	}
 }
 
@@ -81,13 +85,15 @@ func TestCrictlExecSyncAndStream(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "hello sync") {
 		t.Fatalf("crictl exec -s: %v: %s", err, out)
 	}
-	cmd := crictl(t, e, "exec", "-i", id, "sh", "-c", "cat; exit 4")
-	cmd.Stdin = strings.NewReader("piped through\n")
-	var stderr streamBuffer
-	cmd.Stderr = &stderr
-	out, _ = cmd.Output()
-	if string(out) != "piped through\n" || !strings.Contains(stderr.String(), "exit code 4") {
-		t.Fatalf("crictl exec -i: stdout %q stderr %q", out, stderr.String())
+	for _, transport := range []string{"spdy", "websocket"} {
+		cmd := crictl(t, e, "exec", "-r", transport, "-i", id, "sh", "-c", "cat; exit 4")
+		cmd.Stdin = strings.NewReader("piped through\n")
+		var stderr streamBuffer
+		cmd.Stderr = &stderr
+		out, _ = cmd.Output()
+		if string(out) != "piped through\n" || !strings.Contains(stderr.String(), "exit code 4") {
+			t.Fatalf("crictl exec -r %s -i: stdout %q stderr %q", transport, out, stderr.String())
+		}
 	}
 }
 
@@ -103,6 +109,16 @@ func TestCrictlAttach(t *testing.T) {
 	out, err := cmd.Output()
 	if err != nil || !strings.Contains(string(out), "got over attach") {
 		t.Fatalf("crictl attach: %v: %q", err, out)
+	}
+	// The same over WebSocket (v5), to a second container.
+	cfg2 := servertest.ContainerConfig("reader2", "sh", "-c", `read l; echo "got $l"`)
+	cfg2.Stdin, cfg2.StdinOnce = true, true
+	id2 := e.RunContainer(sb, pod, cfg2)
+	cmd = crictl(t, e, "attach", "-r", "websocket", "-i", id2)
+	cmd.Stdin = strings.NewReader("over websocket\n")
+	out, err = cmd.Output()
+	if err != nil || !strings.Contains(string(out), "got over websocket") {
+		t.Fatalf("crictl attach -r websocket: %v: %q", err, out)
 	}
 }
 

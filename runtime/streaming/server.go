@@ -1,5 +1,6 @@
 // Package streaming serves the long-lived streams of CRI (exec, attach, port-forward) over HTTP
-// with SPDY and WebSocket, on k8s.io/cri-streaming. The CRI Exec/Attach/PortForward RPCs only
+// with SPDY and WebSocket (channel.k8s.io v1-v5; v5 is served here, the rest by the library), on
+// k8s.io/cri-streaming. The CRI Exec/Attach/PortForward RPCs only
 // return a URL with a single-use token (valid for one minute, the library's request cache); the
 // client then talks to this server directly, so the streams never pass through the kubelet.
 //
@@ -53,6 +54,7 @@ type Config struct {
 // Server is a running streaming server.
 type Server struct {
 	lib  lib.Server
+	gate *gate
 	http *http.Server
 	ln   net.Listener
 	log  *slog.Logger
@@ -101,12 +103,14 @@ func New(cfg Config, rt Runtime) (*Server, error) {
 		ln.Close()
 		return nil, err
 	}
+	g := newGate(ls, rt, libCfg.StreamIdleTimeout)
 	s := &Server{
-		lib: ls,
-		ln:  ln,
-		log: cfg.Logger.With("component", "streaming"),
+		lib:  ls,
+		gate: g,
+		ln:   ln,
+		log:  cfg.Logger.With("component", "streaming"),
 		http: &http.Server{
-			Handler:           ls,
+			Handler:           g,
 			TLSConfig:         cfg.TLSConfig,
 			ReadHeaderTimeout: 30 * time.Second,
 		},
@@ -133,17 +137,29 @@ func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
 // GetExec validates req and returns the URL that runs it; errors are gRPC status errors.
 func (s *Server) GetExec(req *runtimeapi.ExecRequest) (*runtimeapi.ExecResponse, error) {
-	return s.lib.GetExec(req)
+	resp, err := s.lib.GetExec(req)
+	if err == nil {
+		s.gate.issued(resp.Url, req)
+	}
+	return resp, err
 }
 
 // GetAttach validates req and returns the URL that attaches to the container.
 func (s *Server) GetAttach(req *runtimeapi.AttachRequest) (*runtimeapi.AttachResponse, error) {
-	return s.lib.GetAttach(req)
+	resp, err := s.lib.GetAttach(req)
+	if err == nil {
+		s.gate.issued(resp.Url, req)
+	}
+	return resp, err
 }
 
 // GetPortForward validates req and returns the URL that forwards ports of the sandbox.
 func (s *Server) GetPortForward(req *runtimeapi.PortForwardRequest) (*runtimeapi.PortForwardResponse, error) {
-	return s.lib.GetPortForward(req)
+	resp, err := s.lib.GetPortForward(req)
+	if err == nil {
+		s.gate.issued(resp.Url, nil)
+	}
+	return resp, err
 }
 
 // Close stops listening and ends every open stream.
