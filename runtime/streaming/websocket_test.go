@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 	clientexec "k8s.io/client-go/util/exec"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 func wsExec(t *testing.T, rawURL string, opts remotecommand.StreamOptions) error {
