@@ -55,6 +55,11 @@ func eventually(t *testing.T, what string, cond func() bool) {
 
 func stream(t *testing.T, rawURL string, opts remotecommand.StreamOptions) error {
 	t.Helper()
+	return streamB(t, rawURL, opts)
+}
+
+func streamB(t testing.TB, rawURL string, opts remotecommand.StreamOptions) error {
+	t.Helper()
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		t.Fatal(err)
