@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/yaml"
@@ -25,6 +26,7 @@ func newGetCmd() *cobra.Command {
 	var cf clientFlags
 	var output string
 	var noHeaders, watch bool
+	var selector string
 	cmd := &cobra.Command{
 		Use:   "get pods [NAME...]",
 		Short: "List the agent's pods (like kubectl get pods)",
@@ -51,10 +53,15 @@ func newGetCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			sel, err := labels.Parse(selector)
+			if err != nil {
+				return fmt.Errorf("--selector: %w", err)
+			}
 			pods, err = selectPods(pods, cf.namespace, cf.allNS, args[1:])
 			if err != nil {
 				return err
 			}
+			pods = matchLabels(pods, sel)
 			out := cmd.OutOrStdout()
 			single := len(args) == 2
 			switch output {
@@ -72,7 +79,8 @@ func newGetCmd() *cobra.Command {
 					if err != nil {
 						return nil, err
 					}
-					return selectPods(all, cf.namespace, cf.allNS, nil)
+					all, err = selectPods(all, cf.namespace, cf.allNS, nil)
+					return matchLabels(all, sel), err
 				}, args[1:], cf.allNS, output == "wide", noHeaders)
 			}
 			if len(pods) == 0 {
@@ -89,6 +97,7 @@ func newGetCmd() *cobra.Command {
 	cf.bind(cmd, true)
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: wide, yaml, json or name")
 	cmd.Flags().BoolVar(&noHeaders, "no-headers", false, "leave out the header line")
+	cmd.Flags().StringVarP(&selector, "selector", "l", "", "label selector, e.g. app=web,tier!=db")
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "after listing, print a pod's row again whenever it changes")
 	return cmd
 }
@@ -153,6 +162,19 @@ func watchPods(ctx context.Context, w io.Writer, pods []v1.Pod, list func() ([]v
 			}
 		}
 	}
+}
+
+func matchLabels(pods []v1.Pod, sel labels.Selector) []v1.Pod {
+	if sel.Empty() {
+		return pods
+	}
+	var out []v1.Pod
+	for _, p := range pods {
+		if sel.Matches(labels.Set(p.Labels)) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // selectPods keeps the namespace's pods (all with allNS), and only names when given; a name not

@@ -105,6 +105,14 @@ func TestClientGetPods(t *testing.T) {
 		t.Fatalf("json: %v\n%s", err, out)
 	}
 
+	out, _, err = f.run(t, ctx, newGetCmd, nil, "pods", "-A", "-l", "app in (dns,api)", "-o", "name")
+	if err != nil || out != "pod/api\npod/dns\n" {
+		t.Fatalf("selector: %v %q", err, out)
+	}
+	if _, _, err := f.run(t, ctx, newGetCmd, nil, "pods", "-l", "app in ("); err == nil {
+		t.Fatal("a bad selector was accepted")
+	}
+
 	_, _, err = f.run(t, ctx, newGetCmd, nil, "pods", "nosuch")
 	if err == nil || !strings.Contains(err.Error(), `pods "nosuch" not found`) {
 		t.Fatalf("missing pod: %v", err)
