@@ -343,6 +343,12 @@ func TestClientTop(t *testing.T) {
 	if got := spaces.ReplaceAllString(out, " "); !strings.Contains(got, "NAMESPACE POD NAME CPU(cores) MEMORY(bytes)\ndefault web nginx 2m 12Mi\ndefault web sidecar 2m 12Mi\nkube-system dns coredns 2m 12Mi\n") {
 		t.Fatalf("top pods --containers:\n%s", out)
 	}
+	if _, stderr, err := f.run(t, ctx, newTopCmd, nil, "pods", "-n", "empty"); err != nil || stderr != "No resources found in empty namespace.\n" {
+		t.Fatalf("top pods in an empty namespace: %v %q", err, stderr)
+	}
+	if _, _, err := f.run(t, ctx, newTopCmd, nil, "pods", "nosuch"); err == nil || !strings.Contains(err.Error(), `pods "nosuch" not found`) {
+		t.Fatalf("top of a missing pod: %v", err)
+	}
 	out, _, err = f.run(t, ctx, newTopCmd, nil, "node")
 	if err != nil || !strings.HasPrefix(spaces.ReplaceAllString(out, " "), "NAME CPU(cores) MEMORY(bytes) MEMORY%\nnode1 ") {
 		t.Fatalf("top node: %v\n%s", err, out)

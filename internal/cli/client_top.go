@@ -36,7 +36,7 @@ func newTopCmd() *cobra.Command {
 				if len(args) == 2 {
 					name = args[1]
 				}
-				return topPods(out, &sum, cf.namespace, cf.allNS, name, containers, noHeaders)
+				return topPods(out, cmd.ErrOrStderr(), &sum, cf.namespace, cf.allNS, name, containers, noHeaders)
 			case "node", "nodes", "no":
 				return topNode(out, &sum, noHeaders)
 			}
@@ -63,8 +63,24 @@ func mebibytes(mem *statsapi.MemoryStats) string {
 	return fmt.Sprintf("%dMi", *mem.WorkingSetBytes/(1<<20))
 }
 
-func topPods(w io.Writer, sum *statsapi.Summary, ns string, allNS bool, name string, containers, noHeaders bool) error {
-	pods := sum.Pods
+func topPods(w, errOut io.Writer, sum *statsapi.Summary, ns string, allNS bool, name string, containers, noHeaders bool) error {
+	var pods []statsapi.PodStats
+	for _, p := range sum.Pods {
+		if (allNS || p.PodRef.Namespace == ns) && (name == "" || p.PodRef.Name == name) {
+			pods = append(pods, p)
+		}
+	}
+	if len(pods) == 0 {
+		if name != "" {
+			return fmt.Errorf("pods %q not found", name)
+		}
+		if allNS {
+			fmt.Fprintln(errOut, "No resources found")
+		} else {
+			fmt.Fprintf(errOut, "No resources found in %s namespace.\n", ns)
+		}
+		return nil
+	}
 	sort.Slice(pods, func(i, j int) bool {
 		if pods[i].PodRef.Namespace != pods[j].PodRef.Namespace {
 			return pods[i].PodRef.Namespace < pods[j].PodRef.Namespace
@@ -82,12 +98,7 @@ func topPods(w io.Writer, sum *statsapi.Summary, ns string, allNS bool, name str
 		}
 		fmt.Fprintln(tw, h)
 	}
-	found := false
 	for _, p := range pods {
-		if (!allNS && p.PodRef.Namespace != ns) || (name != "" && p.PodRef.Name != name) {
-			continue
-		}
-		found = true
 		prefix := ""
 		if allNS {
 			prefix = p.PodRef.Namespace + "\t"
@@ -99,9 +110,6 @@ func topPods(w io.Writer, sum *statsapi.Summary, ns string, allNS bool, name str
 		for _, c := range p.Containers {
 			fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\n", prefix, p.PodRef.Name, c.Name, millicores(c.CPU), mebibytes(c.Memory))
 		}
-	}
-	if name != "" && !found {
-		return fmt.Errorf("pods %q not found", name)
 	}
 	return tw.Flush()
 }
