@@ -36,6 +36,8 @@ func BenchmarkCRILifecycle(b *testing.B) {
 func benchLifecycle(b *testing.B, handler string) {
 	const runs = 20
 	e := servertest.Start(b)
+	runtime.GC()
+	debug.FreeOSMemory()
 	idle := rssKB(os.Getpid())
 
 	var runp, createStart, stopRemove []time.Duration
