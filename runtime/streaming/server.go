@@ -56,7 +56,7 @@ type Server struct {
 	lib  lib.Server
 	gate *gate
 	http *http.Server
-	ln   net.Listener
+	ln   *trackingListener
 	log  *slog.Logger
 
 	wg   sync.WaitGroup
@@ -82,10 +82,11 @@ func New(cfg Config, rt Runtime) (*Server, error) {
 	if cfg.StreamCreationTimeout > 0 {
 		libCfg.StreamCreationTimeout = cfg.StreamCreationTimeout
 	}
-	ln, err := net.Listen("tcp", cfg.Addr)
+	rawLn, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("streaming server: %w", err)
 	}
+	ln := newTrackingListener(rawLn)
 	libCfg.Addr = ln.Addr().String()
 	libCfg.TLSConfig = cfg.TLSConfig
 	if cfg.BaseURL != nil {
@@ -167,6 +168,7 @@ func (s *Server) Close() error {
 	var err error
 	s.once.Do(func() {
 		err = s.http.Close()
+		s.ln.closeAll()
 		s.wg.Wait()
 	})
 	return err

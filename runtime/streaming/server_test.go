@@ -305,3 +305,35 @@ func TestPortForwardIntoNetNS(t *testing.T) {
 		}
 	}
 }
+
+// blockingRuntime holds every exec open until its context ends.
+type blockingRuntime struct {
+	fakeRuntime
+	started chan struct{}
+}
+
+func (b *blockingRuntime) Exec(ctx context.Context, id string, cmd []string, in io.Reader, out, errw io.WriteCloser, tty bool, resize <-chan TerminalSize) error {
+	close(b.started)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestCloseEndsOpenStreams: streams are hijacked connections, which http.Server.Close alone would
+// leave running.
+func TestCloseEndsOpenStreams(t *testing.T) {
+	rt := &blockingRuntime{started: make(chan struct{})}
+	s, err := New(Config{}, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := execURL(t, s, &runtimeapi.ExecRequest{ContainerId: "c", Cmd: []string{"x"}, Stdout: true})
+	errc := make(chan error, 1)
+	go func() { errc <- spdyExec(t, u, remotecommand.StreamOptions{Stdout: io.Discard}) }()
+	<-rt.started
+	s.Close()
+	select {
+	case <-errc:
+	case <-time.After(30 * time.Second):
+		t.Fatal("an open stream outlived Close")
+	}
+}
