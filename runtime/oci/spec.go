@@ -59,10 +59,8 @@ func Generate(in SpecInput) (*specs.Spec, error) {
 	}
 	cwd := cfg.GetWorkingDir()
 	if cwd == "" {
-		cwd = in.Image.WorkingDir
-	}
-	if cwd == "" {
-		cwd = "/"
+		// An image's working dir may be relative (Dockerfiles allow it): it is relative to /.
+		cwd = filepath.Join("/", in.Image.WorkingDir)
 	}
 	user, err := resolveUser(in.Rootfs, sc, in.Image.User)
 	if err != nil {

@@ -219,6 +219,9 @@ func TestContainerSpecGenerate(t *testing.T) {
 	if *s.Process.OOMScoreAdj != -500 {
 		t.Fatalf("oom_score_adj %d, want clamped -500", *s.Process.OOMScoreAdj)
 	}
+	if s.Process.Cwd != "/" {
+		t.Fatalf("cwd %q", s.Process.Cwd)
+	}
 	if !s.Root.Readonly || s.Hostname != "pod" || *s.Linux.Resources.Memory.Limit != 1<<20 || *s.Linux.Resources.CPU.Shares != 2 {
 		t.Fatalf("spec: %+v", s)
 	}
@@ -229,8 +232,10 @@ func TestContainerSpecGenerate(t *testing.T) {
 		t.Fatalf("sysctls: %v", s.Linux.Sysctl)
 	}
 
-	// Host namespaces: none joined, and sysctls of them dropped.
+	// Host namespaces: none joined, and sysctls of them dropped. A relative image workdir is
+	// relative to /.
 	host := baseInput(t)
+	host.Image.WorkingDir = "app/../srv"
 	s, err = Generate(host)
 	if err != nil {
 		t.Fatal(err)
@@ -240,7 +245,7 @@ func TestContainerSpecGenerate(t *testing.T) {
 			t.Fatalf("host pod joined %v", n)
 		}
 	}
-	if len(s.Linux.Sysctl) != 0 || s.Hostname != "" {
+	if len(s.Linux.Sysctl) != 0 || s.Hostname != "" || s.Process.Cwd != "/srv" {
 		t.Fatalf("host pod: sysctls %v hostname %q", s.Linux.Sysctl, s.Hostname)
 	}
 }

@@ -117,3 +117,32 @@ func TestContainerRecoverLostMonitor(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestContainerMonitorDeath kills a running container's conmon and then the container while the
+// daemon runs: no exit file comes, and the periodic monitor check must still notice the exit.
+func TestContainerMonitorDeath(t *testing.T) {
+	e := servertest.Start(t)
+	pod := e.PodWithLogs("monitor")
+	sb := e.RunPod(pod, "")
+	id := e.RunContainer(sb, pod, servertest.ContainerConfig("orphan", "sleep", "1000"))
+	resp, err := e.Runtime.ContainerStatus(e.Ctx(), &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info struct {
+		Pid       int `json:"pid"`
+		ConmonPid int `json:"conmonPid"`
+	}
+	if err := json.Unmarshal([]byte(resp.Info["info"]), &info); err != nil || info.Pid == 0 || info.ConmonPid == 0 {
+		t.Fatalf("info %q: %v", resp.Info["info"], err)
+	}
+	for _, pid := range []int{info.ConmonPid, info.Pid} {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatalf("kill %d: %v", pid, err)
+		}
+	}
+	st := e.WaitContainerState(id, runtimeapi.ContainerState_CONTAINER_EXITED)
+	if st.Reason != "Unknown" || st.ExitCode != 255 {
+		t.Fatalf("status: %+v", st)
+	}
+}

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/runtime/cgroups"
@@ -73,6 +74,7 @@ func (s *Server) initContainers(ctx context.Context) error {
 	}
 	m.watcher = w
 	go s.watchExits()
+	go s.watchMonitors()
 
 	records, bad, err := s.containerDB.Load()
 	if err != nil {
@@ -178,6 +180,46 @@ func (s *Server) watchExits() {
 			}
 			// An overflow loses events; every waiter also polls, so exits are still found.
 			s.log.Warn("exit watcher", "err", err)
+		}
+	}
+}
+
+// monitorCheckInterval is how often running containers' monitors are checked for life. A conmon
+// that died (killed by hand, or by the OOM killer) writes no exit file, so without this check its
+// container's exit would go unnoticed until someone stopped it.
+const monitorCheckInterval = 10 * time.Second
+
+func (s *Server) watchMonitors() {
+	t := time.NewTicker(monitorCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctr.stop:
+			return
+		case <-t.C:
+		}
+		for _, c := range s.containers.List() {
+			st := c.Snapshot()
+			if st.State != runtimeapi.ContainerState_CONTAINER_RUNNING || st.ConmonPid <= 0 || st.Removing {
+				continue
+			}
+			// Signal 0 only asks whether the pid exists: no fork, no runtime call.
+			if err := unix.Kill(st.ConmonPid, 0); !errors.Is(err, unix.ESRCH) {
+				continue
+			}
+			if s.handleExit(c.ID) {
+				continue
+			}
+			rt, err := s.runtimeFor(c.Handler)
+			if err != nil {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			rs, err := rt.State(ctx, c.ID)
+			cancel()
+			if errors.Is(err, errdefs.ErrNotFound) || err == nil && rs.Status == "stopped" {
+				s.markExited(c, 255, time.Now(), "Unknown", "the container's monitor died; its exit code was lost")
+			}
 		}
 	}
 }
