@@ -50,21 +50,21 @@ type Stats struct {
 // Read samples the cgroup at path.
 func Read(path string) (*Stats, error) {
 	if Unified() {
-		return readV2(path)
+		return readV2(Root, path)
 	}
-	return readV1(path)
+	return readV1(Root, path)
 }
 
 // readV1 reads the v1 controllers' files. (containerd/cgroups' cgroup1 package would pull systemd
 // and D-Bus clients into the binary for what are a few reads of flat files.)
-func readV1(path string) (*Stats, error) {
+func readV1(root, path string) (*Stats, error) {
 	var s Stats
-	usage, err := readInt(filepath.Join(Root, "cpuacct", path, "cpuacct.usage"))
+	usage, err := readInt(filepath.Join(root, "cpuacct", path, "cpuacct.usage"))
 	if err != nil {
 		return nil, fmt.Errorf("cgroup %s: %w", path, err)
 	}
 	s.CPUUsageNanos = uint64(usage)
-	mem := filepath.Join(Root, "memory", path)
+	mem := filepath.Join(root, "memory", path)
 	if v, err := readInt(filepath.Join(mem, "memory.usage_in_bytes")); err == nil {
 		s.MemoryUsage = uint64(v)
 	}
@@ -77,14 +77,14 @@ func readV1(path string) (*Stats, error) {
 		s.PageFaults = kv["total_pgfault"]
 		s.MajorPageFaults = kv["total_pgmajfault"]
 	}
-	if v, err := readInt(filepath.Join(Root, "pids", path, "pids.current")); err == nil {
+	if v, err := readInt(filepath.Join(root, "pids", path, "pids.current")); err == nil {
 		s.Pids = uint64(v)
 	}
 	return &s, nil
 }
 
-func readV2(path string) (*Stats, error) {
-	dir := filepath.Join(Root, path)
+func readV2(root, path string) (*Stats, error) {
+	dir := filepath.Join(root, path)
 	var s Stats
 	cpu, err := readKV(filepath.Join(dir, "cpu.stat"))
 	if err != nil {
@@ -160,9 +160,13 @@ type Limits struct {
 
 // ReadLimits reads the limits of the cgroup at path.
 func ReadLimits(path string) (*Limits, error) {
+	return readLimits(Root, path, Unified())
+}
+
+func readLimits(root, path string, unified bool) (*Limits, error) {
 	l := &Limits{CPUQuota: -1, MemoryLimit: -1, PidsMax: -1}
-	if Unified() {
-		dir := filepath.Join(Root, path)
+	if unified {
+		dir := filepath.Join(root, path)
 		if w, err := readInt(filepath.Join(dir, "cpu.weight")); err == nil {
 			// The runtimes' shares→weight mapping, inverted.
 			l.CPUShares = uint64(2 + ((w-1)*262142)/9999)
@@ -185,22 +189,22 @@ func ReadLimits(path string) (*Limits, error) {
 		l.CpusetCpus = readString(filepath.Join(dir, "cpuset.cpus"))
 		return l, nil
 	}
-	if v, err := readInt(filepath.Join(Root, "cpu", path, "cpu.shares")); err == nil {
+	if v, err := readInt(filepath.Join(root, "cpu", path, "cpu.shares")); err == nil {
 		l.CPUShares = uint64(v)
 	} else {
 		return nil, err
 	}
-	l.CPUQuota, _ = readInt(filepath.Join(Root, "cpu", path, "cpu.cfs_quota_us"))
-	if v, err := readInt(filepath.Join(Root, "cpu", path, "cpu.cfs_period_us")); err == nil {
+	l.CPUQuota, _ = readInt(filepath.Join(root, "cpu", path, "cpu.cfs_quota_us"))
+	if v, err := readInt(filepath.Join(root, "cpu", path, "cpu.cfs_period_us")); err == nil {
 		l.CPUPeriod = uint64(v)
 	}
-	if v, err := readInt(filepath.Join(Root, "memory", path, "memory.limit_in_bytes")); err == nil && v < 1<<62 {
+	if v, err := readInt(filepath.Join(root, "memory", path, "memory.limit_in_bytes")); err == nil && v < 1<<62 {
 		l.MemoryLimit = v
 	}
-	if v, err := readInt(filepath.Join(Root, "pids", path, "pids.max")); err == nil {
+	if v, err := readInt(filepath.Join(root, "pids", path, "pids.max")); err == nil {
 		l.PidsMax = v
 	}
-	l.CpusetCpus = readString(filepath.Join(Root, "cpuset", path, "cpuset.cpus"))
+	l.CpusetCpus = readString(filepath.Join(root, "cpuset", path, "cpuset.cpus"))
 	return l, nil
 }
 
