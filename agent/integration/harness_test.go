@@ -293,6 +293,9 @@ var nodeletBin struct {
 }
 
 func TestMain(m *testing.M) {
+	if js := os.Getenv(childAgentEnv); js != "" {
+		os.Exit(runChildAgent(js))
+	}
 	code := m.Run()
 	if nodeletBin.dir != "" {
 		os.RemoveAll(nodeletBin.dir)
