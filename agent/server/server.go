@@ -60,6 +60,11 @@ type Deps struct {
 	Summary func(ctx context.Context) (*statsapi.Summary, error)
 	// Metrics is /metrics; nil uses metrics.Registry.
 	Metrics prometheus.Gatherer
+	// NodeLogDir, when set ("/var/log"), is served read-only under /logs/, as the kubelet's
+	// system log handler does.
+	NodeLogDir string
+	// Config, when set, is /configz: the agent's effective configuration, under "kubeletconfig".
+	Config func() any
 }
 
 // Server routes the API. It is an http.Handler without authentication: Serve* add what the
@@ -103,6 +108,15 @@ func (s *Server) routes() {
 	}
 	handle("/portForward/{ns}/{pod}", "portForward", true, s.portForward)
 	handle("/portForward/{ns}/{pod}/{uid}", "portForward", true, s.portForward)
+	if s.d.NodeLogDir != "" {
+		files := http.StripPrefix("/logs/", http.FileServer(http.Dir(s.d.NodeLogDir)))
+		handle("GET /logs/", "logs", false, files.ServeHTTP)
+	}
+	if s.d.Config != nil {
+		handle("GET /configz", "configz", false, func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, map[string]any{"kubeletconfig": s.d.Config()})
+		})
+	}
 	handle("GET /stats/summary", "stats", false, s.summary)
 	handle("GET /stats/summary/", "stats", false, s.summary)
 	prom := promhttp.HandlerFor(s.d.Metrics, promhttp.HandlerOpts{})

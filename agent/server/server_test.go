@@ -352,3 +352,29 @@ func TestServeBoth(t *testing.T) {
 		t.Fatalf("socket left after shutdown: %v", err)
 	}
 }
+
+func TestNodeLogsAndConfigz(t *testing.T) {
+	f := servertest.NewFixture(t)
+	logDir := t.TempDir()
+	os.WriteFile(filepath.Join(logDir, "messages"), []byte("boot ok\n"), 0o644)
+	s := server.New(server.Deps{NodeName: "node1", Pods: f.Pods, Runtime: f.Runtime, NodeLogDir: logDir,
+		Config: func() any { return map[string]any{"maxPods": 110} }})
+	c, err := apiclient.New("unix://"+f.ServeUnix(t, s), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, body := get(t, c, "/logs/messages"); code != 200 || body != "boot ok\n" {
+		t.Fatalf("/logs/messages: %d %q", code, body)
+	}
+	if code, _ := get(t, c, "/logs/../../etc/passwd"); code == 200 {
+		t.Fatal("/logs/ served a file outside its folder")
+	}
+	if code, body := get(t, c, "/configz"); code != 200 || !strings.Contains(body, `"kubeletconfig":{"maxPods":110}`) {
+		t.Fatalf("/configz: %d %q", code, body)
+	}
+	// Not configured: not served.
+	_, _, plain := setup(t)
+	if code, _ := get(t, plain, "/logs/messages"); code != 404 {
+		t.Fatalf("/logs/ without NodeLogDir: %d", code)
+	}
+}
