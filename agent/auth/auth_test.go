@@ -174,6 +174,7 @@ func TestRequestAttributes(t *testing.T) {
 		{"GET", "/pods", "get", "pods"},
 		{"GET", "/healthz", "get", "healthz"},
 		{"GET", "/logs/messages", "get", "log"},
+		{"GET", "/configz", "get", "configz"},
 	} {
 		a := RequestAttributes(Anonymous, "n", httptest.NewRequest(tc.method, tc.path, nil))
 		if a.Verb != tc.verb || a.Subresource != tc.sub {

@@ -19,7 +19,7 @@ type Attributes struct {
 	User        *User
 	Verb        string // get, create, update, patch, delete
 	Node        string
-	Subresource string // stats, metrics, log, pods, healthz, proxy
+	Subresource string // stats, metrics, log, pods, healthz, configz, proxy
 	Path        string
 }
 
@@ -54,6 +54,8 @@ func RequestAttributes(u *User, node string, r *http.Request) Attributes {
 		sub = "pods"
 	case p == "/healthz" || strings.HasPrefix(p, "/healthz/"):
 		sub = "healthz"
+	case p == "/configz":
+		sub = "configz"
 	}
 	return Attributes{User: u, Verb: verb, Node: node, Subresource: sub, Path: p}
 }
@@ -74,7 +76,7 @@ type SubjectAccessReviewer interface {
 	Create(ctx context.Context, sar *authzv1.SubjectAccessReview, opts metav1.CreateOptions) (*authzv1.SubjectAccessReview, error)
 }
 
-// Webhook asks the apiserver. As in the kubelet, the fine-grained subresources (pods, healthz)
+// Webhook asks the apiserver. As in the kubelet, the fine-grained subresources (pods, healthz, configz)
 // fall back to "proxy", which older roles grant. Answers are cached (allowed for AllowTTL, denied
 // for DenyTTL).
 type Webhook struct {
@@ -93,7 +95,7 @@ type sarAnswer struct {
 
 func (w *Webhook) Authorize(ctx context.Context, a Attributes) (bool, string, error) {
 	ok, reason, err := w.review(ctx, a)
-	if err != nil || ok || (a.Subresource != "pods" && a.Subresource != "healthz") {
+	if err != nil || ok || (a.Subresource != "pods" && a.Subresource != "healthz" && a.Subresource != "configz") {
 		return ok, reason, err
 	}
 	a.Subresource = "proxy"
