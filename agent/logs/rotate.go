@@ -1,11 +1,14 @@
 package logs
 
 import (
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -120,7 +123,60 @@ func (r *Rotator) rotate(ctx context.Context, id, path string) error {
 		}
 		return fmt.Errorf("reopen container log: %w", err)
 	}
+	if err := r.compressOlder(path, rotated); err != nil {
+		slog.Warn("compressing rotated container logs", "path", path, "err", err)
+	}
 	return r.prune(path)
+}
+
+// compressOlder gzips every rotated file but the newest, as the kubelet does: the newest may
+// still get the runtime's last writes from before the reopen, and a plain one keeps `--tail` cheap.
+func (r *Rotator) compressOlder(path, newest string) error {
+	rotated, err := RotatedFiles(path)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, f := range rotated {
+		if f == newest || strings.HasSuffix(f, ".gz") {
+			continue
+		}
+		if err := gzipFile(f); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// gzipFile replaces f by f.gz, written to a temporary name first so a crash leaves either file
+// whole (RotatedFiles skips the .tmp).
+func gzipFile(f string) error {
+	in, err := os.Open(f)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	tmp := f + ".gz.tmp"
+	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o640)
+	if err != nil {
+		return err
+	}
+	zw := gzip.NewWriter(out)
+	_, err = io.Copy(zw, in)
+	if cerr := zw.Close(); err == nil {
+		err = cerr
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, f+".gz")
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return os.Remove(f)
 }
 
 // prune removes the oldest rotated files beyond maxFiles-1.

@@ -1,8 +1,10 @@
 package logs
 
 import (
+	"compress/gzip"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,10 +95,23 @@ func TestRotatorKeepsMaxFiles(t *testing.T) {
 	if len(rotated) != 2 {
 		t.Fatalf("want 2 rotated files (3 with the live one), got %v", rotated)
 	}
-	// The newest survive.
+	// The newest survive; all but the newest rotated file are compressed.
+	if !strings.HasSuffix(rotated[0], ".gz") || strings.HasSuffix(rotated[1], ".gz") {
+		t.Fatalf("compression: %v", rotated)
+	}
 	b, _ := os.ReadFile(rotated[1])
 	if b[0] != 'e' {
 		t.Fatalf("newest rotated file holds %q", b[:1])
+	}
+	zf, _ := os.Open(rotated[0])
+	defer zf.Close()
+	zr, err := gzip.NewReader(zf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	older, _ := io.ReadAll(zr)
+	if len(older) != 2048 || older[0] != 'd' {
+		t.Fatalf("compressed file holds %d bytes of %q", len(older), older[:1])
 	}
 }
 
