@@ -248,25 +248,51 @@ func cleanupHostSide(t testing.TB, d DefaultNetwork, before map[chainKey]bool) {
 		ipt(k.table, "-X", k.chain)
 	}
 	after := iptablesChains(t)
-	if strings.Contains(string(dump), "-j CNI-DN-") {
-		return // someone's hostPorts are live: the shared chains stay
+	dump, err = exec.Command("iptables-save").Output()
+	if err != nil {
+		t.Errorf("iptables-save: %v", err)
+		return
 	}
-	shared := []chainKey{{"nat", "CNI-HOSTPORT-DNAT"}, {"nat", "CNI-HOSTPORT-SNAT"},
-		{"nat", "CNI-HOSTPORT-MASQ"}, {"nat", "CNI-HOSTPORT-SETMARK"}}
-	for _, k := range shared {
-		if before[k] || !after[k] {
-			continue
-		}
-		for _, parent := range []string{"PREROUTING", "OUTPUT", "POSTROUTING"} {
-			for ipt(k.table, "-D", parent, "-m", "addrtype", "--dst-type", "LOCAL", "-j", k.chain) == nil {
-			}
-			for ipt(k.table, "-D", parent, "-m", "comment", "--comment", "CNI portfwd requiring masquerade", "-j", k.chain) == nil {
-			}
-		}
-		ipt(k.table, "-F", k.chain)
+	// Shared chains of portmap and firewall, each with the sign that some pod still uses it.
+	groups := []struct {
+		chains []chainKey
+		inUse  string
+	}{
+		{[]chainKey{{"nat", "CNI-HOSTPORT-DNAT"}, {"nat", "CNI-HOSTPORT-SNAT"},
+			{"nat", "CNI-HOSTPORT-MASQ"}, {"nat", "CNI-HOSTPORT-SETMARK"}}, "-j CNI-DN-"},
+		{[]chainKey{{"filter", "CNI-FORWARD"}, {"filter", "CNI-ADMIN"}}, "-A CNI-FORWARD -d "},
 	}
-	for _, k := range shared {
-		if !before[k] && after[k] {
+	for _, g := range groups {
+		if strings.Contains(string(dump), g.inUse) {
+			continue // someone's pods still rely on these
+		}
+		var fresh []chainKey
+		for _, k := range g.chains {
+			if !before[k] && after[k] {
+				fresh = append(fresh, k)
+			}
+		}
+		// Unhook every rule that jumps to a fresh chain, then flush and delete the chains.
+		table := ""
+		for _, l := range strings.Split(string(dump), "\n") {
+			if strings.HasPrefix(l, "*") {
+				table = l[1:]
+				continue
+			}
+			f := strings.Fields(l)
+			if len(f) < 2 || f[0] != "-A" {
+				continue
+			}
+			for _, k := range fresh {
+				if k.table == table && strings.HasSuffix(l, " -j "+k.chain) {
+					ipt(table, append([]string{"-D"}, unquoteRule(l[3:])...)...)
+				}
+			}
+		}
+		for _, k := range fresh {
+			ipt(k.table, "-F", k.chain)
+		}
+		for _, k := range fresh {
 			if out, err := exec.Command("iptables", "-w", "-t", k.table, "-X", k.chain).CombinedOutput(); err != nil {
 				t.Errorf("delete chain %s/%s: %v: %s", k.table, k.chain, err, out)
 			}
