@@ -49,6 +49,13 @@ func newRootCmd() *cobra.Command {
 var subcommands = []func() *cobra.Command{
 	newRuntimeCmd,
 	newImageCmd,
+	newGetCmd,
+	newDescribeCmd,
+	newLogsCmd,
+	newExecCmd,
+	newAttachCmd,
+	newPortForwardCmd,
+	newTopCmd,
 }
 
 // Execute runs the command line and returns the process exit code.
