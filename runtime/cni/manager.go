@@ -19,6 +19,7 @@ package cni
 import (
 	"context"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -103,6 +104,10 @@ func New(opts Options) (*Manager, error) {
 		log:     opts.Logger.With("component", "cni"),
 		podLock: map[string]*podLock{},
 		done:    make(chan struct{}),
+	}
+	// Made even without a default network, so there is a dir to watch for the admin's config.
+	if err := os.MkdirAll(opts.ConfDir, 0o755); err != nil {
+		m.log.Warn("cannot create the CNI conf dir", "dir", opts.ConfDir, "err", err)
 	}
 	if !opts.NoDefault {
 		wrote, err := writeDefault(opts.ConfDir, opts.Default)

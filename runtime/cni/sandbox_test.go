@@ -212,3 +212,42 @@ func report(b *testing.B, what string, d []time.Duration) {
 	b.ReportMetric(float64(p90.Microseconds())/1000, what+"-p90-ms")
 	b.Logf("%s: n=%d median %v p90 %v", what, len(d), p50, p90)
 }
+
+// TestNetworkReadyCondition: the runtime's Status says NetworkReady=false with the manager's
+// reason while the conf dir has no usable config, and true once one appears.
+func TestNetworkReadyCondition(t *testing.T) {
+	dir := t.TempDir()
+	m, err := cni.New(cni.Options{ConfDir: dir + "/net.d", StateDir: dir + "/state", NoDefault: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	e := servertest.Start(t, servertest.WithNetwork(m))
+	netReady := func() *runtimeapi.RuntimeCondition {
+		st, err := e.Runtime.Status(e.Ctx(), &runtimeapi.StatusRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range st.GetStatus().GetConditions() {
+			if c.Type == runtimeapi.NetworkReady {
+				return c
+			}
+		}
+		t.Fatal("no NetworkReady condition")
+		return nil
+	}
+	if c := netReady(); c.Status || !strings.Contains(c.Message, "no CNI network config in "+dir+"/net.d") {
+		t.Fatalf("NetworkReady = %v", c)
+	}
+	conf := cni.DefaultNetwork{Name: "ready-test", Bridge: "nltready0", Subnet: "10.250.253.0/24", DataDir: dir + "/ipam"}
+	if err := os.WriteFile(dir+"/net.d/10-ready.conflist", conf.ConfList(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for !netReady().Status {
+		if time.Now().After(deadline) {
+			t.Fatalf("NetworkReady never became true: %v", netReady())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
