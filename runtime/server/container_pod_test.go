@@ -18,6 +18,7 @@ func TestContainerPodNamespaces(t *testing.T) {
 	e := servertest.Start(t)
 	pod := e.PodWithLogs("shared")
 	pod.Hostname = "shared-host"
+	pod.Linux.Sysctls = map[string]string{"kernel.shm_rmid_forced": "1"}
 	pod.Linux.SecurityContext = &runtimeapi.LinuxSandboxSecurityContext{
 		NamespaceOptions: &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_POD},
 	}
@@ -28,12 +29,15 @@ func TestContainerPodNamespaces(t *testing.T) {
 	}
 	e.RunContainer(sb, pod, podNS(servertest.ContainerConfig("sleeper", "sleep", "4242")))
 	_, log := runToLog(t, e, sb, pod, podNS(servertest.ContainerConfig("looker", "sh", "-c",
-		"hostname; ps -o args; ls /etc; echo END")))
+		"hostname; ps -o args; echo shm=$(cat /proc/sys/kernel/shm_rmid_forced); echo END")))
 	if !strings.Contains(log, "F shared-host") {
 		t.Errorf("hostname:\n%s", log)
 	}
 	if !strings.Contains(log, "sleep 4242") {
 		t.Errorf("the shared PID namespace does not show the other container:\n%s", log)
+	}
+	if !strings.Contains(log, "shm=1") {
+		t.Errorf("the pod's sysctl is not in force:\n%s", log)
 	}
 	// A container asking for its own PID namespace sees only its own processes.
 	cfg := servertest.ContainerConfig("alone2", "sh", "-c", "ps -o args; echo END")

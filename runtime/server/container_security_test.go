@@ -81,6 +81,14 @@ func TestContainerSecurityContext(t *testing.T) {
 					t.Errorf("masked/readonly paths not in force:\n%s", log)
 				}
 			})
+			t.Run("devices", func(t *testing.T) {
+				cfg := servertest.ContainerConfig("devices", "sh", "-c", "echo x > /dev/xnull && echo DEVOK; cat /dev/xnull; echo END")
+				cfg.Devices = []*runtimeapi.Device{{ContainerPath: "/dev/xnull", HostPath: "/dev/null", Permissions: "rw"}}
+				_, log := runToLog(t, e, sb, pod, cfg)
+				if !strings.Contains(log, "DEVOK") {
+					t.Errorf("device:\n%s", log)
+				}
+			})
 			t.Run("mounts", func(t *testing.T) {
 				host := t.TempDir()
 				cfg := servertest.ContainerConfig("mounts", "sh", "-c", "echo hi > /data/rw/f && cat /data/rw/f; echo x > /data/ro/f || echo RO; echo END")
