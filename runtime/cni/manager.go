@@ -3,10 +3,12 @@
 //
 // Life of a pod's network:
 //
-//	SetUpPod     mark pending ─► lo up ─► CNI ADD (result cached by libcni) ─► unmark ─► IPs
+//	SetUpPod     lo up ─► mark pending ─► CNI ADD (result cached by libcni) ─► unmark ─► IPs
 //	             ADD failed ─► CNI DEL with the same config and args (rollback) ─► unmark ─► error
 //	TearDownPod  config and args from libcni's cache, else from the pending mark, else the
-//	             current config ─► CNI DEL ─► cache and mark removed
+//	             current config ─► CNI DEL (netns gone: in a stand-in netns holding the pod's
+//	             old addresses, so the bridge plugin finds its masquerade rules) ─► cache and
+//	             mark removed
 //
 // The cache and the mark live under the state dir, so a DEL after a daemon restart, or after a
 // crash in the middle of an ADD, runs with exactly the config and capability args of the ADD (portmap

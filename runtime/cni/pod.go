@@ -86,7 +86,7 @@ func (m *Manager) SetUpPod(ctx context.Context, pod PodNetwork) (*Result, error)
 
 // TearDownPod detaches the pod from the network (CNI DEL) and releases its IP. It is idempotent and
 // works after a daemon restart, after a half-failed ADD, and when the network namespace is already
-// gone (the plugins are then told there is no namespace and only release what lives on the host).
+// gone (the plugins then get a stand-in namespace, see del).
 func (m *Manager) TearDownPod(ctx context.Context, pod PodNetwork) error {
 	if err := checkPod(pod); err != nil {
 		return err
