@@ -71,11 +71,24 @@ func DefaultSeccomp(addedCaps []string) *specs.LinuxSeccomp {
 		}
 	}
 	errno := uint(1) // EPERM
+	rules := []specs.LinuxSyscall{{Names: denied, Action: specs.ActErrno, ErrnoRet: &errno}}
+	if !allowed["unshare"] {
+		// Without CAP_SYS_ADMIN no new namespaces, user namespaces included (the usual way
+		// from a container to kernel attack surface): clone with any CLONE_NEW* flag fails, and
+		// clone3, whose flags a filter cannot read, says it does not exist so that libcs fall
+		// back to clone.
+		for _, flag := range []uint64{0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000} {
+			rules = append(rules, specs.LinuxSyscall{
+				Names: []string{"clone"}, Action: specs.ActErrno, ErrnoRet: &errno,
+				Args: []specs.LinuxSeccompArg{{Index: 0, Value: flag, ValueTwo: flag, Op: specs.OpMaskedEqual}},
+			})
+		}
+		enosys := uint(38)
+		rules = append(rules, specs.LinuxSyscall{Names: []string{"clone3"}, Action: specs.ActErrno, ErrnoRet: &enosys})
+	}
 	return &specs.LinuxSeccomp{
 		DefaultAction: specs.ActAllow,
 		Architectures: []specs.Arch{specs.ArchX86_64, specs.ArchX86, specs.ArchX32, specs.ArchAARCH64, specs.ArchARM},
-		Syscalls: []specs.LinuxSyscall{
-			{Names: denied, Action: specs.ActErrno, ErrnoRet: &errno},
-		},
+		Syscalls:      rules,
 	}
 }

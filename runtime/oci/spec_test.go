@@ -156,9 +156,12 @@ func TestContainerSpecSeccomp(t *testing.T) {
 	if err != nil || s == nil || !denied(s, "mount") || !denied(s, "kexec_load") || denied(s, "read") {
 		t.Fatalf("runtime default: %v %v", s, err)
 	}
+	if !denied(s, "clone3") || !denied(s, "clone") {
+		t.Fatal("namespace-making clones should be refused")
+	}
 	rd.Capabilities = &runtimeapi.Capability{AddCapabilities: []string{"SYS_ADMIN"}}
-	if s, _ := seccompFor(rd, false, ""); denied(s, "mount") || !denied(s, "kexec_load") {
-		t.Fatal("CAP_SYS_ADMIN should allow mount")
+	if s, _ := seccompFor(rd, false, ""); denied(s, "mount") || !denied(s, "kexec_load") || denied(s, "clone") {
+		t.Fatal("CAP_SYS_ADMIN should allow mount and clone")
 	}
 	if s, err := seccompFor(&runtimeapi.LinuxContainerSecurityContext{}, false, ""); s != nil || err != nil {
 		t.Fatalf("unset is unconfined: %v %v", s, err)

@@ -62,7 +62,8 @@ func TestContainerSecurityContext(t *testing.T) {
 			})
 			t.Run("readonly-rootfs-nonewprivs-seccomp", func(t *testing.T) {
 				cfg := servertest.ContainerConfig("ro", "sh", "-c",
-					"touch /x && echo WROTE; touch /tmp/y 2>/dev/null || true; grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status; echo END")
+					"touch /x && echo WROTE; grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status; "+
+						"busybox unshare -U true && echo USERNS; busybox unshare -n true && echo NETNS; echo END")
 				cfg.Linux.SecurityContext.ReadonlyRootfs = true
 				cfg.Linux.SecurityContext.NoNewPrivs = true
 				cfg.Linux.SecurityContext.Seccomp = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}
@@ -72,6 +73,9 @@ func TestContainerSecurityContext(t *testing.T) {
 				}
 				if !strings.Contains(log, "NoNewPrivs:\t1") || !strings.Contains(log, "Seccomp:\t2") {
 					t.Errorf("no_new_privs/seccomp not in force:\n%s", log)
+				}
+				if strings.Contains(log, "USERNS") || strings.Contains(log, "NETNS") {
+					t.Errorf("made namespaces under RuntimeDefault:\n%s", log)
 				}
 			})
 			t.Run("masked-paths", func(t *testing.T) {
