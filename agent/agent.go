@@ -41,6 +41,7 @@ import (
 	"github.com/nodelet/nodelet/agent/podworkers"
 	"github.com/nodelet/nodelet/agent/status"
 	"github.com/nodelet/nodelet/agent/syncloop"
+	"github.com/nodelet/nodelet/agent/volumes"
 )
 
 // Options are what an embedding program may supply instead of the agent making them.
@@ -128,10 +129,11 @@ func New(cfg agentconfig.Config, opts Options) (*Agent, error) {
 		log.Warn("pods with dnsPolicy Default get no resolver settings", "err", err)
 	}
 	a.events = newEventLog(a.recorder())
+	vols := &volumes.Manager{Client: a.client, RootDir: cfg.RootDir}
 	a.manager = kuberuntime.NewManager(kuberuntime.Deps{
 		Runtime: a.runtime, Images: images, Recorder: a.events, Reasons: a.reasons, Log: log,
 		RootDir: cfg.RootDir, PodLogsDir: cfg.PodLogsDir, NodeName: cfg.NodeName,
-		NodeIPs: cfg.NodeIPs, DNS: dns, CgroupRoot: cfg.CgroupRoot,
+		NodeIPs: cfg.NodeIPs, DNS: dns, CgroupRoot: cfg.CgroupRoot, Volumes: vols, EnvData: vols,
 	})
 	a.pods = podmanager.New()
 	a.statuses = status.NewManager(a.client, a.pods, log)
@@ -145,7 +147,7 @@ func New(cfg agentconfig.Config, opts Options) (*Agent, error) {
 		}
 		a.mirrors = &podmanager.MirrorClient{Client: a.client, NodeName: cfg.NodeName, NodeUID: a.nodeUID}
 	}
-	a.syncer = &podsync.Syncer{Runtime: a.manager, Status: a.statuses, Pods: a.pods, Reasons: a.reasons,
+	a.syncer = &podsync.Syncer{Runtime: a.manager, Status: a.statuses, Pods: a.pods, Volumes: vols, Reasons: a.reasons,
 		RuntimeName: func() string { return a.runtimeName.Load().(string) }, NodeIPs: cfg.NodeIPs, RootDir: cfg.RootDir, Log: log}
 	if a.mirrors != nil {
 		a.syncer.Mirrors = a.mirrors

@@ -23,6 +23,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -253,14 +254,23 @@ func TestClusterOnNodeletRuntime(t *testing.T) {
 		return err == nil && p.Annotations["kubernetes.io/config.mirror"] != "" && p.Status.Phase == v1.PodRunning
 	})
 
-	replicas, no := int32(3), false
+	// The pods get the usual service account token volume (kube-api-access-*), injected by the
+	// apiserver, and an env value from a config map.
+	if _, err := client.CoreV1().ConfigMaps("default").Create(ctx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Data: map[string]string{"greeting": "hello-from-configmap"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	replicas := int32(3)
 	grace := int64(3)
 	labels := map[string]string{"app": "web"}
 	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
 		Spec: appsv1.DeploymentSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: v1.PodSpec{
-				AutomountServiceAccountToken: &no, TerminationGracePeriodSeconds: &grace,
-				Containers: []v1.Container{{Name: "app", Image: e.reg + "/busybox:1", Command: []string{"/bin/sh", "-c", loop}}}}}}}
+				TerminationGracePeriodSeconds: &grace,
+				Containers: []v1.Container{{Name: "app", Image: e.reg + "/busybox:1",
+					Env: []v1.EnvVar{{Name: "GREETING", ValueFrom: &v1.EnvVarSource{ConfigMapKeyRef: &v1.ConfigMapKeySelector{
+						LocalObjectReference: v1.LocalObjectReference{Name: "web"}, Key: "greeting"}}}},
+					Command: []string{"/bin/sh", "-c", "echo $GREETING; cat /var/run/secrets/kubernetes.io/serviceaccount/namespace; echo; " + loop}}}}}}}
 	if _, err := client.AppsV1().Deployments("default").Create(ctx, dep, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -277,6 +287,17 @@ func TestClusterOnNodeletRuntime(t *testing.T) {
 			t.Fatalf("pod %s on %q phase %s", p.Name, p.Spec.NodeName, p.Status.Phase)
 		}
 	}
+
+	e.eventually("config map env and service account files seen by the app", func() bool {
+		logs, _ := filepath.Glob(filepath.Join(e.cfg.PodLogsDir, "default_web-*", "app", "0.log"))
+		for _, l := range logs {
+			b, _ := os.ReadFile(l)
+			if strings.Contains(string(b), "hello-from-configmap") && strings.Contains(string(b), " default") {
+				return true
+			}
+		}
+		return false
+	})
 
 	// Graceful delete of one pod: it goes, and the Deployment replaces it.
 	victim := pods.Items[0]

@@ -71,7 +71,7 @@ func (m *Manager) startContainer(ctx context.Context, sandboxID string, sandboxC
 	if cs := status.FindContainerStatusByName(c.Name); cs != nil {
 		restartCount = cs.RestartCount + 1
 	}
-	cfg, err := m.generateContainerConfig(pod, c, restartCount, imageRef, podIPs)
+	cfg, err := m.generateContainerConfig(ctx, pod, c, restartCount, imageRef, podIPs)
 	if err != nil {
 		m.Recorder.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
 		return fmt.Errorf("%w: %v", kubecontainer.ErrCreateContainer, err)

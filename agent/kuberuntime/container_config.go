@@ -1,13 +1,17 @@
 package kuberuntime
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -74,30 +78,114 @@ func expandVars(s string, env map[string]string) string {
 	return b.String()
 }
 
-// makeEnv resolves the container's env. References to secrets and config maps need the apiserver
-// and are reported as errors rather than silently dropped.
-func (m *Manager) makeEnv(pod *v1.Pod, c *v1.Container, podIPs []string) ([]*runtimeapi.KeyValue, map[string]string, error) {
+// makeEnv resolves the container's env: envFrom first, then env, later entries winning, with
+// $(VAR) references expanded against what came before.
+func (m *Manager) makeEnv(ctx context.Context, pod *v1.Pod, c *v1.Container, podIPs []string) ([]*runtimeapi.KeyValue, map[string]string, error) {
 	vals := map[string]string{}
-	var out []*runtimeapi.KeyValue
+	var order []string
+	set := func(k, v string) {
+		if _, ok := vals[k]; !ok {
+			order = append(order, k)
+		}
+		vals[k] = v
+	}
+	for _, from := range c.EnvFrom {
+		data, optional, err := m.envFromData(ctx, pod.Namespace, from)
+		if err != nil {
+			if optional && apierrors.IsNotFound(err) {
+				continue
+			}
+			return nil, nil, fmt.Errorf("envFrom: %w", err)
+		}
+		keys := make([]string, 0, len(data))
+		for k := range data {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			set(from.Prefix+k, data[k])
+		}
+	}
 	for _, e := range c.Env {
 		v := expandVars(e.Value, vals)
-		if e.ValueFrom != nil {
+		if src := e.ValueFrom; src != nil {
+			var err error
 			switch {
-			case e.ValueFrom.FieldRef != nil:
-				var err error
-				if v, err = m.fieldRef(pod, e.ValueFrom.FieldRef.FieldPath, podIPs); err != nil {
-					return nil, nil, err
-				}
-			case e.ValueFrom.ResourceFieldRef != nil:
-				v = resourceFieldRef(c, e.ValueFrom.ResourceFieldRef)
+			case src.FieldRef != nil:
+				v, err = m.fieldRef(pod, src.FieldRef.FieldPath, podIPs)
+			case src.ResourceFieldRef != nil:
+				v = resourceFieldRef(c, src.ResourceFieldRef)
+			case src.ConfigMapKeyRef != nil:
+				v, err = m.keyRef(ctx, pod.Namespace, src.ConfigMapKeyRef.Name, src.ConfigMapKeyRef.Key, src.ConfigMapKeyRef.Optional, false)
+			case src.SecretKeyRef != nil:
+				v, err = m.keyRef(ctx, pod.Namespace, src.SecretKeyRef.Name, src.SecretKeyRef.Key, src.SecretKeyRef.Optional, true)
 			default:
-				return nil, nil, fmt.Errorf("env %s: only fieldRef and resourceFieldRef are supported", e.Name)
+				err = fmt.Errorf("env %s: unsupported valueFrom", e.Name)
+			}
+			if err != nil {
+				return nil, nil, fmt.Errorf("env %s: %w", e.Name, err)
 			}
 		}
-		vals[e.Name] = v
-		out = append(out, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(v)})
+		set(e.Name, v)
+	}
+	out := make([]*runtimeapi.KeyValue, 0, len(order))
+	for _, k := range order {
+		out = append(out, &runtimeapi.KeyValue{Key: k, Value: []byte(vals[k])})
 	}
 	return out, vals, nil
+}
+
+func (m *Manager) envFromData(ctx context.Context, ns string, from v1.EnvFromSource) (map[string]string, bool, error) {
+	if m.EnvData == nil {
+		return nil, false, errors.New("config map and secret references need the apiserver")
+	}
+	switch {
+	case from.ConfigMapRef != nil:
+		d, err := m.EnvData.ConfigMapData(ctx, ns, from.ConfigMapRef.Name)
+		return d, from.ConfigMapRef.Optional != nil && *from.ConfigMapRef.Optional, err
+	case from.SecretRef != nil:
+		raw, err := m.EnvData.SecretData(ctx, ns, from.SecretRef.Name)
+		d := make(map[string]string, len(raw))
+		for k, v := range raw {
+			d[k] = string(v)
+		}
+		return d, from.SecretRef.Optional != nil && *from.SecretRef.Optional, err
+	}
+	return nil, false, errors.New("envFrom names neither a config map nor a secret")
+}
+
+func (m *Manager) keyRef(ctx context.Context, ns, name, key string, optional *bool, secret bool) (string, error) {
+	if m.EnvData == nil {
+		return "", errors.New("config map and secret references need the apiserver")
+	}
+	opt := optional != nil && *optional
+	var v string
+	var ok bool
+	if secret {
+		d, err := m.EnvData.SecretData(ctx, ns, name)
+		if err != nil {
+			if opt && apierrors.IsNotFound(err) {
+				return "", nil
+			}
+			return "", err
+		}
+		var b []byte
+		b, ok = d[key]
+		v = string(b)
+	} else {
+		d, err := m.EnvData.ConfigMapData(ctx, ns, name)
+		if err != nil {
+			if opt && apierrors.IsNotFound(err) {
+				return "", nil
+			}
+			return "", err
+		}
+		v, ok = d[key]
+	}
+	if !ok && !opt {
+		return "", fmt.Errorf("key %q not found in %s", key, name)
+	}
+	return v, nil
 }
 
 func (m *Manager) fieldRef(pod *v1.Pod, path string, podIPs []string) (string, error) {
@@ -187,7 +275,16 @@ func (m *Manager) makeMounts(pod *v1.Pod, c *v1.Container) ([]*runtimeapi.Mount,
 				}
 			}
 		default:
-			return nil, fmt.Errorf("volume %q: only emptyDir and hostPath volumes are supported", vol.Name)
+			p, ok := "", false
+			if m.Volumes != nil {
+				p, ok = m.Volumes.Path(pod, vol.Name)
+			}
+			if !ok {
+				return nil, fmt.Errorf("volume %q: unsupported volume type (emptyDir, hostPath, secret, configMap, downwardAPI and projected are)", vol.Name)
+			}
+			host = p
+			// API-backed volumes are read-only in the container, as with the kubelet.
+			vm.ReadOnly = true
 		}
 		if vm.SubPath != "" {
 			host = filepath.Join(host, filepath.Clean("/"+vm.SubPath))
@@ -304,8 +401,8 @@ func containerSecurityContext(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxCon
 }
 
 // generateContainerConfig translates one container of the pod into its CRI config.
-func (m *Manager) generateContainerConfig(pod *v1.Pod, c *v1.Container, restartCount int, imageRef string, podIPs []string) (*runtimeapi.ContainerConfig, error) {
-	envs, vals, err := m.makeEnv(pod, c, podIPs)
+func (m *Manager) generateContainerConfig(ctx context.Context, pod *v1.Pod, c *v1.Container, restartCount int, imageRef string, podIPs []string) (*runtimeapi.ContainerConfig, error) {
+	envs, vals, err := m.makeEnv(ctx, pod, c, podIPs)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -42,8 +43,24 @@ type Deps struct {
 	// leaves cgroup placement to the runtime.
 	CgroupRoot     string
 	RuntimeHandler string
+	// Volumes locates API-backed volumes (secret, configMap, projected…) prepared before the sync;
+	// nil supports only emptyDir and hostPath.
+	Volumes VolumePaths
+	// EnvData resolves env references to config maps and secrets; nil rejects them.
+	EnvData EnvSource
 	// RuntimeName is the prefix of container IDs in pod status ("containerd://…"), from Version.
 	RuntimeName string
+}
+
+// VolumePaths finds the host folder of a pod's volume made by the volume manager.
+type VolumePaths interface {
+	Path(pod *v1.Pod, volumeName string) (string, bool)
+}
+
+// EnvSource reads config maps and secrets for env references.
+type EnvSource interface {
+	ConfigMapData(ctx context.Context, namespace, name string) (map[string]string, error)
+	SecretData(ctx context.Context, namespace, name string) (map[string][]byte, error)
 }
 
 // Manager is the runtime manager.

@@ -102,7 +102,7 @@ func TestGenerateConfigs(t *testing.T) {
 	if got := sb.DnsConfig.Searches; !slices.Equal(got, []string{"default.svc.cluster.local", "svc.cluster.local", "cluster.local"}) {
 		t.Errorf("dns searches %v", got)
 	}
-	cfg, err := f.m.generateContainerConfig(pod, c, 3, "sha256:abc", []string{"10.0.0.2"})
+	cfg, err := f.m.generateContainerConfig(context.Background(), pod, c, 3, "sha256:abc", []string{"10.0.0.2"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestGenerateConfigs(t *testing.T) {
 		t.Errorf("linux config %v", cfg.Linux)
 	}
 	pod.Spec.Volumes[0].VolumeSource = v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "s"}}
-	if _, err := f.m.generateContainerConfig(pod, c, 0, "x", nil); err == nil {
+	if _, err := f.m.generateContainerConfig(context.Background(), pod, c, 0, "x", nil); err == nil {
 		t.Error("secret volume accepted; want a clear error")
 	}
 }

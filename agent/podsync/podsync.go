@@ -41,6 +41,12 @@ type MirrorClient interface {
 	DeleteMirrorPod(ctx context.Context, name, namespace string, uid *types.UID) error
 }
 
+// Volumes writes API-backed volumes before containers start (*volumes.Manager); nil when unused.
+type Volumes interface {
+	Prepare(ctx context.Context, pod *v1.Pod) error
+	Forget(uid types.UID)
+}
+
 // Pods finds mirror pods (*podmanager.Manager).
 type Pods interface {
 	GetMirrorPodByPod(pod *v1.Pod) (*v1.Pod, bool)
@@ -52,6 +58,7 @@ type Syncer struct {
 	Status  StatusManager
 	Mirrors MirrorClient
 	Pods    Pods
+	Volumes Volumes
 	Reasons *kubecontainer.ReasonCache
 	// RuntimeName prefixes container IDs in statuses; read per sync since it is learnt after start.
 	RuntimeName func() string
@@ -86,6 +93,11 @@ func (s *Syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, mirr
 		return true, nil
 	}
 	s.syncMirror(ctx, pod)
+	if s.Volumes != nil {
+		if err := s.Volumes.Prepare(ctx, pod); err != nil {
+			return false, fmt.Errorf("mount volumes: %w", err)
+		}
+	}
 	syncErr := s.Runtime.SyncPod(ctx, pod, ps)
 	if ps, err = s.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace); err == nil {
 		s.publish(pod, ps, false)
@@ -151,6 +163,9 @@ func (s *Syncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, deleted boo
 		if err := os.RemoveAll(filepath.Join(s.RootDir, "pods", string(pod.UID))); err != nil {
 			return fmt.Errorf("remove pod dir: %w", err)
 		}
+	}
+	if s.Volumes != nil {
+		s.Volumes.Forget(pod.UID)
 	}
 	if err := s.Status.PodTerminated(ctx, pod); err != nil {
 		return err

@@ -172,8 +172,11 @@ func (p *PodWorkers) UpdatePod(o UpdatePodOptions) {
 		w.restart = &o
 		return
 	}
+	wasSyncing := w.phase == phaseSyncing
 	w.merge(o)
-	if o.UpdateType == SyncPodKill && w.cancelSync != nil {
+	// A kill cuts short a sync in progress (an image pull may take minutes), but never a termination
+	// already under way: repeated kill requests just coalesce.
+	if o.UpdateType == SyncPodKill && wasSyncing && w.cancelSync != nil {
 		w.cancelSync()
 	}
 	select {

@@ -1,0 +1,393 @@
+// Package volumes materializes a pod's API-backed volumes — secret, configMap, downwardAPI and
+// projected ones, service account tokens included — as files under
+// <root-dir>/pods/<uid>/volumes/kubernetes.io~<plugin>/<name>, which the runtime manager then bind
+// mounts read-only. emptyDir and hostPath need no API and stay with the runtime manager.
+package volumes
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+)
+
+// ErrNoAPIServer: the pod needs objects from an apiserver and the agent runs without one.
+var ErrNoAPIServer = errors.New("volume needs the apiserver, and the agent runs standalone")
+
+const defaultMode = 0o644
+
+// Manager writes and locates the volumes.
+type Manager struct {
+	Client  kubernetes.Interface
+	RootDir string
+	Now     func() time.Time
+
+	mu     sync.Mutex
+	tokens map[string]token
+}
+
+type token struct {
+	value   string
+	refresh time.Time
+}
+
+func (m *Manager) now() time.Time {
+	if m.Now != nil {
+		return m.Now()
+	}
+	return time.Now()
+}
+
+func plugin(v *v1.Volume) string {
+	switch {
+	case v.Secret != nil:
+		return "kubernetes.io~secret"
+	case v.ConfigMap != nil:
+		return "kubernetes.io~configmap"
+	case v.DownwardAPI != nil:
+		return "kubernetes.io~downward-api"
+	case v.Projected != nil:
+		return "kubernetes.io~projected"
+	}
+	return ""
+}
+
+// Path returns where an API-backed volume of the pod lives; false for other kinds.
+func (m *Manager) Path(pod *v1.Pod, name string) (string, bool) {
+	for i := range pod.Spec.Volumes {
+		v := &pod.Spec.Volumes[i]
+		if v.Name == name {
+			if p := plugin(v); p != "" {
+				return filepath.Join(m.RootDir, "pods", string(pod.UID), "volumes", p, name), true
+			}
+		}
+	}
+	return "", false
+}
+
+type file struct {
+	data []byte
+	mode os.FileMode
+}
+
+// Prepare writes every API-backed volume of the pod, refreshing content that changed (rotated
+// tokens, edited config maps). A pod whose volumes cannot be made does not start.
+func (m *Manager) Prepare(ctx context.Context, pod *v1.Pod) error {
+	for i := range pod.Spec.Volumes {
+		v := &pod.Spec.Volumes[i]
+		if plugin(v) == "" {
+			continue
+		}
+		files, err := m.files(ctx, pod, v)
+		if err != nil {
+			return fmt.Errorf("volume %q: %w", v.Name, err)
+		}
+		dir, _ := m.Path(pod, v.Name)
+		if err := writeDir(dir, files); err != nil {
+			return fmt.Errorf("volume %q: %w", v.Name, err)
+		}
+	}
+	return nil
+}
+
+// Forget drops cached tokens of a pod that is gone.
+func (m *Manager) Forget(uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k := range m.tokens {
+		if strings.HasPrefix(k, string(uid)+"/") {
+			delete(m.tokens, k)
+		}
+	}
+}
+
+func mode(m *int32, def *int32) os.FileMode {
+	switch {
+	case m != nil:
+		return os.FileMode(*m)
+	case def != nil:
+		return os.FileMode(*def)
+	}
+	return defaultMode
+}
+
+func (m *Manager) files(ctx context.Context, pod *v1.Pod, v *v1.Volume) (map[string]file, error) {
+	out := map[string]file{}
+	switch {
+	case v.Secret != nil:
+		return out, m.secretFiles(ctx, pod, v.Secret.SecretName, v.Secret.Items, v.Secret.Optional, v.Secret.DefaultMode, out)
+	case v.ConfigMap != nil:
+		return out, m.configMapFiles(ctx, pod, v.ConfigMap.Name, v.ConfigMap.Items, v.ConfigMap.Optional, v.ConfigMap.DefaultMode, out)
+	case v.DownwardAPI != nil:
+		return out, downwardFiles(pod, v.DownwardAPI.Items, v.DownwardAPI.DefaultMode, out)
+	}
+	p := v.Projected
+	for _, s := range p.Sources {
+		var err error
+		switch {
+		case s.Secret != nil:
+			err = m.secretFiles(ctx, pod, s.Secret.Name, s.Secret.Items, s.Secret.Optional, p.DefaultMode, out)
+		case s.ConfigMap != nil:
+			err = m.configMapFiles(ctx, pod, s.ConfigMap.Name, s.ConfigMap.Items, s.ConfigMap.Optional, p.DefaultMode, out)
+		case s.DownwardAPI != nil:
+			err = downwardFiles(pod, s.DownwardAPI.Items, p.DefaultMode, out)
+		case s.ServiceAccountToken != nil:
+			var tok string
+			if tok, err = m.serviceAccountToken(ctx, pod, s.ServiceAccountToken); err == nil {
+				err = put(out, s.ServiceAccountToken.Path, []byte(tok), mode(nil, p.DefaultMode))
+			}
+		default:
+			err = errors.New("unsupported projection (clusterTrustBundle and podCertificate are not supported)")
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func put(out map[string]file, path string, data []byte, m os.FileMode) error {
+	if !filepath.IsLocal(path) {
+		return fmt.Errorf("path %q must be relative and stay inside the volume", path)
+	}
+	out[filepath.Clean(path)] = file{data: data, mode: m}
+	return nil
+}
+
+func itemsOrAll(keys []string, items []v1.KeyToPath) []v1.KeyToPath {
+	if len(items) > 0 {
+		return items
+	}
+	sort.Strings(keys)
+	all := make([]v1.KeyToPath, 0, len(keys))
+	for _, k := range keys {
+		all = append(all, v1.KeyToPath{Key: k, Path: k})
+	}
+	return all
+}
+
+func (m *Manager) secretFiles(ctx context.Context, pod *v1.Pod, name string, items []v1.KeyToPath, optional *bool, def *int32, out map[string]file) error {
+	data, err := m.SecretData(ctx, pod.Namespace, name)
+	if apierrors.IsNotFound(err) && optional != nil && *optional {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	keys := make([]string, 0, len(data))
+	for k := range data {
+		keys = append(keys, k)
+	}
+	for _, it := range itemsOrAll(keys, items) {
+		d, ok := data[it.Key]
+		if !ok {
+			return fmt.Errorf("secret %s/%s has no key %q", pod.Namespace, name, it.Key)
+		}
+		if err := put(out, it.Path, d, mode(it.Mode, def)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *Manager) configMapFiles(ctx context.Context, pod *v1.Pod, name string, items []v1.KeyToPath, optional *bool, def *int32, out map[string]file) error {
+	cm, err := m.configMap(ctx, pod.Namespace, name)
+	if apierrors.IsNotFound(err) && optional != nil && *optional {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	data := map[string][]byte{}
+	for k, v := range cm.Data {
+		data[k] = []byte(v)
+	}
+	for k, v := range cm.BinaryData {
+		data[k] = v
+	}
+	keys := make([]string, 0, len(data))
+	for k := range data {
+		keys = append(keys, k)
+	}
+	for _, it := range itemsOrAll(keys, items) {
+		d, ok := data[it.Key]
+		if !ok {
+			return fmt.Errorf("config map %s/%s has no key %q", pod.Namespace, name, it.Key)
+		}
+		if err := put(out, it.Path, d, mode(it.Mode, def)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func formatMap(m map[string]string) []byte {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b bytes.Buffer
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s=%q\n", k, m[k])
+	}
+	return b.Bytes()
+}
+
+func downwardFiles(pod *v1.Pod, items []v1.DownwardAPIVolumeFile, def *int32, out map[string]file) error {
+	for _, it := range items {
+		var data []byte
+		switch {
+		case it.FieldRef != nil:
+			switch it.FieldRef.FieldPath {
+			case "metadata.name":
+				data = []byte(pod.Name)
+			case "metadata.namespace":
+				data = []byte(pod.Namespace)
+			case "metadata.uid":
+				data = []byte(pod.UID)
+			case "metadata.labels":
+				data = formatMap(pod.Labels)
+			case "metadata.annotations":
+				data = formatMap(pod.Annotations)
+			default:
+				return fmt.Errorf("downwardAPI field %q is not supported", it.FieldRef.FieldPath)
+			}
+		case it.ResourceFieldRef != nil:
+			return errors.New("downwardAPI resourceFieldRef files are not supported")
+		}
+		if err := put(out, it.Path, data, mode(it.Mode, def)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *Manager) serviceAccountToken(ctx context.Context, pod *v1.Pod, p *v1.ServiceAccountTokenProjection) (string, error) {
+	if m.Client == nil {
+		return "", ErrNoAPIServer
+	}
+	exp := int64(3607)
+	if p.ExpirationSeconds != nil {
+		exp = *p.ExpirationSeconds
+	}
+	sa := pod.Spec.ServiceAccountName
+	if sa == "" {
+		sa = "default"
+	}
+	key := fmt.Sprintf("%s/%s/%s/%d", pod.UID, sa, p.Audience, exp)
+	m.mu.Lock()
+	if t, ok := m.tokens[key]; ok && m.now().Before(t.refresh) {
+		m.mu.Unlock()
+		return t.value, nil
+	}
+	m.mu.Unlock()
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		ExpirationSeconds: &exp,
+		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+	}}
+	if p.Audience != "" {
+		req.Spec.Audiences = []string{p.Audience}
+	}
+	resp, err := m.Client.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, req, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("token for service account %s/%s: %w", pod.Namespace, sa, err)
+	}
+	// Refresh at 80% of the lifetime, as the kubelet does.
+	issued := m.now()
+	life := resp.Status.ExpirationTimestamp.Sub(issued)
+	if life <= 0 {
+		life = time.Duration(exp) * time.Second
+	}
+	m.mu.Lock()
+	if m.tokens == nil {
+		m.tokens = map[string]token{}
+	}
+	m.tokens[key] = token{value: resp.Status.Token, refresh: issued.Add(life * 8 / 10)}
+	m.mu.Unlock()
+	return resp.Status.Token, nil
+}
+
+// SecretData reads a secret.
+func (m *Manager) SecretData(ctx context.Context, namespace, name string) (map[string][]byte, error) {
+	if m.Client == nil {
+		return nil, ErrNoAPIServer
+	}
+	s, err := m.Client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return s.Data, nil
+}
+
+func (m *Manager) configMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {
+	if m.Client == nil {
+		return nil, ErrNoAPIServer
+	}
+	return m.Client.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+// ConfigMapData reads a config map's string data (env references use it).
+func (m *Manager) ConfigMapData(ctx context.Context, namespace, name string) (map[string]string, error) {
+	cm, err := m.configMap(ctx, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	return cm.Data, nil
+}
+
+// writeDir makes dir hold exactly files: each written atomically (temp file, rename) when its
+// content or mode changed, and files no longer wanted removed. Containers see updates in place.
+func writeDir(dir string, files map[string]file) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for rel, f := range files {
+		p := filepath.Join(dir, rel)
+		if old, err := os.ReadFile(p); err == nil && bytes.Equal(old, f.data) {
+			if st, err := os.Stat(p); err == nil && st.Mode().Perm() == f.mode.Perm() {
+				continue
+			}
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		tmp, err := os.CreateTemp(filepath.Dir(p), ".tmp-")
+		if err != nil {
+			return err
+		}
+		_, werr := tmp.Write(f.data)
+		cerr := tmp.Close()
+		if err := errors.Join(werr, cerr, os.Chmod(tmp.Name(), f.mode.Perm())); err != nil {
+			os.Remove(tmp.Name())
+			return err
+		}
+		if err := os.Rename(tmp.Name(), p); err != nil {
+			os.Remove(tmp.Name())
+			return err
+		}
+	}
+	return filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if _, ok := files[rel]; !ok {
+			return os.Remove(p)
+		}
+		return nil
+	})
+}
