@@ -210,6 +210,11 @@ func Complete(c *Config) error {
 		c.NodeName = h
 	}
 	c.NodeName = strings.ToLower(strings.TrimSpace(c.NodeName))
+	if len(c.NodeIPs) == 0 {
+		if ip := detectNodeIP(); ip != "" {
+			c.NodeIPs = []string{ip}
+		}
+	}
 	var errs []error
 	if !strings.HasPrefix(c.ContainerRuntimeEndpoint, "unix://") && !strings.HasPrefix(c.ContainerRuntimeEndpoint, "/") {
 		errs = append(errs, fmt.Errorf("container runtime endpoint %q: want unix:///path", c.ContainerRuntimeEndpoint))

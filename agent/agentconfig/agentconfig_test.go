@@ -1,6 +1,7 @@
 package agentconfig
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -69,5 +70,14 @@ func TestConfigErrors(t *testing.T) {
 				t.Fatalf("err %v, want one mentioning %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestDetectNodeIPIsNeverLoopback(t *testing.T) {
+	if ip := detectNodeIP(); ip != "" {
+		p := net.ParseIP(ip)
+		if p == nil || p.IsLoopback() || p.To4() == nil {
+			t.Fatalf("detected %q", ip)
+		}
 	}
 }

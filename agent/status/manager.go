@@ -3,7 +3,7 @@ package status
 import (
 	"context"
 	"encoding/json"
-	"fmt"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -158,6 +158,9 @@ func (m *Manager) SyncBatch(ctx context.Context) {
 	m.mu.Unlock()
 	for _, j := range jobs {
 		err := m.patch(ctx, j.pod, j.status)
+		if errors.Is(err, errNoMirrorYet) {
+			continue // written once the mirror pod exists; the pod worker creates it
+		}
 		if err != nil {
 			m.log.Warn("patch pod status", "pod", j.pod.Namespace+"/"+j.pod.Name, "err", err)
 			continue
@@ -169,6 +172,8 @@ func (m *Manager) SyncBatch(ctx context.Context) {
 		m.mu.Unlock()
 	}
 }
+
+var errNoMirrorYet = errors.New("no mirror pod yet")
 
 func isStatic(pod *v1.Pod) bool {
 	s := pod.Annotations[configSourceAnnotation]
@@ -183,7 +188,7 @@ func (m *Manager) patch(ctx context.Context, pod *v1.Pod, s v1.PodStatus) error 
 		}
 		mirror, ok := m.pods.GetMirrorPodByPod(pod)
 		if !ok {
-			return fmt.Errorf("no mirror pod yet")
+			return errNoMirrorYet
 		}
 		target = mirror
 	}
