@@ -96,12 +96,30 @@ func podSandboxChanged(pod *v1.Pod, status *kubecontainer.PodStatus) (bool, uint
 	return false, newest.GetMetadata().GetAttempt(), newest.Id
 }
 
+// IsSidecar reports whether an init container is a sidecar (restartPolicy Always): it starts in
+// its turn among the init containers, the next one starts as soon as it runs, and it is restarted
+// whenever it stops for as long as the pod runs.
+func IsSidecar(c *v1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
+}
+
 // computeInitContainerActions fills in the init container part of the plan. It reports whether all
 // init containers are done (so app containers may start).
 func computeInitContainerActions(pod *v1.Pod, status *kubecontainer.PodStatus, changes *podActions) bool {
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		cs := status.FindContainerStatusByName(c.Name)
+		if IsSidecar(c) {
+			switch {
+			case cs != nil && cs.State == kubecontainer.StateRunning:
+				continue
+			case cs != nil && cs.State == kubecontainer.StateUnknown:
+				changes.ContainersToKill[cs.ID] = containerToKill{Name: c.Name, Spec: c, Message: "sidecar is in an unknown state"}
+			}
+			// Not started yet, or stopped: (re)start it before anything after it.
+			changes.NextInitContainerToStart = c
+			return false
+		}
 		switch {
 		case cs == nil:
 			changes.NextInitContainerToStart = c

@@ -53,6 +53,10 @@ func TestComputePodActions(t *testing.T) {
 	hostNet := testPod(v1.RestartPolicyAlways, nil, "a")
 	hostNet.Spec.HostNetwork = true
 
+	sidecar := testPod(v1.RestartPolicyNever, []string{"side", "i2"}, "a")
+	alwaysPolicy := v1.ContainerRestartPolicyAlways
+	sidecar.Spec.InitContainers[0].RestartPolicy = &alwaysPolicy
+
 	status := func(sbs []*runtimeapi.PodSandboxStatus, cs ...*kubecontainer.Status) *kubecontainer.PodStatus {
 		return &kubecontainer.PodStatus{ID: "uid-1", SandboxStatuses: sbs, ContainerStatuses: cs}
 	}
@@ -108,6 +112,16 @@ func TestComputePodActions(t *testing.T) {
 		{"container removed from spec: kill it", testPod(v1.RestartPolicyAlways, nil, "a"), status(ready, running(always, "a"), running(always, "b")),
 			podActions{SandboxID: "sb1", ContainersToKill: map[string]containerToKill{
 				"id-b": {Name: "b", Message: "container is no longer in the pod spec"}}}},
+		{"sidecar not started: start it first", sidecar, status(ready),
+			podActions{SandboxID: "sb1", NextInitContainerToStart: &sidecar.Spec.InitContainers[0], ContainersToKill: noKill}},
+		{"sidecar running: next init starts", sidecar, status(ready, running(sidecar, "side")),
+			podActions{SandboxID: "sb1", NextInitContainerToStart: &sidecar.Spec.InitContainers[1], ContainersToKill: noKill}},
+		{"sidecar running, inits done: apps start", sidecar, status(ready, running(sidecar, "side"), exited(sidecar, "i2", 0)),
+			podActions{SandboxID: "sb1", ContainersToStart: []int{0}, ContainersToKill: noKill}},
+		{"sidecar died: restarted even with Never", sidecar, status(ready, exited(sidecar, "side", 1), exited(sidecar, "i2", 0), running(sidecar, "a")),
+			podActions{SandboxID: "sb1", NextInitContainerToStart: &sidecar.Spec.InitContainers[0], ContainersToKill: noKill}},
+		{"apps done with sidecar running: pod done", sidecar, status(ready, running(sidecar, "side"), exited(sidecar, "i2", 0), exited(sidecar, "a", 0)),
+			podActions{KillPod: true, SandboxID: "sb1", ContainersToKill: noKill}},
 		{"created but never started: start", always, status(ready, running(always, "a"),
 			&kubecontainer.Status{ID: "id-b", Name: "b", State: kubecontainer.StateCreated}),
 			podActions{SandboxID: "sb1", ContainersToStart: []int{1}, ContainersToKill: noKill}},

@@ -134,7 +134,7 @@ func containerStatuses(pod *v1.Pod, specs []v1.Container, ps *kubecontainer.PodS
 		case kubecontainer.StateExited:
 			term := terminatedState(cur, in.RuntimeName)
 			r, waiting := in.Reasons.Get(pod.UID, spec.Name)
-			if waiting && !in.Terminating && willRestart(pod, cur, init) {
+			if waiting && !in.Terminating && willRestart(pod, &spec, cur, init) {
 				st.State.Waiting = &v1.ContainerStateWaiting{Reason: r.Reason, Message: r.Message}
 				st.LastTerminationState.Terminated = term
 			} else {
@@ -159,7 +159,19 @@ func containerStatuses(pod *v1.Pod, specs []v1.Container, ps *kubecontainer.PodS
 	return out
 }
 
-func willRestart(pod *v1.Pod, c *kubecontainer.Status, init bool) bool {
+func isSidecar(c *v1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
+}
+
+// sidecarStarted: a sidecar counts as initialized once it has run at all.
+func sidecarStarted(s v1.ContainerStatus) bool {
+	return s.State.Waiting == nil || s.RestartCount > 0 || s.LastTerminationState.Terminated != nil
+}
+
+func willRestart(pod *v1.Pod, spec *v1.Container, c *kubecontainer.Status, init bool) bool {
+	if init && isSidecar(spec) {
+		return true
+	}
 	switch pod.Spec.RestartPolicy {
 	case v1.RestartPolicyNever:
 		return false
@@ -172,7 +184,14 @@ func willRestart(pod *v1.Pod, c *kubecontainer.Status, init bool) bool {
 // getPhase follows the kubelet's rules.
 func getPhase(pod *v1.Pod, inits, apps []v1.ContainerStatus, terminating bool) v1.PodPhase {
 	pendingInit := 0
-	for _, s := range inits {
+	for i, s := range inits {
+		if i < len(pod.Spec.InitContainers) && isSidecar(&pod.Spec.InitContainers[i]) {
+			// A sidecar counts as initialized once it has started.
+			if !sidecarStarted(s) {
+				pendingInit++
+			}
+			continue
+		}
 		switch {
 		case s.State.Terminated != nil && s.State.Terminated.ExitCode == 0:
 		case s.State.Terminated != nil && pod.Spec.RestartPolicy == v1.RestartPolicyNever:
@@ -238,7 +257,13 @@ func conditions(pod *v1.Pod, s *v1.PodStatus, ps *kubecontainer.PodStatus, old [
 		return c
 	}
 	initialized := true
-	for _, c := range s.InitContainerStatuses {
+	for i, c := range s.InitContainerStatuses {
+		if i < len(pod.Spec.InitContainers) && isSidecar(&pod.Spec.InitContainers[i]) {
+			if !sidecarStarted(c) {
+				initialized = false
+			}
+			continue
+		}
 		if c.State.Terminated == nil || c.State.Terminated.ExitCode != 0 {
 			initialized = false
 		}

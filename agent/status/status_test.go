@@ -57,6 +57,9 @@ func TestGeneratePhase(t *testing.T) {
 		{"never: failed", mkPod(v1.RestartPolicyNever, nil, "a", "b"), ps(c("a", E, 0, 0), c("b", E, 2, 0)), nil, v1.PodFailed, false, "terminated:Completed"},
 		{"on failure: failed one restarts", mkPod(v1.RestartPolicyOnFailure, nil, "a"), ps(c("a", E, 2, 0)), nil, v1.PodRunning, false, "terminated:Error"},
 		{"init running", mkPod(v1.RestartPolicyAlways, []string{"i"}, "a"), ps(c("i", R, 0, 0)), nil, v1.PodPending, false, "waiting:PodInitializing"},
+		{"sidecar running, app running", sidecarPod(), ps(c("side", R, 0, 0), c("a", R, 0, 0)), nil, v1.PodRunning, true, "running"},
+		{"sidecar not started", sidecarPod(), ps(), nil, v1.PodPending, false, "waiting:PodInitializing"},
+		{"job with sidecar done", sidecarNeverPod(), ps(c("side", E, 137, 0), c("a", E, 0, 0)), nil, v1.PodSucceeded, false, "terminated:Completed"},
 		{"init failed, never", mkPod(v1.RestartPolicyNever, []string{"i"}, "a"), ps(c("i", E, 1, 0)), nil, v1.PodFailed, false, "waiting:PodInitializing"},
 	}
 	for _, tt := range tests {
@@ -179,4 +182,17 @@ func TestPodTerminatedDeletesAPIObject(t *testing.T) {
 	if err == nil {
 		t.Fatal("pod still exists")
 	}
+}
+
+func sidecarPod() *v1.Pod {
+	p := mkPod(v1.RestartPolicyAlways, []string{"side"}, "a")
+	always := v1.ContainerRestartPolicyAlways
+	p.Spec.InitContainers[0].RestartPolicy = &always
+	return p
+}
+
+func sidecarNeverPod() *v1.Pod {
+	p := sidecarPod()
+	p.Spec.RestartPolicy = v1.RestartPolicyNever
+	return p
 }
