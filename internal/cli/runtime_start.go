@@ -53,9 +53,10 @@ func startRuntime(ctx context.Context, rf *runtimeFlags, log *slog.Logger) (*run
 	}
 	if !rf.noNetwork {
 		net, err := cni.New(cni.Options{
-			ConfDir:   rf.cniConfDir,
-			BinDirs:   rf.cniBinDirs,
-			StateDir:  filepath.Join(cfg.State, "cni"),
+			ConfDir: rf.cniConfDir,
+			BinDirs: rf.cniBinDirs,
+			// The result cache outlives a reboot, as host-local's IP store on disk does.
+			StateDir:  filepath.Join(cfg.Root, "cni"),
 			NoDefault: rf.noDefaultCNI,
 			Logger:    log,
 		})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sync"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -45,45 +44,6 @@ func (s *Server) runningContainer(id string) (*store.Container, error) {
 		return nil, fmt.Errorf("container %s is not running: %w", c.ID, errdefs.ErrFailedPrecondition)
 	}
 	return c, nil
-}
-
-// streamServers holds each Server's streaming server, started on first use. It lives here because
-// Server's fields are declared in files of other owners. Wiring it into the Server's life takes
-// two lines in streaming_state.go: initStreaming `_, err := s.streamingServer(); return err`
-// (listen at start, so a bad StreamingAddr fails the daemon early) and closeStreaming
-// `return s.StopStreaming()`.
-var streamServers = struct {
-	sync.Mutex
-	m map[*Server]*streaming.Server
-}{m: map[*Server]*streaming.Server{}}
-
-// streamingServer returns the Server's streaming server, listening at Config.StreamingAddr
-// (loopback on a random port when empty).
-func (s *Server) streamingServer() (*streaming.Server, error) {
-	streamServers.Lock()
-	defer streamServers.Unlock()
-	if srv := streamServers.m[s]; srv != nil {
-		return srv, nil
-	}
-	srv, err := streaming.New(streaming.Config{Addr: s.cfg.StreamingAddr, Logger: s.log}, streamRuntime{s})
-	if err != nil {
-		return nil, fmt.Errorf("%v: %w", err, errdefs.ErrUnavailable)
-	}
-	streamServers.m[s] = srv
-	return srv, nil
-}
-
-// StopStreaming closes the streaming server and every stream on it. Server.Close should call it
-// (through closeStreaming); it is safe to call when none was started.
-func (s *Server) StopStreaming() error {
-	streamServers.Lock()
-	srv := streamServers.m[s]
-	delete(streamServers.m, s)
-	streamServers.Unlock()
-	if srv == nil {
-		return nil
-	}
-	return srv.Close()
 }
 
 // firstSizeWait bounds the wait for a TTY client's first terminal size; a client that sends none
