@@ -84,12 +84,20 @@ func (s *Syncer) publish(pod *v1.Pod, ps *kubecontainer.PodStatus, terminating b
 // SyncPod observes, publishes, keeps the mirror, acts, and publishes again so the status knows of a
 // start as soon as the runtime confirmed it rather than at the next PLEG event.
 func (s *Syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, mirror *v1.Pod) (bool, error) {
+	// A pod the apiserver (or this agent, before a restart) already recorded as finished never runs
+	// again, even when the runtime no longer holds its containers to prove it.
+	if terminal(pod.Status.Phase) {
+		return true, nil
+	}
+	if old, ok := s.Status.GetPodStatus(pod.UID); ok && terminal(old.Phase) {
+		return true, nil
+	}
 	ps, err := s.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
 	if err != nil {
 		return false, err
 	}
 	st := s.publish(pod, ps, false)
-	if st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed {
+	if terminal(st.Phase) {
 		return true, nil
 	}
 	s.syncMirror(ctx, pod)
@@ -198,3 +206,5 @@ func (s *Syncer) SyncTerminatingRuntimePod(ctx context.Context, rp *kubecontaine
 	}
 	return nil
 }
+
+func terminal(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.PodFailed }

@@ -1,0 +1,70 @@
+package podsync
+
+import (
+	"context"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kubecontainer "github.com/nodelet/nodelet/agent/container"
+	"github.com/nodelet/nodelet/agent/internal/fakecri"
+	"github.com/nodelet/nodelet/agent/kuberuntime"
+	"github.com/nodelet/nodelet/agent/podmanager"
+	"github.com/nodelet/nodelet/agent/podworkers"
+	"github.com/nodelet/nodelet/agent/status"
+)
+
+func newSyncer(t *testing.T) (*Syncer, *fakecri.Server, *status.Manager) {
+	cri := fakecri.Start(t)
+	reasons := kubecontainer.NewReasonCache()
+	m := kuberuntime.NewManager(kuberuntime.Deps{Runtime: cri.Runtime(), Images: cri.Images(), Reasons: reasons,
+		RootDir: t.TempDir(), PodLogsDir: t.TempDir()})
+	st := status.NewManager(nil, nil, nil)
+	return &Syncer{Runtime: m, Status: st, Pods: podmanager.New(), Reasons: reasons, RootDir: t.TempDir()}, cri, st
+}
+
+func apiPod(phase v1.PodPhase) *v1.Pod {
+	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u1"},
+		Spec:   v1.PodSpec{RestartPolicy: v1.RestartPolicyNever, Containers: []v1.Container{{Name: "c", Image: "busybox:1"}}},
+		Status: v1.PodStatus{Phase: phase}}
+}
+
+func TestFinishedPodNeverRunsAgain(t *testing.T) {
+	s, cri, _ := newSyncer(t)
+	terminal, err := s.SyncPod(context.Background(), podworkers.SyncPodCreate, apiPod(v1.PodSucceeded), nil)
+	if err != nil || !terminal {
+		t.Fatalf("terminal %v err %v", terminal, err)
+	}
+	if calls := cri.CallsWithPrefix("RunPodSandbox"); len(calls) != 0 {
+		t.Fatalf("a finished pod was started: %q", calls)
+	}
+}
+
+func TestSyncPodPublishesStatusRightAfterStart(t *testing.T) {
+	s, cri, st := newSyncer(t)
+	cri.AddImage("busybox:1")
+	pod := apiPod("")
+	if _, err := s.SyncPod(context.Background(), podworkers.SyncPodCreate, pod, nil); err != nil {
+		t.Fatal(err)
+	}
+	got, ok := st.GetPodStatus(pod.UID)
+	if !ok || got.Phase != v1.PodRunning || got.PodIP == "" {
+		t.Fatalf("status after the first sync: %+v", got)
+	}
+	// The container finishes: the pod is Succeeded and terminal.
+	cri.ExitContainer(cri.RunningContainer("c"), 0)
+	terminal, err := s.SyncPod(context.Background(), podworkers.SyncPodSync, pod, nil)
+	if err != nil || !terminal {
+		t.Fatalf("terminal %v err %v", terminal, err)
+	}
+	if err := s.SyncTerminatingPod(context.Background(), pod, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SyncTerminatedPod(context.Background(), pod, true); err != nil {
+		t.Fatal(err)
+	}
+	if len(cri.Containers()) != 0 || len(cri.Sandboxes()) != 0 {
+		t.Fatal("deleted pod left objects in the runtime")
+	}
+}
