@@ -33,6 +33,7 @@ type StatusManager interface {
 	SetPodStatus(pod *v1.Pod, s v1.PodStatus) bool
 	GetPodStatus(uid types.UID) (v1.PodStatus, bool)
 	PodTerminated(ctx context.Context, pod *v1.Pod) error
+	Forget(uid types.UID)
 }
 
 // MirrorClient writes mirror pods (*podmanager.MirrorClient); nil without an apiserver.
@@ -186,6 +187,7 @@ func (s *Syncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, deleted boo
 			}
 		}
 	}
+	s.Status.Forget(pod.UID)
 	return nil
 }
 

@@ -67,4 +67,11 @@ func TestSyncPodPublishesStatusRightAfterStart(t *testing.T) {
 	if len(cri.Containers()) != 0 || len(cri.Sandboxes()) != 0 {
 		t.Fatal("deleted pod left objects in the runtime")
 	}
+	// Put back with the same UID (a static pod file restored): it runs again.
+	if terminal, err := s.SyncPod(context.Background(), podworkers.SyncPodCreate, pod, nil); err != nil || terminal {
+		t.Fatalf("re-added pod: terminal %v err %v", terminal, err)
+	}
+	if cri.RunningContainer("c") == "" {
+		t.Fatal("re-added pod not running")
+	}
 }

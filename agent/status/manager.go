@@ -112,6 +112,13 @@ func (m *Manager) GetPodStatus(uid types.UID) (v1.PodStatus, bool) {
 	return *e.status.DeepCopy(), true
 }
 
+// Forget drops one pod's status (it was deleted; a pod re-added with the same UID starts afresh).
+func (m *Manager) Forget(uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.entries, uid)
+}
+
 // RemoveOrphanedStatuses forgets pods that are no longer desired.
 func (m *Manager) RemoveOrphanedStatuses(desired map[types.UID]bool) {
 	m.mu.Lock()
