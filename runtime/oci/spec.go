@@ -19,18 +19,21 @@ import (
 // SpecInput is everything a container's OCI spec is made from. The sandbox fields come from the
 // pod's record; empty namespace paths mean the host's namespace.
 type SpecInput struct {
-	ID          string
-	Config      *runtimeapi.ContainerConfig
-	Sandbox     *runtimeapi.PodSandboxConfig
-	Rootfs      string
-	Image       imagespec.ImageConfig
-	NetNSPath   string
-	IPCNSPath   string
-	UTSNSPath   string
-	PIDNSPath   string
-	ShmPath     string
-	SandboxDir  string // holds hostname, hosts, resolv.conf
-	CgroupsPath string
+	ID        string
+	Config    *runtimeapi.ContainerConfig
+	Sandbox   *runtimeapi.PodSandboxConfig
+	Rootfs    string
+	Image     imagespec.ImageConfig
+	NetNSPath string
+	IPCNSPath string
+	UTSNSPath string
+	PIDNSPath string
+	// TargetPIDNSPath is the PID namespace of the container a debug container targets
+	// (NamespaceMode TARGET), e.g. /proc/<its pid>/ns/pid.
+	TargetPIDNSPath string
+	ShmPath         string
+	SandboxDir      string // holds hostname, hosts, resolv.conf
+	CgroupsPath     string
 	// MinOOMScoreAdj is the lowest oom_score_adj the daemon may set (its own); requests below it
 	// are raised to it, since without CAP_SYS_RESOURCE the kernel refuses them.
 	MinOOMScoreAdj int
@@ -193,7 +196,10 @@ func setNamespaces(s *specs.Spec, in SpecInput) error {
 			ns = append(ns, specs.LinuxNamespace{Type: specs.PIDNamespace})
 		}
 	case runtimeapi.NamespaceMode_TARGET:
-		return fmt.Errorf("pid namespace of a target container is not supported: %w", errdefs.ErrInvalidArgument)
+		if in.TargetPIDNSPath == "" {
+			return fmt.Errorf("pid namespace of target %q: no such running container: %w", nsOpts.GetTargetId(), errdefs.ErrNotFound)
+		}
+		ns = append(ns, specs.LinuxNamespace{Type: specs.PIDNamespace, Path: in.TargetPIDNSPath})
 	default:
 		ns = append(ns, specs.LinuxNamespace{Type: specs.PIDNamespace})
 	}

@@ -111,10 +111,14 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 	}
 	cgroupPath := filepath.Join(parent, "nodelet-"+id)
 
+	targetPIDNS, err := s.targetPIDNamespace(cfg, sb.ID)
+	if err != nil {
+		return nil, err
+	}
 	spec, err := oci.Generate(oci.SpecInput{
 		ID: id, Config: cfg, Sandbox: sbCfg, Rootfs: rootfs.Path, Image: rootfs.Config,
 		NetNSPath: sb.NetNSPath, IPCNSPath: sb.IPCNSPath, UTSNSPath: sb.UTSNSPath, PIDNSPath: sb.PIDNSPath,
-		ShmPath: sb.ShmPath, SandboxDir: sb.Dir, CgroupsPath: cgroupPath, MinOOMScoreAdj: s.ctr.minOOM,
+		TargetPIDNSPath: targetPIDNS, ShmPath: sb.ShmPath, SandboxDir: sb.Dir, CgroupsPath: cgroupPath, MinOOMScoreAdj: s.ctr.minOOM,
 	})
 	if err != nil {
 		return nil, err
@@ -174,6 +178,24 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 	s.containers.Add(id, c)
 	s.ctr.events.publish(id, sb.ID, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT)
 	return &runtimeapi.CreateContainerResponse{ContainerId: id}, nil
+}
+
+// targetPIDNamespace finds the PID namespace a debug container asks to share (kubectl debug
+// --target): that of a running container of the same pod.
+func (s *Server) targetPIDNamespace(cfg *runtimeapi.ContainerConfig, sandboxID string) (string, error) {
+	ns := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
+	if ns.GetPid() != runtimeapi.NamespaceMode_TARGET {
+		return "", nil
+	}
+	t, err := s.containers.Get(ns.GetTargetId())
+	if err != nil {
+		return "", fmt.Errorf("target container %q: %w", ns.GetTargetId(), err)
+	}
+	st := t.Snapshot()
+	if t.SandboxID != sandboxID || st.State != runtimeapi.ContainerState_CONTAINER_RUNNING || st.Pid <= 0 {
+		return "", fmt.Errorf("target container %q is not running in this pod: %w", ns.GetTargetId(), errdefs.ErrFailedPrecondition)
+	}
+	return fmt.Sprintf("/proc/%d/ns/pid", st.Pid), nil
 }
 
 func containerUser(u specs.User) *runtimeapi.ContainerUser {

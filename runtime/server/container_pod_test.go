@@ -93,3 +93,20 @@ func TestContainerCreateRollback(t *testing.T) {
 	sb = e.RunPod(pod, "runc")
 	e.CreateContainer(sb, pod, servertest.ContainerConfig("c", "true"))
 }
+
+// TestContainerDebugTarget runs a debug container in the PID namespace of another container of
+// the pod (kubectl debug --target).
+func TestContainerDebugTarget(t *testing.T) {
+	e := servertest.Start(t)
+	pod := e.PodWithLogs("debug")
+	sb := e.RunPod(pod, "")
+	target := servertest.ContainerConfig("app", "sleep", "4343")
+	target.Linux.SecurityContext.NamespaceOptions = &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_CONTAINER}
+	tid := e.RunContainer(sb, pod, target)
+	dbg := servertest.ContainerConfig("debugger", "sh", "-c", "ps -o args; echo END")
+	dbg.Linux.SecurityContext.NamespaceOptions = &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_TARGET, TargetId: tid}
+	_, log := runToLog(t, e, sb, pod, dbg)
+	if !strings.Contains(log, "sleep 4343") {
+		t.Fatalf("the debug container does not see its target:\n%s", log)
+	}
+}
