@@ -1,9 +1,12 @@
 package server_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/runtime/server/servertest"
@@ -95,13 +98,23 @@ func TestContainerSecurityContext(t *testing.T) {
 			})
 			t.Run("mounts", func(t *testing.T) {
 				host := t.TempDir()
-				cfg := servertest.ContainerConfig("mounts", "sh", "-c", "echo hi > /data/rw/f && cat /data/rw/f; echo x > /data/ro/f || echo RO; echo END")
+				// A submount, which only a recursive read-only mount makes read-only too.
+				sub := filepath.Join(host, "sub")
+				if err := os.Mkdir(sub, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := unix.Mount("tmpfs", sub, "tmpfs", 0, "size=1m"); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { unix.Unmount(sub, unix.MNT_DETACH) })
+				cfg := servertest.ContainerConfig("mounts", "sh", "-c",
+					"echo hi > /data/rw/f && cat /data/rw/f; echo x > /data/ro/f || echo RO; echo x > /data/ro/sub/f || echo SUBRO; echo END")
 				cfg.Mounts = []*runtimeapi.Mount{
 					{ContainerPath: "/data/rw", HostPath: host},
-					{ContainerPath: "/data/ro", HostPath: host, Readonly: true, RecursiveReadOnly: handler == "runc"},
+					{ContainerPath: "/data/ro", HostPath: host, Readonly: true, RecursiveReadOnly: true},
 				}
 				_, log := runToLog(t, e, sb, pod, cfg)
-				if !strings.Contains(log, "F hi") || !strings.Contains(log, "RO") {
+				if !strings.Contains(log, "F hi") || !strings.Contains(log, "RO") || !strings.Contains(log, "SUBRO") {
 					t.Errorf("mounts:\n%s", log)
 				}
 			})
