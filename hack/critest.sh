@@ -20,7 +20,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 # Specs that cannot pass without the internet: the digest spec pins an upstream image's digest.
 known_offline=('public image with digest should be pulled and removed')
 
-runtime=nodelet benchmark= all=
+runtime=nodelet benchmark='' all=''
 args=()
 while [ $# -gt 0 ]; do
   case "$1" in

@@ -24,7 +24,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=kubelet-lib.sh
 . "$here/kubelet-lib.sh"
 
-runtime=nodelet cluster=
+runtime=nodelet cluster=''
 while [ $# -gt 0 ]; do
   case "$1" in
     --runtime) runtime=$2; shift 2 ;;
