@@ -122,7 +122,7 @@ func writableLayerUsage(rootfs string) (bytes, inodes uint64, mountpoint string)
 	if ms, err := mountinfo.GetMounts(mountinfo.SingleEntryFilter(rootfs)); err == nil && len(ms) > 0 && ms[0].FSType == "overlay" {
 		for _, o := range strings.Split(ms[0].VFSOptions, ",") {
 			if v, ok := strings.CutPrefix(o, "upperdir="); ok {
-				dir = v
+				dir = resolveUpper(rootfs, v)
 			}
 		}
 	}
@@ -139,6 +139,21 @@ func writableLayerUsage(rootfs string) (bytes, inodes uint64, mountpoint string)
 		return nil
 	})
 	return bytes, inodes, dir
+}
+
+// resolveUpper finds an overlay's upper dir. A store that mounts with paths relative to its
+// root (to fit many layers in one page of options) leaves them relative in mountinfo too; the
+// root is then one of the rootfs's ancestors.
+func resolveUpper(rootfs, upper string) string {
+	if filepath.IsAbs(upper) {
+		return upper
+	}
+	for d := filepath.Dir(rootfs); d != "/" && d != "."; d = filepath.Dir(d) {
+		if st, err := os.Stat(filepath.Join(d, upper)); err == nil && st.IsDir() {
+			return filepath.Join(d, upper)
+		}
+	}
+	return rootfs
 }
 
 func (s *Server) PodSandboxStats(ctx context.Context, req *runtimeapi.PodSandboxStatsRequest) (*runtimeapi.PodSandboxStatsResponse, error) {

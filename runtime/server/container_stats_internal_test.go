@@ -2,6 +2,7 @@ package server
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -19,5 +20,23 @@ func TestStatsNetworkUsage(t *testing.T) {
 	}
 	if networkUsage(-1, 1) != nil {
 		t.Fatal("usage for no process")
+	}
+}
+
+func TestStatsResolveUpper(t *testing.T) {
+	root := t.TempDir()
+	upper := filepath.Join(root, "rootfs", "c1", "upper")
+	if err := os.MkdirAll(upper, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	merged := filepath.Join(root, "rootfs", "c1", "merged")
+	for _, tc := range []struct{ in, want string }{
+		{"rootfs/c1/upper", upper},
+		{upper, upper},
+		{"nowhere/upper", merged},
+	} {
+		if got := resolveUpper(merged, tc.in); got != tc.want {
+			t.Errorf("resolveUpper(%q) = %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }
