@@ -14,6 +14,7 @@ NL_MIRRORED=(registry.k8s.io k8s.gcr.io gcr.io public.ecr.aws docker.io)
 NL_PIDS=()          # processes this script started, killed in reverse order
 NL_CRI_SOCKS=()     # CRI endpoints whose pods are removed before their daemon stops
 NL_BRIDGES=()       # bridges created by the CNI configs written here
+NL_NETWORKS=()      # their network names (host-local keeps its leases under /var/lib/cni/networks)
 NL_NODELET_ARGS=()  # extra `nodelet runtime` flags a caller adds after sourcing
 NL_AFTER=()         # commands nl_cleanup runs once every process is stopped
 export PATH=$PATH:/usr/local/go/bin:/usr/local/bin:/usr/sbin:/sbin
@@ -61,6 +62,7 @@ nl_cleanup() {
     if [ -n "${NL_KEEP:-}" ]; then nl_say "kept $NL_WORK"; else rm -rf "$NL_WORK"; fi
   fi
   for b in "${NL_BRIDGES[@]}"; do ip link del "$b" 2>/dev/null; done
+  for b in "${NL_NETWORKS[@]}"; do rm -rf "/var/lib/cni/networks/$b"; done
   for s in "${NL_AFTER[@]}"; do $s; done
   exit "$rc"
 }
@@ -92,6 +94,7 @@ nl_cni_conf() {
 }
 EOC
   NL_BRIDGES+=("$3")
+  NL_NETWORKS+=("$2")
 }
 
 nl_containerd() {
