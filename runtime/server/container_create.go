@@ -9,6 +9,7 @@ import (
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/runtime/errdefs"
@@ -111,12 +112,33 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 	}
 	cgroupPath := filepath.Join(parent, "nodelet-"+id)
 
+	// Image volumes become read-only binds of rootfs the image store makes; the spec is built
+	// from a copy of the request holding those binds, the record keeps the request as it came.
+	specCfg := cfg
+	var imageVols []string
+	for _, m := range cfg.GetMounts() {
+		if m.GetImage().GetImage() != "" {
+			var mounts []*runtimeapi.Mount
+			if mounts, imageVols, err = s.prepareImageVolumes(ctx, id, cfg.GetMounts()); err != nil {
+				return nil, err
+			}
+			specCfg = proto.Clone(cfg).(*runtimeapi.ContainerConfig)
+			specCfg.Mounts = mounts
+			break
+		}
+	}
+	defer func() {
+		if retErr != nil {
+			_ = s.removeImageVolumes(context.WithoutCancel(ctx), imageVols)
+		}
+	}()
+
 	targetPIDNS, err := s.targetPIDNamespace(cfg, sb.ID)
 	if err != nil {
 		return nil, err
 	}
 	spec, err := oci.Generate(oci.SpecInput{
-		ID: id, Config: cfg, Sandbox: sbCfg, Rootfs: rootfs.Path, Image: rootfs.Config,
+		ID: id, Config: specCfg, Sandbox: sbCfg, Rootfs: rootfs.Path, Image: rootfs.Config,
 		NetNSPath: sb.NetNSPath, IPCNSPath: sb.IPCNSPath, UTSNSPath: sb.UTSNSPath, PIDNSPath: sb.PIDNSPath,
 		TargetPIDNSPath: targetPIDNS, ShmPath: sb.ShmPath, SandboxDir: sb.Dir, CgroupsPath: cgroupPath, MinOOMScoreAdj: s.ctr.minOOM,
 	})
@@ -134,7 +156,7 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 	c := &store.Container{
 		ID: id, Name: name, SandboxID: sb.ID, Config: cfg, CreatedAt: time.Now().UnixNano(), Handler: sb.Handler,
 		Image: cfg.GetImage().GetImage(), ImageID: rootfs.ImageID, ImageRef: rootfs.ImageRef,
-		Bundle: bundle, Rootfs: rootfs.Path, LogPath: logPath, CgroupPath: cgroupPath, StopSignal: stopSignal,
+		Bundle: bundle, Rootfs: rootfs.Path, ImageVolumes: imageVols, LogPath: logPath, CgroupPath: cgroupPath, StopSignal: stopSignal,
 		User: containerUser(spec.Process.User),
 		Status: store.ContainerStatus{
 			State:     runtimeapi.ContainerState_CONTAINER_CREATED,

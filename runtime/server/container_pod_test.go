@@ -110,3 +110,39 @@ func TestContainerDebugTarget(t *testing.T) {
 		t.Fatalf("the debug container does not see its target:\n%s", log)
 	}
 }
+
+// TestContainerImageVolume mounts an image's contents (and a sub path of it) read-only into a
+// container, and removes them with it.
+func TestContainerImageVolume(t *testing.T) {
+	e := servertest.Start(t)
+	pod := e.PodWithLogs("imgvol")
+	sb := e.RunPod(pod, "")
+	cfg := servertest.ContainerConfig("user", "sh", "-c",
+		"ls /vol/bin/busybox && ls /sub/busybox && echo FOUND; echo x > /vol/f || echo ROVOL; echo END")
+	cfg.Mounts = []*runtimeapi.Mount{
+		{ContainerPath: "/vol", Image: &runtimeapi.ImageSpec{Image: servertest.Image}},
+		{ContainerPath: "/sub", Image: &runtimeapi.ImageSpec{Image: servertest.Image}, ImageSubPath: "bin"},
+	}
+	st, log := runToLog(t, e, sb, pod, cfg)
+	if !strings.Contains(log, "FOUND") || !strings.Contains(log, "ROVOL") {
+		t.Fatalf("image volumes:\n%s", log)
+	}
+	if len(st.Mounts) != 2 || st.Mounts[0].GetImage().GetImage() != servertest.Image {
+		t.Fatalf("status mounts: %v", st.Mounts)
+	}
+	if _, err := e.Runtime.RemoveContainer(e.Ctx(), &runtimeapi.RemoveContainerRequest{ContainerId: st.Id}); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(e.Dir, "overlays")); len(ents) != 0 {
+		t.Fatalf("image volumes left: %v", ents)
+	}
+	// A sub path that is not in the image fails the create and leaves nothing.
+	cfg.Mounts = []*runtimeapi.Mount{{ContainerPath: "/vol", Image: &runtimeapi.ImageSpec{Image: servertest.Image}, ImageSubPath: "no/such"}}
+	cfg.Metadata.Name = "bad"
+	if _, err := e.Runtime.CreateContainer(e.Ctx(), &runtimeapi.CreateContainerRequest{PodSandboxId: sb, Config: cfg, SandboxConfig: pod}); err == nil {
+		t.Fatal("created with a missing image sub path")
+	}
+	if ents, _ := os.ReadDir(filepath.Join(e.Dir, "overlays")); len(ents) != 0 {
+		t.Fatalf("failed create left: %v", ents)
+	}
+}

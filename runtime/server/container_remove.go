@@ -62,6 +62,9 @@ func (s *Server) removeContainer(ctx context.Context, c *store.Container) (retEr
 		if err := s.cfg.Images.RemoveRootfs(ctx, c.ID); err != nil {
 			return fmt.Errorf("remove rootfs of %s: %w", c.ID, err)
 		}
+		if err := s.removeImageVolumes(ctx, c.ImageVolumes); err != nil {
+			return fmt.Errorf("remove image volumes of %s: %w", c.ID, err)
+		}
 	}
 	if err := os.RemoveAll(c.Bundle); err != nil {
 		return err

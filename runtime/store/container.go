@@ -22,11 +22,13 @@ type Container struct {
 	ImageID  string `json:"imageId"`
 	ImageRef string `json:"imageRef"`
 
-	Bundle     string `json:"bundle"`     // the OCI bundle dir (config.json, conmon's sockets)
-	Rootfs     string `json:"rootfs"`     // the rootfs the provider made
-	LogPath    string `json:"logPath"`    // absolute; "" when the pod has no log directory
-	CgroupPath string `json:"cgroupPath"` // the OCI linux.cgroupsPath
-	StopSignal string `json:"stopSignal"` // from the image config, "" for SIGTERM
+	Bundle string `json:"bundle"` // the OCI bundle dir (config.json, conmon's sockets)
+	Rootfs string `json:"rootfs"` // the rootfs the provider made
+	// ImageVolumes are the provider's rootfs IDs made for the request's image mounts.
+	ImageVolumes []string `json:"imageVolumes,omitempty"`
+	LogPath      string   `json:"logPath"`    // absolute; "" when the pod has no log directory
+	CgroupPath   string   `json:"cgroupPath"` // the OCI linux.cgroupsPath
+	StopSignal   string   `json:"stopSignal"` // from the image config, "" for SIGTERM
 	// User is the identity the process runs as, resolved against the image at create.
 	User *runtimeapi.ContainerUser `json:"user,omitempty"`
 
