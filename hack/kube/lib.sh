@@ -12,7 +12,7 @@
 NL_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 NL_MIRRORED=(registry.k8s.io k8s.gcr.io gcr.io public.ecr.aws docker.io)
 NL_PIDS=()          # processes this script started, killed in reverse order
-NL_CRI_SOCKS=()     # CRI endpoints whose pods are removed before their daemon stops
+declare -A NL_PID_SOCK  # runtime daemon PID → its CRI endpoint, whose pods go before it stops
 NL_BRIDGES=()       # bridges created by the CNI configs written here
 NL_NETWORKS=()      # their network names (host-local keeps its leases under /var/lib/cni/networks)
 NL_NODELET_ARGS=()  # extra `nodelet runtime` flags a caller adds after sourcing
@@ -45,11 +45,12 @@ nl_wait() { # nl_wait SECONDS CMD... : retry CMD until it succeeds
 nl_cleanup() {
   local rc=$? s p i
   set +e
-  for s in "${NL_CRI_SOCKS[@]}"; do
-    crictl --runtime-endpoint "$s" --timeout 30s rmp -fa >/dev/null 2>&1
-  done
+  # Reverse start order: clients (a kubelet) stop before the runtime they use, and a runtime's
+  # pods are removed (its shims or conmons outlive it otherwise) before the runtime stops.
   for (( i=${#NL_PIDS[@]}-1; i>=0; i-- )); do
     p=${NL_PIDS[$i]}
+    s=${NL_PID_SOCK[$p]:-}
+    [ -z "$s" ] || crictl --runtime-endpoint "$s" --timeout 30s rmp -fa >/dev/null 2>&1
     kill -TERM "$p" 2>/dev/null || continue
     for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$p" 2>/dev/null
@@ -146,7 +147,7 @@ EOC
   NL_CONTAINERD_SOCK=unix://$dir/containerd.sock
   nl_wait 60 crictl --runtime-endpoint "$NL_CONTAINERD_SOCK" info ||
     { tail -20 "$dir/containerd.log" >&2; nl_die "containerd did not come up"; }
-  NL_CRI_SOCKS+=("$NL_CONTAINERD_SOCK")
+  NL_PID_SOCK[$NL_CONTAINERD_PID]=$NL_CONTAINERD_SOCK
 }
 
 nl_nodelet() {
@@ -170,5 +171,5 @@ nl_nodelet() {
   NL_NODELET_SOCK=unix://$dir/nodelet.sock
   nl_wait 60 crictl --runtime-endpoint "$NL_NODELET_SOCK" version ||
     { tail -20 "$dir/nodelet.log" >&2; nl_die "nodelet runtime did not come up"; }
-  NL_CRI_SOCKS+=("$NL_NODELET_SOCK")
+  NL_PID_SOCK[$NL_NODELET_PID]=$NL_NODELET_SOCK
 }
