@@ -114,7 +114,9 @@ func (s *Server) recoverContainer(ctx context.Context, c *store.Container) {
 	}
 	rt, err := s.runtimeFor(c.Handler)
 	if err != nil {
-		s.markExited(c, 255, time.Now(), "Unknown", err.Error())
+		// Its handler is no longer configured: the container may well still run, and calling it
+		// exited would have the kubelet start a second copy. Leave it as recorded.
+		s.log.Error("container's runtime handler is gone; its state cannot be checked", "id", c.ID, "handler", c.Handler, "err", err)
 		return
 	}
 	rs, err := rt.State(ctx, c.ID)
