@@ -24,7 +24,7 @@ import (
 //
 //	go test -run '^$' -bench CRILifecycle -benchtime 1x ./runtime/server/
 func BenchmarkCRILifecycle(b *testing.B) {
-	for _, handler := range []string{"runc", "crun"} {
+	for _, handler := range []string{"runc", "crun", "runsc"} {
 		b.Run(handler, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				benchLifecycle(b, handler)
