@@ -125,7 +125,7 @@ func (m *Monitor) Create(ctx context.Context) (pid int, err error) {
 	}
 }
 
-// ConmonPID reads the monitor's PID from its pidfile; 0 when unknown.
+// ConmonPIDOf reads the monitor's PID from its pidfile in bundle; 0 when unknown.
 func ConmonPIDOf(bundle string) int {
 	b, err := os.ReadFile(filepath.Join(bundle, ConmonPid))
 	if err != nil {
