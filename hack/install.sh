@@ -16,7 +16,7 @@ die() { printf 'install.sh: %s\n' "$*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "run as root (it installs packages): sudo $0"
 
 apt_packages=(runc crun conmon catatonit containernetworking-plugins busybox-static iptables iproute2
-  util-linux runsc containerd ca-certificates git curl)
+  util-linux procps runsc containerd ca-certificates git curl)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -28,6 +28,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 # Debian installs containerd as a service on systemd machines; nodelet's tests start their own.
+
+# Pieces the interop tests need that apt cannot install side by side (Debian's dynamic busybox).
+bash "$here/hack/install-extras.sh"
 
 # Go: the module needs Go >= 1.26. Debian's golang is older, but any Go >= 1.21 fetches the right
 # toolchain through the module proxy by itself (GOTOOLCHAIN=auto).

@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
-# Runs every test of nodelet, as root: unit tests and the integration tests that drive the real
-# daemon over CRI with runc, crun, conmon and the CNI plugins. Installs what is missing first.
+# Runs every test of nodelet, as root, and fails when any fails:
+#   1. go vet and go test ./...: unit tests, and integration tests that drive the real daemon over
+#      CRI with runc, crun, runsc, conmon and the CNI plugins;
+#   2. critest (cri-tools v1.36.0's conformance suite) against `nodelet runtime`;
+#   3. the upstream kubelet v1.34.4 on nodelet's runtime, standalone and joined to a loopback
+#      control plane (the Kubernetes binaries are built once from the Go module proxy and cached in
+#      /var/cache/nodelet: ~7–12 minutes the first time on a machine, seconds afterwards).
+# Installs what is missing first (hack/install.sh).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
@@ -10,7 +16,16 @@ bash hack/install.sh
 export PATH=$PATH:/usr/local/go/bin:/usr/local/bin
 export GOFLAGS=${GOFLAGS:--buildvcs=false}
 
-echo "==> go vet ./..."
+step() { printf '\n==> %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
+
+step "go vet ./..."
 go vet ./...
-echo "==> go test ./..."
+step "go test ./..."
 go test -count=1 -timeout 30m ./... "$@"
+step "critest against nodelet runtime"
+bash hack/critest.sh
+step "building the upstream Kubernetes binaries (cached)"
+bash hack/kube/build.sh >/dev/null
+step "the upstream kubelet on nodelet's runtime, standalone and in a cluster"
+bash hack/kube/kubelet-on-nodelet.sh --cluster
+step "all tests passed"

@@ -24,6 +24,8 @@ var packageOf = map[string]string{
 	"unshare":       "util-linux",
 	"containerd":    "containerd",
 	"ipcmk":         "util-linux",
+	"ipcs":          "util-linux",
+	"pgrep":         "procps",
 }
 
 // InstallHint is what a newcomer runs to get every prerequisite.
