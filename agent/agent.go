@@ -39,6 +39,7 @@ import (
 	"github.com/nodelet/nodelet/agent/podmanager"
 	"github.com/nodelet/nodelet/agent/podsync"
 	"github.com/nodelet/nodelet/agent/podworkers"
+	"github.com/nodelet/nodelet/agent/prober"
 	"github.com/nodelet/nodelet/agent/status"
 	"github.com/nodelet/nodelet/agent/syncloop"
 	"github.com/nodelet/nodelet/agent/volumes"
@@ -219,6 +220,16 @@ func (a *Agent) Run(ctx context.Context) error {
 	goRun("runtime version", a.learnRuntime)
 
 	workers := podworkers.New(ctx, a.syncer, a.log)
+	// A probe result that flips wakes the pod's worker: a failed liveness probe restarts the
+	// container at once, a readiness change reaches the status at once.
+	probes := prober.New(ctx, a.runtime, func(uid types.UID) {
+		if p, ok := a.pods.GetPodByUID(uid); ok {
+			mirror, _ := a.pods.GetMirrorPodByPod(p)
+			workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodSync, Pod: p, MirrorPod: mirror})
+		}
+	}, a.log)
+	a.syncer.Prober = probes
+	a.manager.Probes = probes
 	sources := a.sources()
 	loop := syncloop.New(syncloop.Deps{
 		Updates: a.config.Updates(), PLEG: a.pleg.Watch(), Pods: a.pods, Workers: workers, Runtime: a.manager,

@@ -256,3 +256,33 @@ func TestClusterPodsMirrorsAndNode(t *testing.T) {
 		t.Fatalf("kill calls %q", got)
 	}
 }
+
+func TestLivenessProbeFailureRestartsContainer(t *testing.T) {
+	h := newHarness(t)
+	h.write("web.yaml", fmt.Sprintf(manifest, "web", "busybox:1")+`    livenessProbe:
+      exec: {command: ["true"]}
+      periodSeconds: 1
+      failureThreshold: 1
+`)
+	h.start(Options{})
+	h.eventually("running", func() bool { return len(h.running()) == 1 })
+	first := h.running()[0].Id
+	h.cri.SetExecExitCode(1)
+	// It is restarted once at once; failing again, its next restart waits out the crash-loop back-off.
+	h.eventually("CrashLoopBackOff", func() bool {
+		p, ok := h.agent.Pod("default", "web-node1")
+		if !ok || len(p.Status.ContainerStatuses) == 0 {
+			return false
+		}
+		cs := p.Status.ContainerStatuses[0]
+		w := cs.State.Waiting
+		return w != nil && w.Reason == "CrashLoopBackOff" && len(h.running()) == 0 && cs.RestartCount == 1 &&
+			len(h.cri.Containers()) == 1 // older dead attempts pruned
+	})
+	if cs := h.cri.Containers(); cs[0].Id == first {
+		t.Fatalf("containers %v", cs)
+	}
+	if n := len(h.cri.CallsWithPrefix("StartContainer")); n != 2 {
+		t.Fatalf("%d starts, want 2 (first run and one restart before the back-off)", n)
+	}
+}

@@ -145,7 +145,8 @@ func computeInitContainerActions(pod *v1.Pod, status *kubecontainer.PodStatus, c
 }
 
 // computePodActions decides what SyncPod must do to bring the observed pod to the desired one.
-func computePodActions(pod *v1.Pod, status *kubecontainer.PodStatus) podActions {
+// probes may be nil.
+func computePodActions(pod *v1.Pod, status *kubecontainer.PodStatus, probes ProbeResults) podActions {
 	createSandbox, attempt, sandboxID := podSandboxChanged(pod, status)
 	changes := podActions{
 		KillPod:          createSandbox,
@@ -204,6 +205,17 @@ func computePodActions(pod *v1.Pod, status *kubecontainer.PodStatus) podActions 
 				Message: fmt.Sprintf("container %s definition changed, will be restarted", c.Name)}
 			changes.ContainersToStart = append(changes.ContainersToStart, i)
 			continue
+		}
+		if probes != nil {
+			if bad, why := probes.Unhealthy(cs.ID); bad {
+				msg := fmt.Sprintf("container %s %s", c.Name, why)
+				if shouldRestartOnFailure(pod) {
+					msg += ", will be restarted"
+					changes.ContainersToStart = append(changes.ContainersToStart, i)
+				}
+				changes.ContainersToKill[cs.ID] = containerToKill{Name: c.Name, Spec: c, Message: msg}
+				continue
+			}
 		}
 		keep++
 	}

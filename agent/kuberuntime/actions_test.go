@@ -128,7 +128,7 @@ func TestComputePodActions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := computePodActions(tt.pod, tt.status)
+			got := computePodActions(tt.pod, tt.status, nil)
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("computePodActions:\n got %s %+v\nwant %s %+v", got, got.ContainersToKill, tt.want, tt.want.ContainersToKill)
 			}
@@ -160,5 +160,36 @@ func TestBackOff(t *testing.T) {
 	b.Next("k", now)
 	if got := b.Get("k"); got != backOffInitial {
 		t.Fatalf("after a quiet 10m delay is %v, want %v", got, backOffInitial)
+	}
+}
+
+type unhealthy map[string]string
+
+func (u unhealthy) Unhealthy(id string) (bool, string) { why, ok := u[id]; return ok, why }
+
+func TestComputePodActionsLiveness(t *testing.T) {
+	always := testPod(v1.RestartPolicyAlways, nil, "a", "b")
+	never := testPod(v1.RestartPolicyNever, nil, "a", "b")
+	ready := []*runtimeapi.PodSandboxStatus{sandbox("sb1", 0, true)}
+	status := func(pod *v1.Pod) *kubecontainer.PodStatus {
+		return &kubecontainer.PodStatus{ID: "uid-1", SandboxStatuses: ready, ContainerStatuses: []*kubecontainer.Status{running(pod, "a"), running(pod, "b")}}
+	}
+	bad := unhealthy{"id-a": "failed liveness probe"}
+	tests := []struct {
+		name string
+		pod  *v1.Pod
+		want podActions
+	}{
+		{"liveness failed: kill and restart", always, podActions{SandboxID: "sb1", ContainersToStart: []int{0}, ContainersToKill: map[string]containerToKill{
+			"id-a": {Name: "a", Spec: &always.Spec.Containers[0], Message: "container a failed liveness probe, will be restarted"}}}},
+		{"liveness failed with Never: kill only", never, podActions{SandboxID: "sb1", ContainersToKill: map[string]containerToKill{
+			"id-a": {Name: "a", Spec: &never.Spec.Containers[0], Message: "container a failed liveness probe"}}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := computePodActions(tt.pod, status(tt.pod), bad); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got %s %+v\nwant %s %+v", got, got.ContainersToKill, tt.want, tt.want.ContainersToKill)
+			}
+		})
 	}
 }

@@ -37,13 +37,18 @@ func (m *Manager) doBackOff(pod *v1.Pod, c *v1.Container, status *kubecontainer.
 	if cs == nil || cs.State != kubecontainer.StateExited || cs.FinishedAt.IsZero() {
 		return false, nil
 	}
+	return m.doBackOffAt(pod, c, cs.FinishedAt)
+}
+
+// doBackOffAt applies the crash-loop back-off to a container that stopped at finished.
+func (m *Manager) doBackOffAt(pod *v1.Pod, c *v1.Container, finished time.Time) (bool, error) {
 	key := crashBackOffKey(pod, c)
-	if in, remaining := m.crashBackOff.InBackOffSince(key, cs.FinishedAt); in {
+	if in, remaining := m.crashBackOff.InBackOffSince(key, finished); in {
 		msg := fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", m.crashBackOff.Get(key), c.Name, kubecontainer.FormatPod(pod))
 		m.Recorder.Event(pod, v1.EventTypeWarning, "BackOff", "Back-off restarting failed container "+c.Name)
 		return true, &RetryAfterError{After: remaining, Err: fmt.Errorf("%s: %w", msg, kubecontainer.ErrCrashLoopBackOff)}
 	}
-	m.crashBackOff.Next(key, cs.FinishedAt)
+	m.crashBackOff.Next(key, finished)
 	return false, nil
 }
 

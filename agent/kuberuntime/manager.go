@@ -48,6 +48,8 @@ type Deps struct {
 	Volumes VolumePaths
 	// EnvData resolves env references to config maps and secrets; nil rejects them.
 	EnvData EnvSource
+	// Probes tells which containers failed their liveness or startup probe; nil means none did.
+	Probes ProbeResults
 	// RuntimeName is the prefix of container IDs in pod status ("containerd://…"), from Version.
 	RuntimeName string
 }
@@ -55,6 +57,11 @@ type Deps struct {
 // VolumePaths finds the host folder of a pod's volume made by the volume manager.
 type VolumePaths interface {
 	Path(pod *v1.Pod, volumeName string) (string, bool)
+}
+
+// ProbeResults are the prober's verdicts the plan needs.
+type ProbeResults interface {
+	Unhealthy(containerID string) (bool, string)
 }
 
 // EnvSource reads config maps and secrets for env references.

@@ -24,7 +24,7 @@ import (
 // The error carries a waiting reason (kubecontainer.ReasonFor) and maybe a retry hint (RetryAfterError).
 func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *kubecontainer.PodStatus) error {
 	// Step 1.
-	plan := computePodActions(pod, status)
+	plan := computePodActions(pod, status, m.Probes)
 	m.Log.Debug("sync pod", "pod", kubecontainer.FormatPod(pod), "plan", plan.String())
 
 	// Step 2.
@@ -72,9 +72,23 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *kubecontaine
 	}
 
 	// Step 6.
+	killed := map[string]bool{}
+	for _, k := range plan.ContainersToKill {
+		killed[k.Name] = true
+	}
 	var errs []error
 	for _, i := range plan.ContainersToStart {
-		if err := m.start(ctx, sandboxID, sandboxCfg, pod, &pod.Spec.Containers[i], status, podIPs); err != nil {
+		c := &pod.Spec.Containers[i]
+		if killed[c.Name] {
+			// Killed by this very sync (a failed liveness probe): the observed status still shows it
+			// running, so the crash-loop back-off counts from now.
+			if wait, err := m.doBackOffAt(pod, c, m.Now()); wait {
+				m.Reasons.Update(pod.UID, c.Name, err)
+				errs = append(errs, err)
+				continue
+			}
+		}
+		if err := m.start(ctx, sandboxID, sandboxCfg, pod, c, status, podIPs); err != nil {
 			errs = append(errs, err)
 		}
 	}

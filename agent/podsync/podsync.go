@@ -48,6 +48,13 @@ type Volumes interface {
 	Forget(uid types.UID)
 }
 
+// Prober runs the containers' probes (*prober.Manager); nil when unused.
+type Prober interface {
+	SyncPod(pod *v1.Pod, ps *kubecontainer.PodStatus)
+	RemovePod(uid types.UID)
+	status.ProbeResults
+}
+
 // Pods finds mirror pods (*podmanager.Manager).
 type Pods interface {
 	GetMirrorPodByPod(pod *v1.Pod) (*v1.Pod, bool)
@@ -60,6 +67,7 @@ type Syncer struct {
 	Mirrors MirrorClient
 	Pods    Pods
 	Volumes Volumes
+	Prober  Prober
 	Reasons *kubecontainer.ReasonCache
 	// RuntimeName prefixes container IDs in statuses; read per sync since it is learnt after start.
 	RuntimeName func() string
@@ -76,8 +84,11 @@ func (s *Syncer) publish(pod *v1.Pod, ps *kubecontainer.PodStatus, terminating b
 	if s.RuntimeName != nil {
 		name = s.RuntimeName()
 	}
-	st := status.Generate(pod, ps, old, status.Inputs{Reasons: s.Reasons, RuntimeName: name, NodeIPs: s.NodeIPs,
-		Now: time.Now(), Terminating: terminating})
+	in := status.Inputs{Reasons: s.Reasons, RuntimeName: name, NodeIPs: s.NodeIPs, Now: time.Now(), Terminating: terminating}
+	if s.Prober != nil {
+		in.Probes = s.Prober
+	}
+	st := status.Generate(pod, ps, old, in)
 	s.Status.SetPodStatus(pod, st)
 	return st
 }
@@ -109,6 +120,9 @@ func (s *Syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, mirr
 	}
 	syncErr := s.Runtime.SyncPod(ctx, pod, ps)
 	if ps, err = s.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace); err == nil {
+		if s.Prober != nil {
+			s.Prober.SyncPod(pod, ps)
+		}
 		s.publish(pod, ps, false)
 	}
 	return false, syncErr
@@ -136,6 +150,9 @@ func (s *Syncer) syncMirror(ctx context.Context, pod *v1.Pod) {
 
 // SyncTerminatingPod stops the pod's containers with the grace period.
 func (s *Syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, grace *int64) error {
+	if s.Prober != nil {
+		s.Prober.RemovePod(pod.UID)
+	}
 	ps, err := s.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
 	if err != nil {
 		return err

@@ -20,6 +20,14 @@ type Inputs struct {
 	Now         time.Time
 	// Terminating: the pod is being killed, so stopped containers are not "waiting" to restart.
 	Terminating bool
+	// Probes gives readiness and startup results; nil means a running container is ready.
+	Probes ProbeResults
+}
+
+// ProbeResults are the prober's answers for running containers.
+type ProbeResults interface {
+	Ready(c *v1.Container, containerID string) bool
+	Started(c *v1.Container, containerID string) bool
 }
 
 // Generate computes the pod's status. old is the last status, whose start time and condition
@@ -124,9 +132,12 @@ func containerStatuses(pod *v1.Pod, specs []v1.Container, ps *kubecontainer.PodS
 		st.ContainerID = containerID(in.RuntimeName, cur.ID)
 		switch cur.State {
 		case kubecontainer.StateRunning:
-			t := true
-			st.Started = &t
-			st.Ready = true
+			started, ready := true, true
+			if in.Probes != nil && !init {
+				started, ready = in.Probes.Started(&spec, cur.ID), in.Probes.Ready(&spec, cur.ID)
+			}
+			st.Started = &started
+			st.Ready = ready
 			st.State.Running = &v1.ContainerStateRunning{StartedAt: metav1.NewTime(cur.StartedAt)}
 			if len(attempts) > 1 && attempts[1].State == kubecontainer.StateExited {
 				st.LastTerminationState.Terminated = terminatedState(attempts[1], in.RuntimeName)

@@ -39,6 +39,7 @@ type Server struct {
 	pullErrs   map[string]error
 	startErrs  map[string]error // container name → error on StartContainer
 	exitOnStop int32
+	execExit   int32
 	noEvents   bool
 	notReady   bool
 	subs       []chan *runtimeapi.ContainerEventResponse
@@ -146,6 +147,13 @@ func (s *Server) FailPull(name string, err error) {
 		return
 	}
 	s.pullErrs[name] = err
+}
+
+// SetExecExitCode makes every later ExecSync report code (probes and hooks read it).
+func (s *Server) SetExecExitCode(code int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.execExit = code
 }
 
 // FailStart makes StartContainer of containers with this name fail.

@@ -211,7 +211,7 @@ func (s *Server) ExecSync(_ context.Context, r *runtimeapi.ExecSyncRequest) (*ru
 		return nil, notFound("container", r.ContainerId)
 	}
 	s.record("ExecSync %s %v", c.Metadata.Name, r.Cmd)
-	return &runtimeapi.ExecSyncResponse{}, nil
+	return &runtimeapi.ExecSyncResponse{ExitCode: s.execExit}, nil
 }
 
 func (s *Server) GetContainerEvents(_ *runtimeapi.GetEventsRequest, stream grpc.ServerStreamingServer[runtimeapi.ContainerEventResponse]) error {
