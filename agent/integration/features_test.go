@@ -41,13 +41,19 @@ spec:
     volumeMounts:
     - {name: scratch, mountPath: /scratch}
     - {name: out, mountPath: /out}
+    readinessProbe:
+      exec: {command: ["cat", "/scratch/order"]}
+      periodSeconds: 1
+    livenessProbe:
+      exec: {command: ["true"]}
+      periodSeconds: 1
     lifecycle:
       preStop:
         exec: {command: ["/bin/sh", "-c", "echo bye > /out/prestop"]}
 `
 
 // podFeatures runs init containers in order, emptyDir and hostPath volumes, env with fieldRef and
-// $(VAR) expansion, the pod's hostname, container logs, and a preStop hook on deletion.
+// $(VAR) expansion, the pod's hostname, container logs, exec probes, and a preStop hook on deletion.
 func podFeatures(t testing.TB, e *env, hostNetwork bool) {
 	e.startAgent()
 	out := filepath.Join(t.TempDir(), "out")
@@ -58,6 +64,19 @@ func podFeatures(t testing.TB, e *env, hostNetwork bool) {
 	e.eventually("app running", func() bool {
 		for _, c := range running(e.containers("features")) {
 			if c.Metadata.Name == "app" {
+				return true
+			}
+		}
+		return false
+	})
+	// The readiness probe runs through the runtime's ExecSync.
+	e.eventually("pod Ready", func() bool {
+		p, ok := e.agent.Pod("default", "features-e2e")
+		if !ok {
+			return false
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == "Ready" && c.Status == "True" {
 				return true
 			}
 		}
