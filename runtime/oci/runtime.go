@@ -182,10 +182,14 @@ func (r *Runtime) Exec(ctx context.Context, id, bundle string, p *specs.Process,
 	case <-done:
 		err := waitErr
 		var ee *exec.ExitError
-		if errors.As(err, &ee) {
+		switch {
+		case errors.As(err, &ee):
 			return ee.ExitCode(), nil
-		}
-		if err != nil {
+		case errors.Is(err, exec.ErrWaitDelay):
+			// The process ended but something it started still holds its output open: the
+			// exit code stands, the rest of the output is not waited for.
+			return cmd.ProcessState.ExitCode(), nil
+		case err != nil:
 			return -1, err
 		}
 		return 0, nil

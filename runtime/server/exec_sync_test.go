@@ -51,6 +51,12 @@ func TestExecSync(t *testing.T) {
 				t.Fatalf("bounded output: %d bytes stdout, stderr %q, exit %d", len(r.Stdout), r.Stderr, r.ExitCode)
 			}
 
+			// A background child that keeps stdout open does not turn a finished exec into an error (runc,
+			// a subreaper for its exec, returns when the child ends; others when the process does).
+			r, err = e.Runtime.ExecSync(e.Ctx(), &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: []string{"sh", "-c", "echo started; sleep 3 & exit 6"}})
+			if err != nil || r.ExitCode != 6 || string(r.Stdout) != "started\n" {
+				t.Fatalf("exec with a lingering child: %v %v", r, err)
+			}
 			if _, err := e.Runtime.ExecSync(e.Ctx(), &runtimeapi.ExecSyncRequest{ContainerId: "ffffffff", Cmd: []string{"true"}}); status.Code(err) != codes.NotFound {
 				t.Fatalf("unknown container: %v", err)
 			}
