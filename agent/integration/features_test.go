@@ -106,12 +106,11 @@ func podFeatures(t testing.TB, e *env, hostNetwork bool) {
 	if b, err := os.ReadFile(filepath.Join(out, "prestop")); err != nil || strings.TrimSpace(string(b)) != "bye" {
 		t.Errorf("preStop hook did not run: %q %v", b, err)
 	}
-	if _, err := os.Stat(filepath.Join(e.cfg.RootDir, "pods")); err == nil {
+	// The pod's folder goes right after its containers and sandbox.
+	e.eventually("pod volume dirs removed", func() bool {
 		ents, _ := os.ReadDir(filepath.Join(e.cfg.RootDir, "pods"))
-		if len(ents) > 0 {
-			t.Errorf("pod volume dirs left: %v", ents)
-		}
-	}
+		return len(ents) == 0
+	})
 }
 
 func TestPodFeaturesOnContainerd(t *testing.T) {
