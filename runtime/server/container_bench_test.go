@@ -57,7 +57,7 @@ func benchLifecycle(b *testing.B, handler string) {
 	runtime.GC()
 	debug.FreeOSMemory()
 	busy := rssKB(os.Getpid())
-	var conmonKB int
+	var conmonKB, conmonPssKB int
 	list, err := e.Runtime.ListContainers(e.Ctx(), &runtimeapi.ListContainersRequest{})
 	if err != nil {
 		b.Fatal(err)
@@ -72,6 +72,7 @@ func benchLifecycle(b *testing.B, handler string) {
 		}
 		_ = json.Unmarshal([]byte(resp.Info["info"]), &info)
 		conmonKB += rssKB(info.ConmonPid)
+		conmonPssKB += pssKB(info.ConmonPid)
 	}
 	for _, c := range list.Containers {
 		t0 := time.Now()
@@ -95,8 +96,10 @@ func benchLifecycle(b *testing.B, handler string) {
 	b.ReportMetric(float64(idle)/1024, "rss-idle-MB")
 	b.ReportMetric(float64(busy)/1024, "rss-20ctr-MB")
 	b.ReportMetric(float64(conmonKB)/1024/float64(len(list.Containers)), "conmon-MB/ctr")
-	fmt.Printf("%-6s RSS idle %.1f MB, with %d running containers %.1f MB; conmon %.2f MB each (%d)\n",
-		handler, float64(idle)/1024, len(list.Containers), float64(busy)/1024, float64(conmonKB)/1024/float64(len(list.Containers)), len(list.Containers))
+	b.ReportMetric(float64(conmonPssKB)/1024/float64(len(list.Containers)), "conmon-PSS-MB/ctr")
+	fmt.Printf("%-6s RSS idle %.1f MB, with %d running containers %.1f MB; conmon %.2f MB RSS, %.2f MB PSS each\n",
+		handler, float64(idle)/1024, len(list.Containers), float64(busy)/1024,
+		float64(conmonKB)/1024/float64(len(list.Containers)), float64(conmonPssKB)/1024/float64(len(list.Containers)))
 }
 
 func percentiles(d []time.Duration) (p50, p90 float64) {
@@ -116,6 +119,25 @@ func rssKB(pid int) int {
 	}
 	for _, line := range strings.Split(string(data), "\n") {
 		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+			return n
+		}
+	}
+	return 0
+}
+
+// pssKB is the process's proportional share of its memory: shared library pages count once
+// across the conmons rather than once each.
+func pssKB(pid int) int {
+	if pid <= 0 {
+		return 0
+	}
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/smaps_rollup")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "Pss:"); ok {
 			n, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
 			return n
 		}
