@@ -178,12 +178,17 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 		ConmonPath: s.cfg.ConmonPath, Runtime: rt, ID: id, Bundle: bundle, LogPath: monitorLog,
 		ExitDir: s.ctr.exitDir, Stdin: cfg.GetStdin(), StdinOnce: cfg.GetStdinOnce(), Tty: cfg.GetTty(),
 	}
+	// From here the runtime may hold the container: undo through it, and drop the exit file the
+	// killed monitor may leave.
+	defer func() {
+		if retErr != nil {
+			_ = rt.Delete(context.WithoutCancel(ctx), id)
+			mon.KillConmon()
+			_ = os.Remove(filepath.Join(s.ctr.exitDir, id))
+		}
+	}()
 	pid, err := mon.Create(ctx)
 	if err != nil {
-		ctx := context.WithoutCancel(ctx)
-		_ = rt.Delete(ctx, id)
-		mon.KillConmon()
-		_ = os.Remove(filepath.Join(s.ctr.exitDir, id))
 		return nil, err
 	}
 	c.Lock()
@@ -192,9 +197,6 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 	err = s.containerDB.Put(id, c)
 	c.Unlock()
 	if err != nil {
-		ctx := context.WithoutCancel(ctx)
-		_ = rt.Delete(ctx, id)
-		mon.KillConmon()
 		return nil, err
 	}
 	s.containers.Add(id, c)
