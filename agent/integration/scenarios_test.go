@@ -243,12 +243,15 @@ func staticPodScenarios(t testing.TB, e *env) {
 		return len(e.containers("web"))+len(e.containers("crash"))+len(e.containers("once")) == 0 &&
 			len(e.sandboxes("web"))+len(e.sandboxes("crash"))+len(e.sandboxes("once")) == 0
 	})
-	for _, base := range []string{"/sys/fs/cgroup/memory", "/sys/fs/cgroup/cpu", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified"} {
-		left, _ := filepath.Glob(filepath.Join(base, e.cfg.CgroupRoot, "*", "pod*"))
-		if len(left) > 0 {
-			t.Errorf("pod cgroups left behind: %v", left)
+	// The pods' cgroups go right after their sandboxes.
+	e.eventually("pod cgroups removed", func() bool {
+		for _, base := range []string{"/sys/fs/cgroup/memory", "/sys/fs/cgroup/cpu", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified"} {
+			if left, _ := filepath.Glob(filepath.Join(base, e.cfg.CgroupRoot, "*", "pod*")); len(left) > 0 {
+				return false
+			}
 		}
-	}
+		return true
+	})
 	logs, _ := filepath.Glob(filepath.Join(e.cfg.PodLogsDir, "default_web-e2e_*", "app", "*.log"))
 	if len(logs) == 0 {
 		t.Errorf("no container logs under %s", e.cfg.PodLogsDir)
