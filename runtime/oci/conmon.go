@@ -114,7 +114,7 @@ func (m *Monitor) Create(ctx context.Context) (pid int, err error) {
 	select {
 	case msg := <-got:
 		if msg.Data <= 0 {
-			return 0, fmt.Errorf("create container: %s", strings.TrimSpace(msg.Message))
+			return 0, fmt.Errorf("create container: %s", runtimeMessage(msg.Message))
 		}
 		return msg.Data, nil
 	case err := <-fail:
@@ -182,4 +182,19 @@ func ReadExitFile(path string) (code int, at time.Time, ok bool) {
 		return code, time.Now(), true
 	}
 	return code, st.ModTime(), true
+}
+
+// runtimeMessage shortens what a failed runtime printed to what a person needs: runc logs
+// warnings before its error, and the error lines alone say what went wrong.
+func runtimeMessage(m string) string {
+	var errs []string
+	for _, line := range strings.Split(strings.TrimSpace(m), "\n") {
+		if strings.Contains(line, "level=error") {
+			errs = append(errs, line)
+		}
+	}
+	if len(errs) > 0 {
+		return strings.Join(errs, "; ")
+	}
+	return strings.TrimSpace(m)
 }

@@ -173,3 +173,34 @@ func TestContainerFiltersAndReopenLog(t *testing.T) {
 }
 
 func renameFile(from, to string) error { return os.Rename(from, to) }
+
+// TestContainerStartFailure: a command that does not exist fails the create or the start with a
+// clear error; a container whose start failed is EXITED with the reason, and removable.
+func TestContainerStartFailure(t *testing.T) {
+	for _, handler := range []string{"runc", "crun"} {
+		t.Run(handler, func(t *testing.T) {
+			e := servertest.Start(t)
+			pod := e.PodWithLogs("startfail-" + handler)
+			sb := e.RunPod(pod, handler)
+			resp, err := e.Runtime.CreateContainer(e.Ctx(), &runtimeapi.CreateContainerRequest{
+				PodSandboxId: sb, Config: servertest.ContainerConfig("missing", "/no/such/binary"), SandboxConfig: pod})
+			if err != nil {
+				return // refused at create: nothing more to check
+			}
+			if _, err := e.Runtime.StartContainer(e.Ctx(), &runtimeapi.StartContainerRequest{ContainerId: resp.ContainerId}); err == nil {
+				st := e.WaitContainerState(resp.ContainerId, runtimeapi.ContainerState_CONTAINER_EXITED)
+				if st.ExitCode == 0 {
+					t.Fatalf("a missing binary ran: %+v", st)
+				}
+			} else {
+				st := e.Status(resp.ContainerId)
+				if st.State != runtimeapi.ContainerState_CONTAINER_EXITED || st.Reason != "StartError" || st.Message == "" {
+					t.Fatalf("after a failed start: %+v", st)
+				}
+			}
+			if _, err := e.Runtime.RemoveContainer(e.Ctx(), &runtimeapi.RemoveContainerRequest{ContainerId: resp.ContainerId}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
