@@ -33,6 +33,7 @@ import (
 	"github.com/nodelet/nodelet/agent/agentconfig"
 	"github.com/nodelet/nodelet/agent/config"
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
+	"github.com/nodelet/nodelet/agent/credentials"
 	"github.com/nodelet/nodelet/agent/kuberuntime"
 	"github.com/nodelet/nodelet/agent/nodestatus"
 	"github.com/nodelet/nodelet/agent/pleg"
@@ -135,6 +136,7 @@ func New(cfg agentconfig.Config, opts Options) (*Agent, error) {
 		Runtime: a.runtime, Images: images, Recorder: a.events, Reasons: a.reasons, Log: log,
 		RootDir: cfg.RootDir, PodLogsDir: cfg.PodLogsDir, NodeName: cfg.NodeName,
 		NodeIPs: cfg.NodeIPs, DNS: dns, CgroupRoot: cfg.CgroupRoot, Volumes: vols, EnvData: vols,
+		Credentials: &credentials.Keyring{Secrets: vols},
 	})
 	a.pods = podmanager.New()
 	a.statuses = status.NewManager(a.client, a.pods, log)

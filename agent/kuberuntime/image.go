@@ -20,6 +20,8 @@ type imagePuller struct {
 	backOff  *BackOff
 	recorder record.EventRecorder
 	now      func() time.Time
+	// credentials may be nil.
+	credentials PullCredentials
 }
 
 func newImagePuller(images runtimeapi.ImageServiceClient, b *BackOff, r record.EventRecorder, now func() time.Time) *imagePuller {
@@ -67,7 +69,7 @@ func (p *imagePuller) EnsureImageExists(ctx context.Context, pod *v1.Pod, c *v1.
 	}
 	p.recorder.Eventf(pod, v1.EventTypeNormal, "Pulling", "Pulling image %q", c.Image)
 	start := p.now()
-	resp, err := p.images.PullImage(ctx, &runtimeapi.PullImageRequest{Image: spec, SandboxConfig: sandboxCfg})
+	resp, err := p.pull(ctx, pod, spec, sandboxCfg)
 	if err != nil {
 		p.backOff.Next(key, p.now())
 		p.recorder.Eventf(pod, v1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", c.Image, err)
@@ -79,4 +81,22 @@ func (p *imagePuller) EnsureImageExists(ctx context.Context, pod *v1.Pod, c *v1.
 		return resp.ImageRef, nil
 	}
 	return image, nil
+}
+
+// pull tries each credential of the pod for the image's registry, then none.
+func (p *imagePuller) pull(ctx context.Context, pod *v1.Pod, spec *runtimeapi.ImageSpec, sandboxCfg *runtimeapi.PodSandboxConfig) (*runtimeapi.PullImageResponse, error) {
+	var auths []*runtimeapi.AuthConfig
+	if p.credentials != nil {
+		auths = p.credentials.For(ctx, pod, spec.Image)
+	}
+	auths = append(auths, nil)
+	var err error
+	for _, a := range auths {
+		var resp *runtimeapi.PullImageResponse
+		resp, err = p.images.PullImage(ctx, &runtimeapi.PullImageRequest{Image: spec, Auth: a, SandboxConfig: sandboxCfg})
+		if err == nil {
+			return resp, nil
+		}
+	}
+	return nil, err
 }

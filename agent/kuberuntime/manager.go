@@ -48,6 +48,8 @@ type Deps struct {
 	Volumes VolumePaths
 	// EnvData resolves env references to config maps and secrets; nil rejects them.
 	EnvData EnvSource
+	// Credentials finds registry credentials in the pod's imagePullSecrets; nil pulls anonymously.
+	Credentials PullCredentials
 	// Probes tells which containers failed their liveness or startup probe; nil means none did.
 	Probes ProbeResults
 	// RuntimeName is the prefix of container IDs in pod status ("containerd://…"), from Version.
@@ -57,6 +59,11 @@ type Deps struct {
 // VolumePaths finds the host folder of a pod's volume made by the volume manager.
 type VolumePaths interface {
 	Path(pod *v1.Pod, volumeName string) (string, bool)
+}
+
+// PullCredentials are tried in order for a pull (*credentials.Keyring).
+type PullCredentials interface {
+	For(ctx context.Context, pod *v1.Pod, image string) []*runtimeapi.AuthConfig
 }
 
 // ProbeResults are the prober's verdicts the plan needs.
@@ -96,6 +103,7 @@ func NewManager(d Deps) *Manager {
 	}
 	m := &Manager{Deps: d, crashBackOff: NewBackOff(backOffInitial, backOffMax, d.Now)}
 	m.imagePuller = newImagePuller(d.Images, NewBackOff(backOffInitial, backOffMax, d.Now), d.Recorder, d.Now)
+	m.imagePuller.credentials = d.Credentials
 	return m
 }
 

@@ -326,3 +326,28 @@ func TestGetPodsGroupsByLabels(t *testing.T) {
 		t.Fatalf("pods %+v", pods)
 	}
 }
+
+type creds map[string]string
+
+func (c creds) For(_ context.Context, _ *v1.Pod, image string) []*runtimeapi.AuthConfig {
+	if u, ok := c[image]; ok {
+		return []*runtimeapi.AuthConfig{{Username: "wrong"}, {Username: u, Password: "pw"}}
+	}
+	return nil
+}
+
+func TestPullUsesPodCredentials(t *testing.T) {
+	f := newFixture(t)
+	f.cri.RequireAuth("private.example/app:1", "alice")
+	pod := testPod(v1.RestartPolicyAlways, nil, "a")
+	pod.Spec.Containers[0].Image = "private.example/app:1"
+	if err := f.sync(pod); !errors.Is(err, kubecontainer.ErrImagePull) {
+		t.Fatalf("anonymous pull: %v", err)
+	}
+	f.m.imagePuller.credentials = creds{"private.example/app:1": "alice"}
+	f.now = f.now.Add(11 * time.Second)
+	f.mustSync(pod)
+	if f.cri.RunningContainer("a") == "" {
+		t.Fatal("not running with credentials")
+	}
+}

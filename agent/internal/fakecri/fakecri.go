@@ -37,7 +37,8 @@ type Server struct {
 	sandboxOf  map[string]string
 	images     map[string]string // name → id
 	pullErrs   map[string]error
-	startErrs  map[string]error // container name → error on StartContainer
+	needAuth   map[string]string // image → user whose credentials a pull needs
+	startErrs  map[string]error  // container name → error on StartContainer
 	exitOnStop int32
 	execExit   int32
 	noEvents   bool
@@ -55,6 +56,7 @@ func Start(t testing.TB) *Server {
 		sandboxOf:  map[string]string{},
 		images:     map[string]string{},
 		pullErrs:   map[string]error{},
+		needAuth:   map[string]string{},
 		startErrs:  map[string]error{},
 		exitOnStop: 137,
 		now:        time.Now,
@@ -154,6 +156,13 @@ func (s *Server) SetExecExitCode(code int32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.execExit = code
+}
+
+// RequireAuth makes pulls of name succeed only with user's credentials.
+func (s *Server) RequireAuth(name, user string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.needAuth[name] = user
 }
 
 // FailStart makes StartContainer of containers with this name fail.

@@ -254,6 +254,9 @@ func (s *Server) PullImage(_ context.Context, r *runtimeapi.PullImageRequest) (*
 	defer s.mu.Unlock()
 	name := r.Image.GetImage()
 	s.record("PullImage %s", name)
+	if user, ok := s.needAuth[name]; ok && r.GetAuth().GetUsername() != user {
+		return nil, status.Errorf(codes.Unauthenticated, "pull %s: authentication required", name)
+	}
 	if err := s.pullErrs[name]; err != nil {
 		return nil, status.Error(codes.NotFound, err.Error())
 	}
