@@ -138,6 +138,9 @@ func New(cfg agentconfig.Config, opts Options) (*Agent, error) {
 		NodeIPs: cfg.NodeIPs, DNS: dns, CgroupRoot: cfg.CgroupRoot, Volumes: vols, EnvData: vols,
 		Credentials: &credentials.Keyring{Secrets: vols},
 	})
+	if a.client != nil {
+		a.manager.RuntimeClasses = kuberuntime.APIRuntimeClasses{Client: a.client}
+	}
 	a.pods = podmanager.New()
 	a.statuses = status.NewManager(a.client, a.pods, log)
 	a.config = config.NewPodConfig(log)

@@ -48,6 +48,8 @@ type Deps struct {
 	Volumes VolumePaths
 	// EnvData resolves env references to config maps and secrets; nil rejects them.
 	EnvData EnvSource
+	// RuntimeClasses maps a pod's runtimeClassName to a CRI runtime handler; nil uses the name itself.
+	RuntimeClasses RuntimeClasses
 	// Credentials finds registry credentials in the pod's imagePullSecrets; nil pulls anonymously.
 	Credentials PullCredentials
 	// Probes tells which containers failed their liveness or startup probe; nil means none did.
@@ -59,6 +61,11 @@ type Deps struct {
 // VolumePaths finds the host folder of a pod's volume made by the volume manager.
 type VolumePaths interface {
 	Path(pod *v1.Pod, volumeName string) (string, bool)
+}
+
+// RuntimeClasses resolves RuntimeClass names (the apiserver's RuntimeClass objects in a cluster).
+type RuntimeClasses interface {
+	Handler(ctx context.Context, runtimeClassName string) (string, error)
 }
 
 // PullCredentials are tried in order for a pull (*credentials.Keyring).

@@ -177,9 +177,29 @@ func (m *Manager) createPodSandbox(ctx context.Context, pod *v1.Pod, attempt uin
 	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
 		return "", nil, fmt.Errorf("create pod log directory: %w", err)
 	}
-	resp, err := m.Runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: cfg, RuntimeHandler: m.RuntimeHandler})
+	handler, err := m.runtimeHandler(ctx, pod)
+	if err != nil {
+		return "", nil, err
+	}
+	resp, err := m.Runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: cfg, RuntimeHandler: handler})
 	if err != nil {
 		return "", nil, fmt.Errorf("run pod sandbox: %w", err)
 	}
 	return resp.PodSandboxId, cfg, nil
+}
+
+// runtimeHandler is the CRI handler for the pod: its RuntimeClass's, else the agent's default.
+func (m *Manager) runtimeHandler(ctx context.Context, pod *v1.Pod) (string, error) {
+	name := pod.Spec.RuntimeClassName
+	if name == nil || *name == "" {
+		return m.RuntimeHandler, nil
+	}
+	if m.RuntimeClasses == nil {
+		return *name, nil
+	}
+	h, err := m.RuntimeClasses.Handler(ctx, *name)
+	if err != nil {
+		return "", fmt.Errorf("runtime class %q: %w", *name, err)
+	}
+	return h, nil
 }

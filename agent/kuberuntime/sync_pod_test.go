@@ -351,3 +351,14 @@ func TestPullUsesPodCredentials(t *testing.T) {
 		t.Fatal("not running with credentials")
 	}
 }
+
+func TestRuntimeClassPicksHandler(t *testing.T) {
+	f := newFixture(t)
+	pod := testPod(v1.RestartPolicyAlways, nil, "a")
+	gvisor := "gvisor"
+	pod.Spec.RuntimeClassName = &gvisor
+	f.mustSync(pod)
+	if got := f.cri.CallsWithPrefix("handler"); !slices.Equal(got, []string{"handler gvisor"}) {
+		t.Fatalf("handler calls %q", got)
+	}
+}

@@ -31,6 +31,9 @@ func (s *Server) RunPodSandbox(_ context.Context, r *runtimeapi.RunPodSandboxReq
 	defer s.mu.Unlock()
 	cfg := r.Config
 	s.record("RunPodSandbox %s", cfg.GetMetadata().GetName())
+	if r.RuntimeHandler != "" {
+		s.record("handler %s", r.RuntimeHandler)
+	}
 	id := s.id("sb")
 	netMode := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetNetwork()
 	st := &runtimeapi.PodSandboxStatus{

@@ -1,0 +1,22 @@
+package kuberuntime
+
+import (
+	"context"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// APIRuntimeClasses reads RuntimeClass objects from the apiserver.
+type APIRuntimeClasses struct {
+	Client kubernetes.Interface
+}
+
+// Handler returns the RuntimeClass's handler.
+func (r APIRuntimeClasses) Handler(ctx context.Context, name string) (string, error) {
+	rc, err := r.Client.NodeV1().RuntimeClasses().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	return rc.Handler, nil
+}
