@@ -110,6 +110,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 
 // Close stops background work; containers keep running under conmon.
 func (s *Server) Close() error {
+	s.CloseContainers()
 	return s.closeStreaming()
 }
 
