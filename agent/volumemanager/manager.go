@@ -1,0 +1,137 @@
+// Package volumemanager makes the host side of a pod's local volumes and tears it down again:
+// emptyDir (a folder, or a tmpfs for medium Memory bounded by sizeLimit), hostPath with the checks
+// its type implies, and the bind mounts that carry volumeMounts' subPath safely into containers.
+// API-backed volumes (secret, configMap, downwardAPI, projected) are written with AtomicWriter.
+//
+// Layout under RootDir, as the kubelet's, so tools that know it find their way:
+//
+//	pods/<uid>/volumes/kubernetes.io~empty-dir/<name>        emptyDir (tmpfs mount point for Memory)
+//	pods/<uid>/volume-subpaths/<volume>/<container>/<index>  bind mount of one volumeMount's subPath
+//
+// Set up before the pod's containers start; torn down after they are gone. A pod folder whose pod
+// the agent no longer knows is an orphan, removed by CleanupOrphans once nothing is mounted in it.
+package volumemanager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// ErrMounted: a pod folder still holds a mount, so it is not removed (a bind mount of a host folder
+// would otherwise have its content deleted).
+var ErrMounted = errors.New("still mounted")
+
+// Manager sets up and tears down the local volumes of pods.
+type Manager struct {
+	// RootDir holds pods/<uid>.
+	RootDir string
+	// Mounter does mount(2) and umount(2); nil uses the kernel.
+	Mounter Mounter
+}
+
+// Mounter is the part of mount(2) the manager needs, so tests can check decisions without root.
+type Mounter interface {
+	MountTmpfs(target string, sizeBytes int64) error
+	BindFd(fdPath, target string) error
+	Unmount(target string) error
+	// MountPoints lists mount points under dir (dir included), deepest first.
+	MountPoints(dir string) ([]string, error)
+}
+
+func (m *Manager) mounter() Mounter {
+	if m.Mounter != nil {
+		return m.Mounter
+	}
+	return kernelMounter{}
+}
+
+// PodDir is pods/<uid>.
+func (m *Manager) PodDir(uid types.UID) string {
+	return filepath.Join(m.RootDir, "pods", string(uid))
+}
+
+// EmptyDirPath is where an emptyDir volume of the pod lives.
+func (m *Manager) EmptyDirPath(uid types.UID, name string) string {
+	return filepath.Join(m.PodDir(uid), "volumes", "kubernetes.io~empty-dir", name)
+}
+
+// SetUp makes the pod's emptyDir volumes and checks its hostPath volumes. It is idempotent, so
+// every sync may call it; an error names the volume and keeps the pod's containers from starting.
+func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod) error {
+	for i := range pod.Spec.Volumes {
+		v := &pod.Spec.Volumes[i]
+		var err error
+		switch {
+		case v.EmptyDir != nil:
+			err = m.setUpEmptyDir(pod, v)
+		case v.HostPath != nil:
+			err = CheckHostPath(v.HostPath)
+		}
+		if err != nil {
+			return fmt.Errorf("volume %q: %w", v.Name, err)
+		}
+	}
+	return nil
+}
+
+// TearDown unmounts everything under the pod's folder (subPath binds, tmpfs emptyDirs) and removes
+// it. Call it once the pod's containers are gone: a running container may still use the mounts.
+func (m *Manager) TearDown(uid types.UID) error {
+	dir := m.PodDir(uid)
+	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	mps, err := m.mounter().MountPoints(dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, mp := range mps {
+		if err := m.mounter().Unmount(mp); err != nil {
+			errs = append(errs, fmt.Errorf("unmount %s: %w", mp, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	// Checked again: RemoveAll must never walk into a mount it failed to see go.
+	if mps, err := m.mounter().MountPoints(dir); err != nil {
+		return err
+	} else if len(mps) > 0 {
+		return fmt.Errorf("pod %s: %s: %w", uid, mps[0], ErrMounted)
+	}
+	return os.RemoveAll(dir)
+}
+
+// CleanupOrphans tears down the folders of pods not in active (housekeeping). It returns the UIDs it
+// removed; folders that fail stay for the next round.
+func (m *Manager) CleanupOrphans(active map[types.UID]bool) ([]types.UID, error) {
+	entries, err := os.ReadDir(filepath.Join(m.RootDir, "pods"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var removed []types.UID
+	var errs []error
+	for _, e := range entries {
+		uid := types.UID(e.Name())
+		if !e.IsDir() || active[uid] || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		if err := m.TearDown(uid); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, uid)
+	}
+	return removed, errors.Join(errs...)
+}
