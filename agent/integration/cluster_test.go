@@ -223,9 +223,19 @@ func kubeClient(t testing.TB, kubeconfig string) kubernetes.Interface {
 }
 
 func TestClusterOnNodeletRuntime(t *testing.T) {
-	e := newEnv(t, func(t testing.TB, dir, reg string) *criRuntime {
+	clusterScenario(t, newEnv(t, func(t testing.TB, dir, reg string) *criRuntime {
 		return startNodeletRuntime(t, dir, reg, "registry.k8s.io")
-	})
+	}), false)
+}
+
+// containerd here has no CNI network, so the Deployment's pods share the host's.
+func TestClusterOnContainerd(t *testing.T) {
+	clusterScenario(t, newEnv(t, func(t testing.TB, dir, reg string) *criRuntime {
+		return startContainerd(t, dir, reg, "registry.k8s.io")
+	}), true)
+}
+
+func clusterScenario(t *testing.T, e *env, hostNetwork bool) {
 	cpDir := filepath.Join(t.TempDir(), "cp")
 	os.MkdirAll(cpDir, 0o755)
 	admin := startControlPlane(t, cpDir)
@@ -266,7 +276,7 @@ func TestClusterOnNodeletRuntime(t *testing.T) {
 	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
 		Spec: appsv1.DeploymentSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: v1.PodSpec{
-				TerminationGracePeriodSeconds: &grace,
+				TerminationGracePeriodSeconds: &grace, HostNetwork: hostNetwork,
 				Containers: []v1.Container{{Name: "app", Image: e.reg + "/busybox:1",
 					Env: []v1.EnvVar{{Name: "GREETING", ValueFrom: &v1.EnvVarSource{ConfigMapKeyRef: &v1.ConfigMapKeySelector{
 						LocalObjectReference: v1.LocalObjectReference{Name: "web"}, Key: "greeting"}}}},

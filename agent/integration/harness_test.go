@@ -157,7 +157,13 @@ func startContainerd(t testing.TB, dir, reg string, mirrored ...string) *criRunt
 			t.Fatal(err)
 		}
 	}
+	// A loopback-only network: containerd then reports NetworkReady (so the Node turns Ready) and
+	// the tests touch no host interface; their pods use the host's network.
 	os.MkdirAll(filepath.Join(dir, "net.d"), 0o755)
+	lo := `{"cniVersion": "0.4.0", "name": "lo", "plugins": [{"type": "loopback"}]}`
+	if err := os.WriteFile(filepath.Join(dir, "net.d", "10-lo.conflist"), []byte(lo), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cfg := fmt.Sprintf(`version = 2
 root = %[1]q
 state = %[2]q

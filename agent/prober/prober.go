@@ -5,6 +5,7 @@ package prober
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -13,9 +14,13 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
@@ -52,6 +57,8 @@ type Manager struct {
 	// OnChange is called with the pod's UID when a result flips, so its worker syncs at once.
 	onChange func(types.UID)
 	log      *slog.Logger
+	// Recorder receives the Unhealthy events of failed probes; set it before the first SyncPod.
+	Recorder record.EventRecorder
 
 	mu      sync.Mutex
 	workers map[key]*worker
@@ -66,7 +73,8 @@ func New(ctx context.Context, runtime runtimeapi.RuntimeServiceClient, onChange 
 	if onChange == nil {
 		onChange = func(types.UID) {}
 	}
-	return &Manager{ctx: ctx, runtime: runtime, onChange: onChange, log: log, workers: map[key]*worker{}, results: map[string]map[ProbeType]Result{}}
+	return &Manager{ctx: ctx, runtime: runtime, onChange: onChange, log: log, Recorder: &record.FakeRecorder{},
+		workers: map[key]*worker{}, results: map[string]map[ProbeType]Result{}}
 }
 
 func probeOf(c *v1.Container, t ProbeType) *v1.Probe {
@@ -170,6 +178,23 @@ func (m *Manager) Unhealthy(containerID string) (bool, string) {
 	return false, ""
 }
 
+// KillGracePeriod is the terminationGracePeriodSeconds of the liveness or startup probe that failed
+// for the container, which replaces the pod's for that kill; nil when the probe sets none.
+func (m *Manager) KillGracePeriod(containerID string) *int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.results[containerID]
+	for k, w := range m.workers {
+		if w.containerID != containerID || r[k.probe] != Failure || k.probe == Readiness {
+			continue
+		}
+		if g := w.probe.TerminationGracePeriodSeconds; g != nil {
+			return g
+		}
+	}
+	return nil
+}
+
 func (m *Manager) set(k key, containerID string, r Result) {
 	m.mu.Lock()
 	if m.results[containerID] == nil {
@@ -239,6 +264,7 @@ func (w *worker) run(ctx context.Context) {
 				} else {
 					okRun, failRun = 0, failRun+1
 					w.m.log.Debug("probe failed", "pod", w.pod.Namespace+"/"+w.pod.Name, "container", w.key.container, "probe", w.key.probe, "err", err)
+					w.m.Recorder.Eventf(w.pod, v1.EventTypeWarning, "Unhealthy", "%s probe failed: %v", w.key.probe, err)
 					if failRun >= failure {
 						w.m.set(w.key, w.containerID, Failure)
 					}
@@ -334,15 +360,43 @@ func (w *worker) once(ctx context.Context) error {
 			return err
 		}
 		return c.Close()
+	case p.GRPC != nil:
+		return grpcProbe(ctx, host, p.GRPC)
 	}
-	return fmt.Errorf("unsupported probe handler (exec, httpGet and tcpSocket are supported)")
+	return fmt.Errorf("unsupported probe handler (exec, httpGet, tcpSocket and grpc are supported)")
 }
 
-// probeClient never follows redirects off the pod and keeps no connections, as probes are sparse.
+// grpcProbe asks the standard gRPC health service; only SERVING passes.
+func grpcProbe(ctx context.Context, host string, g *v1.GRPCAction) error {
+	conn, err := grpc.NewClient(net.JoinHostPort(host, strconv.Itoa(int(g.Port))),
+		grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithUserAgent("kube-probe/1.36"))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	service := ""
+	if g.Service != nil {
+		service = *g.Service
+	}
+	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+	if err != nil {
+		return fmt.Errorf("gRPC health check: %w", err)
+	}
+	if resp.Status != healthpb.HealthCheckResponse_SERVING {
+		return fmt.Errorf("service unhealthy (responded with %q)", resp.Status)
+	}
+	return nil
+}
+
+// probeClient keeps no connections, as probes are sparse; like the kubelet's it accepts any
+// certificate (pods serve self-signed ones) and follows redirects only on the same host.
 var probeClient = &http.Client{
-	Transport: &http.Transport{DisableKeepAlives: true},
-	CheckRedirect: func(*http.Request, []*http.Request) error {
-		return http.ErrUseLastResponse
+	Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: &tls.Config{InsecureSkipVerify: true}},
+	CheckRedirect: func(req *http.Request, via []*http.Request) error {
+		if len(via) >= 10 || req.URL.Hostname() != via[0].URL.Hostname() {
+			return http.ErrUseLastResponse
+		}
+		return nil
 	},
 }
 
