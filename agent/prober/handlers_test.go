@@ -1,0 +1,108 @@
+package prober
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/tools/record"
+
+	kubecontainer "github.com/nodelet/nodelet/agent/container"
+	"github.com/nodelet/nodelet/agent/internal/fakecri"
+)
+
+func TestHandlers(t *testing.T) {
+	hs := health.NewServer()
+	hs.SetServingStatus("up", healthpb.HealthCheckResponse_SERVING)
+	hs.SetServingStatus("down", healthpb.HealthCheckResponse_NOT_SERVING)
+	gl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	healthpb.RegisterHealthServer(gs, hs)
+	go gs.Serve(gl)
+	defer gs.Stop()
+	gport := int32(gl.Addr().(*net.TCPAddr).Port)
+
+	var header string
+	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		header = r.Header.Get("X-Probe")
+		if r.URL.Path == "/moved" {
+			http.Redirect(w, r, "/ok", http.StatusFound)
+		}
+	}))
+	defer tlsSrv.Close()
+	hport, _ := strconv.Atoi(tlsSrv.URL[strings.LastIndexByte(tlsSrv.URL, ':')+1:])
+
+	str := func(s string) *string { return &s }
+	cases := []struct {
+		name string
+		h    v1.ProbeHandler
+		ok   bool
+	}{
+		{"grpc serving", v1.ProbeHandler{GRPC: &v1.GRPCAction{Port: gport, Service: str("up")}}, true},
+		{"grpc overall", v1.ProbeHandler{GRPC: &v1.GRPCAction{Port: gport}}, true},
+		{"grpc not serving", v1.ProbeHandler{GRPC: &v1.GRPCAction{Port: gport, Service: str("down")}}, false},
+		{"grpc unknown service", v1.ProbeHandler{GRPC: &v1.GRPCAction{Port: gport, Service: str("nope")}}, false},
+		{"https self-signed by port name, redirect on the host", v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Scheme: v1.URISchemeHTTPS,
+			Port: intstr.FromString("web"), Path: "/moved", HTTPHeaders: []v1.HTTPHeader{{Name: "X-Probe", Value: "1"}}}}, true},
+		{"unknown port name", v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Port: intstr.FromString("nope")}}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			pod := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "app", Ports: []v1.ContainerPort{{Name: "web", ContainerPort: int32(hport)}}}}}}
+			w := &worker{m: New(context.Background(), nil, nil, nil), key: key{container: "app"}, pod: pod, ips: []string{"127.0.0.1"},
+				probe: &v1.Probe{ProbeHandler: c.h, TimeoutSeconds: 5}}
+			err := w.once(context.Background())
+			if (err == nil) != c.ok {
+				t.Fatalf("probe error %v, want ok %v", err, c.ok)
+			}
+		})
+	}
+	if header != "1" {
+		t.Fatalf("header %q not sent", header)
+	}
+}
+
+func TestUnhealthyEventAndProbeGracePeriod(t *testing.T) {
+	cri := fakecri.Start(t)
+	id := runningContainer(t, cri)
+	cri.SetExecExitCode(1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m := New(ctx, cri.Runtime(), nil, nil)
+	rec := record.NewFakeRecorder(100)
+	m.Recorder = rec
+	grace := int64(7)
+	c := v1.Container{Name: "app", LivenessProbe: &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"false"}}},
+		PeriodSeconds: 1, FailureThreshold: 1, TerminationGracePeriodSeconds: &grace}}
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "u1"}, Spec: v1.PodSpec{Containers: []v1.Container{c}}}
+	if g := m.KillGracePeriod(id); g != nil {
+		t.Fatalf("grace period %d before any failure", *g)
+	}
+	m.SyncPod(pod, &kubecontainer.PodStatus{ID: "u1", ContainerStatuses: []*kubecontainer.Status{{ID: id, Name: "app", State: kubecontainer.StateRunning, StartedAt: time.Now()}}})
+	waitFor(t, "liveness failure", func() bool { bad, _ := m.Unhealthy(id); return bad })
+	if g := m.KillGracePeriod(id); g == nil || *g != 7 {
+		t.Fatalf("kill grace period %v, want 7", g)
+	}
+	select {
+	case e := <-rec.Events:
+		if !strings.HasPrefix(e, "Warning Unhealthy Liveness probe failed") {
+			t.Fatalf("event %q", e)
+		}
+	default:
+		t.Fatal("no Unhealthy event")
+	}
+}
