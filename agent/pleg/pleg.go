@@ -127,9 +127,17 @@ func (g *GenericPLEG) Healthy() error {
 func (g *GenericPLEG) Run(ctx context.Context) {
 	g.lastActive.Store(time.Now().UnixNano())
 	go g.watchEvents(ctx)
+	failing := false
 	for {
+		// A runtime that is down fails every relist: say so when it starts and when it ends.
 		if err := g.Relist(ctx); err != nil && ctx.Err() == nil {
-			g.log.Warn("pleg relist failed", "err", err)
+			if !failing {
+				g.log.Warn("pleg relist failed; retrying every "+g.relistPeriod.String(), "err", err)
+			}
+			failing = true
+		} else if failing {
+			g.log.Info("pleg relist works again")
+			failing = false
 		}
 		period := g.relistPeriod
 		if g.streaming.Load() {
