@@ -1,0 +1,59 @@
+package prober
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	kubecontainer "github.com/nodelet/nodelet/agent/container"
+	"github.com/nodelet/nodelet/agent/internal/crirt"
+)
+
+// TestProbesInRealContainer probes a busybox httpd on nodelet's runtime with every handler but
+// grpc (busybox serves none; the unit test covers it), then breaks it and watches each verdict flip.
+func TestProbesInRealContainer(t *testing.T) {
+	rt := crirt.Start(t, filepath.Join(t.TempDir(), "rt"))
+	image := rt.Push(t, "busybox:probes", nil)
+	rt.Pull(t, image)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	p := rt.RunPod(t, "probes", "uid-probes", t.TempDir())
+	id := rt.Start(t, p, "web", 0, image, []string{"sh", "-c",
+		"mkdir -p /www && echo ok > /www/healthz && touch /tmp/alive && exec httpd -f -p 127.0.0.1:" + strconv.Itoa(port) + " -h /www"})
+
+	probe := func(h v1.ProbeHandler) *v1.Probe {
+		return &v1.Probe{ProbeHandler: h, PeriodSeconds: 1, FailureThreshold: 1, TimeoutSeconds: 5}
+	}
+	c := v1.Container{Name: "web", Ports: []v1.ContainerPort{{Name: "http", ContainerPort: int32(port)}},
+		StartupProbe:   probe(v1.ProbeHandler{TCPSocket: &v1.TCPSocketAction{Port: intstr.FromString("http")}}),
+		ReadinessProbe: probe(v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("http")}}),
+		LivenessProbe:  probe(v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"test", "-e", "/tmp/alive"}}}),
+	}
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "probes", UID: "uid-probes"}, Spec: v1.PodSpec{Containers: []v1.Container{c}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m := New(ctx, rt.RS, nil, nil)
+	defer m.RemovePod(pod.UID)
+	m.SyncPod(pod, &kubecontainer.PodStatus{ID: pod.UID, IPs: []string{"127.0.0.1"},
+		ContainerStatuses: []*kubecontainer.Status{{ID: id, Name: "web", State: kubecontainer.StateRunning, StartedAt: time.Now()}}})
+
+	waitFor(t, "started and ready", func() bool { return m.Started(&c, id) && m.Ready(&c, id) })
+	if bad, why := m.Unhealthy(id); bad {
+		t.Fatalf("unhealthy: %s", why)
+	}
+	rt.Exec(t, id, "rm", "/www/healthz")
+	waitFor(t, "not ready", func() bool { return !m.Ready(&c, id) })
+	rt.Exec(t, id, "rm", "/tmp/alive")
+	waitFor(t, "liveness failure", func() bool { bad, _ := m.Unhealthy(id); return bad })
+}
