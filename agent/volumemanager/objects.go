@@ -1,0 +1,125 @@
+package volumemanager
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+)
+
+// DirObjects serves ConfigMaps and Secrets placed beside the static pod manifests, so a standalone
+// agent (no apiserver) runs pods whose volumes and env name them. Every .yaml, .yml and .json file
+// of Dir is read (multi-document YAML too); documents of other kinds are skipped, as they are the
+// pod source's business. Reads are per call, so an edited object shows at the next sync, and the
+// volume is then updated in place.
+type DirObjects struct {
+	Dir string
+}
+
+type objects struct {
+	configMaps map[string]*v1.ConfigMap
+	secrets    map[string]*v1.Secret
+}
+
+func (d *DirObjects) load() (*objects, error) {
+	o := &objects{configMaps: map[string]*v1.ConfigMap{}, secrets: map[string]*v1.Secret{}}
+	entries, err := os.ReadDir(d.Dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return o, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		ext := filepath.Ext(e.Name())
+		if e.IsDir() || strings.HasPrefix(e.Name(), ".") || (ext != ".yaml" && ext != ".yml" && ext != ".json") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(d.Dir, e.Name()))
+		if err != nil {
+			continue // removed meanwhile
+		}
+		for _, doc := range splitYAML(b) {
+			js, err := yaml.YAMLToJSON(doc)
+			if err != nil {
+				continue // the pod source reports bad manifests
+			}
+			var tm metav1.TypeMeta
+			if json.Unmarshal(js, &tm) != nil || tm.APIVersion != "v1" {
+				continue
+			}
+			switch tm.Kind {
+			case "ConfigMap":
+				cm := &v1.ConfigMap{}
+				if json.Unmarshal(js, cm) == nil && cm.Name != "" {
+					o.configMaps[key(cm.Namespace, cm.Name)] = cm
+				}
+			case "Secret":
+				s := &v1.Secret{}
+				if json.Unmarshal(js, s) == nil && s.Name != "" {
+					// stringData is write-only on the apiserver, merged into data; here too.
+					for k, v := range s.StringData {
+						if s.Data == nil {
+							s.Data = map[string][]byte{}
+						}
+						s.Data[k] = []byte(v)
+					}
+					s.StringData = nil
+					o.secrets[key(s.Namespace, s.Name)] = s
+				}
+			}
+		}
+	}
+	return o, nil
+}
+
+func key(ns, name string) string {
+	if ns == "" {
+		ns = metav1.NamespaceDefault
+	}
+	return ns + "/" + name
+}
+
+func splitYAML(b []byte) [][]byte {
+	var docs [][]byte
+	for _, d := range bytes.Split(append([]byte("\n"), b...), []byte("\n---")) {
+		if len(bytes.TrimSpace(d)) > 0 {
+			docs = append(docs, d)
+		}
+	}
+	return docs
+}
+
+// ConfigMap returns the named ConfigMap, or an apiserver-style NotFound error.
+func (d *DirObjects) ConfigMap(_ context.Context, namespace, name string) (*v1.ConfigMap, error) {
+	o, err := d.load()
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", d.Dir, err)
+	}
+	if cm, ok := o.configMaps[key(namespace, name)]; ok {
+		return cm, nil
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, name)
+}
+
+// Secret returns the named Secret, or an apiserver-style NotFound error.
+func (d *DirObjects) Secret(_ context.Context, namespace, name string) (*v1.Secret, error) {
+	o, err := d.load()
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", d.Dir, err)
+	}
+	if s, ok := o.secrets[key(namespace, name)]; ok {
+		return s, nil
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, name)
+}

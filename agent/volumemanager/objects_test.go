@@ -1,0 +1,81 @@
+package volumemanager
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+func TestDirObjects(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "pod.yaml"), []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: web}\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "objects.yaml"), []byte(`apiVersion: v1
+kind: ConfigMap
+metadata: {name: site}
+data: {index.html: hello}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: creds, namespace: prod}
+data: {user: YWRtaW4=}
+stringData: {pass: s3cret}
+`), 0o644)
+	os.WriteFile(filepath.Join(dir, "broken.yaml"), []byte("{{{"), 0o644)
+	d := &DirObjects{Dir: dir}
+	ctx := context.Background()
+	cm, err := d.ConfigMap(ctx, "default", "site")
+	if err != nil || cm.Data["index.html"] != "hello" {
+		t.Fatalf("config map %v %v", cm, err)
+	}
+	s, err := d.Secret(ctx, "prod", "creds")
+	if err != nil || string(s.Data["user"]) != "admin" || string(s.Data["pass"]) != "s3cret" {
+		t.Fatalf("secret %v %v", s, err)
+	}
+	if _, err := d.Secret(ctx, "default", "creds"); !apierrors.IsNotFound(err) {
+		t.Fatalf("other namespace: %v", err)
+	}
+	if _, err := d.ConfigMap(ctx, "default", "web"); !apierrors.IsNotFound(err) {
+		t.Fatalf("a pod is no config map: %v", err)
+	}
+	// Edits show at the next read.
+	os.WriteFile(filepath.Join(dir, "objects.yaml"), []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: site}\ndata: {index.html: bye}\n"), 0o644)
+	if cm, _ := d.ConfigMap(ctx, "default", "site"); cm == nil || cm.Data["index.html"] != "bye" {
+		t.Fatalf("after edit: %v", cm)
+	}
+}
+
+func TestResourceFieldValue(t *testing.T) {
+	pod := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "app", Resources: v1.ResourceRequirements{
+		Limits:   v1.ResourceList{v1.ResourceMemory: resource.MustParse("64Mi"), v1.ResourceCPU: resource.MustParse("250m")},
+		Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m")}}}}}}
+	alloc := v1.ResourceList{v1.ResourceEphemeralStorage: resource.MustParse("10Gi")}
+	cases := []struct {
+		resource, divisor, want string
+	}{
+		{"limits.memory", "", "67108864"},
+		{"limits.memory", "1Mi", "64"},
+		{"limits.cpu", "", "1"},
+		{"limits.cpu", "1m", "250"},
+		{"requests.cpu", "1m", "100"},
+		{"requests.memory", "", "0"},
+		{"limits.ephemeral-storage", "1Gi", "10"},
+	}
+	for _, c := range cases {
+		ref := &v1.ResourceFieldSelector{ContainerName: "app", Resource: c.resource}
+		if c.divisor != "" {
+			ref.Divisor = resource.MustParse(c.divisor)
+		}
+		got, err := ResourceFieldValue(pod, ref, alloc)
+		if err != nil || got != c.want {
+			t.Errorf("%s / %q = %q, %v; want %q", c.resource, c.divisor, got, err, c.want)
+		}
+	}
+	if _, err := ResourceFieldValue(pod, &v1.ResourceFieldSelector{ContainerName: "nope", Resource: "limits.cpu"}, nil); err == nil {
+		t.Error("unknown container accepted")
+	}
+}
