@@ -5,13 +5,18 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
 
 	"github.com/nodelet/nodelet/agent"
 	"github.com/nodelet/nodelet/agent/agentconfig"
+	"github.com/nodelet/nodelet/agent/logs"
+	"github.com/nodelet/nodelet/agent/metrics"
 	"github.com/nodelet/nodelet/agent/server"
 	"github.com/nodelet/nodelet/agent/server/apiclient"
+	"github.com/nodelet/nodelet/agent/stats"
 )
 
 // newAgentCmd is `nodelet agent`: the kubelet half alone, against any CRI runtime, standalone with
@@ -37,11 +42,13 @@ API (nodelet get pods, logs, exec…) is served on the root-only --api-socket.`,
 			if !cmd.Flags().Changed("root-dir") {
 				cfg.RootDir = filepath.Join(global.root, "agent")
 			}
-			a, err := agent.New(cfg, agent.Options{})
+			a, err := agent.New(cfg, agent.Options{
+				DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(metrics.UnaryClientInterceptor())},
+			})
 			if err != nil {
 				return err
 			}
-			return runAgent(cmd.Context(), a, apiSocket)
+			return runAgent(cmd.Context(), a, cfg, apiSocket)
 		},
 	}
 	flags = agentconfig.AddFlags(cmd.Flags())
@@ -50,14 +57,24 @@ API (nodelet get pods, logs, exec…) is served on the root-only --api-socket.`,
 	return cmd
 }
 
-// runAgent runs the agent and, beside it, its API on a unix socket; either ending stops both.
-// nodelet up can call it with its own agent.
-func runAgent(ctx context.Context, a *agent.Agent, apiSocket string) error {
+// runAgent runs the agent and, beside it, its API on a unix socket and the rotation of container
+// logs; either of the agent and its API ending stops both. nodelet up calls it with its own agent.
+func runAgent(ctx context.Context, a *agent.Agent, cfg agentconfig.Config, apiSocket string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// The kubelet's defaults: rotate a container's log past 10Mi, keep 5 files.
+	if rot, err := logs.NewRotator(a.Runtime(), "10Mi", 5); err == nil {
+		go rot.Run(ctx, 10*time.Second)
+	}
 	apiErr := make(chan error, 1)
 	if apiSocket != "" {
-		srv := server.New(server.Deps{NodeName: a.NodeName(), Pods: a, Events: a, Runtime: a.Runtime(), SyncLoopHealthy: a.Healthz})
+		summary := stats.New(a.Runtime(), stats.Options{
+			NodeName: a.NodeName(), RootDir: cfg.RootDir, LogDir: cfg.PodLogsDir, PodsCgroup: cfg.CgroupRoot,
+		})
+		srv := server.New(server.Deps{
+			NodeName: a.NodeName(), Pods: a, Events: a, Runtime: a.Runtime(),
+			SyncLoopHealthy: a.Healthz, Summary: summary.Summary, Config: func() any { return cfg },
+		})
 		go func() {
 			err := srv.Serve(ctx, server.ServeConfig{Socket: apiSocket})
 			cancel()

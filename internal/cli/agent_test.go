@@ -58,7 +58,7 @@ func TestAgentServesItsAPI(t *testing.T) {
 	sock := filepath.Join(dir, "agent.sock")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- runAgent(ctx, a, sock) }()
+	go func() { done <- runAgent(ctx, a, cfg, sock) }()
 	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
 	}}}

@@ -48,6 +48,8 @@ func newRootCmd() *cobra.Command {
 // subcommands lists the constructors of nodelet's verbs; each lives in its own file.
 var subcommands = []func() *cobra.Command{
 	newRuntimeCmd,
+	newAgentCmd,
+	newUpCmd,
 	newImageCmd,
 	newGetCmd,
 	newDescribeCmd,
