@@ -22,6 +22,7 @@ const DefaultManifestDir = "/etc/nodelet/manifests"
 // pods from a folder, no cluster. The runtime still serves its CRI socket so crictl can look in.
 func newUpCmd() *cobra.Command {
 	var rf runtimeFlags
+	var af *agentconfig.Flags
 	var manifests, apiSocket string
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -37,15 +38,26 @@ the runtime's socket (--listen).`,
 			if st, err := os.Stat(manifests); err != nil || !st.IsDir() {
 				return fmt.Errorf("--manifests %s: not a folder (create it, or point at one such as examples/manifests)", manifests)
 			}
+			if cmd.Flags().Changed("container-runtime-endpoint") {
+				return fmt.Errorf("--container-runtime-endpoint: nodelet up runs its own runtime (set its socket with --listen); use nodelet agent for another runtime")
+			}
 			rt, err := startRuntime(ctx, &rf, log)
 			if err != nil {
 				return fmt.Errorf("runtime: %w", err)
 			}
 			defer rt.stop()
-			cfg := agentconfig.Default()
+			cfg, err := af.Config()
+			if err != nil {
+				return err
+			}
+			// The agent's runtime is the one in this process; its manifests and state follow up's flags.
 			cfg.ContainerRuntimeEndpoint = rf.listen
-			cfg.PodManifestPath = manifests
-			cfg.RootDir = filepath.Join(global.root, "agent")
+			if !cmd.Flags().Changed("pod-manifest-path") {
+				cfg.PodManifestPath = manifests
+			}
+			if !cmd.Flags().Changed("root-dir") {
+				cfg.RootDir = filepath.Join(global.root, "agent")
+			}
 			if err := agentconfig.Complete(&cfg); err != nil {
 				return err
 			}
@@ -72,6 +84,7 @@ the runtime's socket (--listen).`,
 		},
 	}
 	rf.register(cmd)
+	af = agentconfig.AddFlags(cmd.Flags())
 	cmd.Flags().StringVar(&manifests, "manifests", DefaultManifestDir, "folder of static pod manifests")
 	cmd.Flags().StringVar(&apiSocket, "api-socket", "/run/nodelet/agent.sock", "root-only unix socket of the agent's API; empty disables it")
 	return cmd

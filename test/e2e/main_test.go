@@ -50,6 +50,12 @@ type daemon struct {
 // never meets another runtime's pods) and the extra flags given.
 func startRuntime(t *testing.T, bridge, subnet string, extra ...string) *daemon {
 	t.Helper()
+	return startDaemon(t, "runtime", bridge, subnet, extra...)
+}
+
+// startDaemon starts `nodelet VERB` (runtime or up) the same way.
+func startDaemon(t *testing.T, verb, bridge, subnet string, extra ...string) *daemon {
+	t.Helper()
 	testutil.Require(t, "runc", "conmon", "cni:bridge", "cni:host-local", "cni:portmap", "iptables")
 	base := t.TempDir()
 	d := &daemon{
@@ -71,7 +77,7 @@ func startRuntime(t *testing.T, bridge, subnet string, extra ...string) *daemon 
 	if d.log, err = os.Create(filepath.Join(base, "daemon.log")); err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"runtime", "--root", d.root, "--state", d.state, "--listen", d.endpoint,
+	args := append([]string{verb, "--root", d.root, "--state", d.state, "--listen", d.endpoint,
 		"--cni-conf-dir", confDir, "--log-level", "debug"}, extra...)
 	d.cmd = exec.Command(nodeletBin, args...)
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
@@ -79,6 +85,7 @@ func startRuntime(t *testing.T, bridge, subnet string, extra ...string) *daemon 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		d.removeAllPods()
 		d.stop(t)
 		exec.Command("ip", "link", "del", bridge).Run()
 		if t.Failed() {
@@ -114,6 +121,19 @@ func (d *daemon) stop(t *testing.T) {
 		<-done
 	}
 	d.cmd = nil
+}
+
+// removeAllPods takes down whatever a failed test left running, so the leak check speaks of the
+// daemon's cleanup rather than of the test's early exit.
+func (d *daemon) removeAllPods() {
+	out, err := d.crictlErr("pods", "-q")
+	if err != nil {
+		return
+	}
+	for _, id := range strings.Fields(out) {
+		d.crictlErr("stopp", id)
+		d.crictlErr("rmp", id)
+	}
 }
 
 // crictl runs crictl against the daemon and returns its stdout, failing the test on error.
