@@ -34,6 +34,7 @@ import (
 	"github.com/nodelet/nodelet/agent/config"
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
 	"github.com/nodelet/nodelet/agent/credentials"
+	"github.com/nodelet/nodelet/agent/images"
 	"github.com/nodelet/nodelet/agent/kuberuntime"
 	"github.com/nodelet/nodelet/agent/nodestatus"
 	"github.com/nodelet/nodelet/agent/pleg"
@@ -43,7 +44,7 @@ import (
 	"github.com/nodelet/nodelet/agent/prober"
 	"github.com/nodelet/nodelet/agent/status"
 	"github.com/nodelet/nodelet/agent/syncloop"
-	"github.com/nodelet/nodelet/agent/volumes"
+	"github.com/nodelet/nodelet/agent/volumemanager"
 )
 
 // Options are what an embedding program may supply instead of the agent making them.
@@ -59,6 +60,9 @@ type Options struct {
 	// HousekeepingPeriod and RelistPeriod override the defaults (2s, 1s); tests shorten them.
 	HousekeepingPeriod time.Duration
 	RelistPeriod       time.Duration
+	// ContainerGCPeriod and ImageGCPeriod override the kubelet's 1 and 5 minutes; tests shorten them.
+	ContainerGCPeriod time.Duration
+	ImageGCPeriod     time.Duration
 }
 
 // Agent is the wired agent.
@@ -80,6 +84,8 @@ type Agent struct {
 	syncer   *podsync.Syncer
 	opts     Options
 	events   *eventLog
+	vols     *volumemanager.Manager
+	imageGC  *images.ImageGC
 
 	runtimeName atomic.Value // string
 	mu          sync.Mutex
@@ -113,7 +119,7 @@ func New(cfg agentconfig.Config, opts Options) (*Agent, error) {
 		a.conn, conn = c, c
 	}
 	a.runtime = runtimeapi.NewRuntimeServiceClient(conn)
-	images := runtimeapi.NewImageServiceClient(conn)
+	imageService := runtimeapi.NewImageServiceClient(conn)
 
 	a.client = opts.KubeClient
 	if a.client == nil && cfg.Kubeconfig != "" {
@@ -131,12 +137,22 @@ func New(cfg agentconfig.Config, opts Options) (*Agent, error) {
 		log.Warn("pods with dnsPolicy Default get no resolver settings", "err", err)
 	}
 	a.events = newEventLog(a.recorder())
-	vols := &volumes.Manager{Client: a.client, RootDir: cfg.RootDir}
+	vols := &volumemanager.Manager{Client: a.client, RootDir: cfg.RootDir}
+	if a.client == nil && cfg.PodManifestPath != "" {
+		// Standalone: secrets and config maps sit beside the static pod manifests.
+		vols.Objects = &volumemanager.DirObjects{Dir: cfg.PodManifestPath}
+	}
+	a.vols = vols
+	a.imageGC = &images.ImageGC{Images: imageService, Containers: a.runtime, Log: log,
+		Policy: imageGCPolicy(cfg.ImageGCHighThresholdPercent, cfg.ImageGCLowThresholdPercent, cfg.ImageMinimumGCAge)}
+	serialize := cfg.SerializeImagePulls
 	a.manager = kuberuntime.NewManager(kuberuntime.Deps{
-		Runtime: a.runtime, Images: images, Recorder: a.events, Reasons: a.reasons, Log: log,
+		Runtime: a.runtime, Images: imageService, Recorder: a.events, Reasons: a.reasons, Log: log,
 		RootDir: cfg.RootDir, PodLogsDir: cfg.PodLogsDir, NodeName: cfg.NodeName,
-		NodeIPs: cfg.NodeIPs, DNS: dns, CgroupRoot: cfg.CgroupRoot, Volumes: vols, EnvData: vols,
+		NodeIPs: cfg.NodeIPs, DNS: dns, CgroupRoot: cfg.CgroupRoot, Volumes: vols, EnvData: vols, SubPaths: vols,
 		Credentials: &credentials.Keyring{Secrets: vols},
+		ImagePulls: images.Options{SerializeImagePulls: &serialize, MaxParallelImagePulls: cfg.MaxParallelImagePulls,
+			Used: a.imageGC.MarkUsed},
 	})
 	if a.client != nil {
 		a.manager.RuntimeClasses = kuberuntime.APIRuntimeClasses{Client: a.client}
@@ -233,6 +249,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodSync, Pod: p, MirrorPod: mirror})
 		}
 	}, a.log)
+	probes.Recorder = a.events
 	a.syncer.Prober = probes
 	a.manager.Probes = probes
 	sources := a.sources()
@@ -253,6 +270,20 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.mu.Unlock()
 
 	goRun("pleg", func(ctx context.Context) error { a.pleg.Run(ctx); return nil })
+	goRun("garbage collectors", func(ctx context.Context) error {
+		p := gcPeriods{volumes: a.opts.HousekeepingPeriod, containers: a.opts.ContainerGCPeriod, images: a.opts.ImageGCPeriod}
+		if p.volumes == 0 {
+			p.volumes = syncloop.DefaultHousekeepingPeriod
+		}
+		if p.containers == 0 {
+			p.containers = containerGCPeriod
+		}
+		if p.images == 0 {
+			p.images = imageGCPeriod
+		}
+		a.runGC(ctx, workers, func() bool { return a.config.SeenAllSources(sources) }, p)
+		return nil
+	})
 	goRun("status", func(ctx context.Context) error { a.statuses.Run(ctx); return nil })
 	if a.nodes != nil {
 		goRun("node status", func(ctx context.Context) error { a.nodes.Run(ctx); return nil })

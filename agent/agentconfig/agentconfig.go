@@ -64,6 +64,18 @@ type Config struct {
 
 	HealthzBindAddress string
 	HealthzPort        int
+
+	// Image pulls and image GC, named as the KubeletConfiguration's fields.
+	SerializeImagePulls         bool
+	MaxParallelImagePulls       int32 // 0: no bound (when not serialized)
+	ImageGCHighThresholdPercent int
+	ImageGCLowThresholdPercent  int
+	ImageMinimumGCAge           time.Duration
+
+	// Container GC, as the kubelet's (deprecated, flag-only) settings.
+	MinimumContainerTTL time.Duration
+	MaxPerPodContainer  int // dead containers kept per container of a live pod; <0 no limit
+	MaxContainers       int // dead containers kept in all; <0 no limit
 }
 
 // Default is the configuration with no flags and no file.
@@ -84,6 +96,13 @@ func Default() Config {
 		CgroupRoot:                DefaultCgroupRoot,
 		HealthzBindAddress:        "127.0.0.1",
 		HealthzPort:               DefaultHealthzPort,
+
+		SerializeImagePulls:         true,
+		ImageGCHighThresholdPercent: 85,
+		ImageGCLowThresholdPercent:  80,
+		ImageMinimumGCAge:           2 * time.Minute,
+		MaxPerPodContainer:          1,
+		MaxContainers:               -1,
 	}
 }
 
@@ -118,6 +137,14 @@ func AddFlags(fs *pflag.FlagSet) *Flags {
 	fs.IntVar(&c.HealthzPort, "healthz-port", c.HealthzPort, "port of /healthz; 0 disables")
 	fs.StringVar(&c.HealthzBindAddress, "healthz-bind-address", c.HealthzBindAddress, "address of /healthz")
 	fs.BoolVar(&c.RegisterNode, "register-node", c.RegisterNode, "register the Node with the apiserver")
+	fs.BoolVar(&c.SerializeImagePulls, "serialize-image-pulls", c.SerializeImagePulls, "pull one image at a time")
+	fs.Int32Var(&c.MaxParallelImagePulls, "max-parallel-image-pulls", c.MaxParallelImagePulls, "most parallel pulls when not serialized (0: no bound)")
+	fs.IntVar(&c.ImageGCHighThresholdPercent, "image-gc-high-threshold", c.ImageGCHighThresholdPercent, "image filesystem usage percent that starts image GC (100 disables it)")
+	fs.IntVar(&c.ImageGCLowThresholdPercent, "image-gc-low-threshold", c.ImageGCLowThresholdPercent, "image filesystem usage percent image GC frees down to")
+	fs.DurationVar(&c.ImageMinimumGCAge, "minimum-image-ttl-duration", c.ImageMinimumGCAge, "an unused image younger than this is not collected")
+	fs.DurationVar(&c.MinimumContainerTTL, "minimum-container-ttl-duration", c.MinimumContainerTTL, "a dead container younger than this is not collected")
+	fs.IntVar(&c.MaxPerPodContainer, "maximum-dead-containers-per-container", c.MaxPerPodContainer, "dead containers kept per container (<0: no limit)")
+	fs.IntVar(&c.MaxContainers, "maximum-dead-containers", c.MaxContainers, "dead containers kept in all (<0: no limit)")
 	return f
 }
 
@@ -174,6 +201,22 @@ func (f *Flags) Config() (Config, error) {
 			cfg.HealthzBindAddress = c.HealthzBindAddress
 		case "register-node":
 			cfg.RegisterNode = c.RegisterNode
+		case "serialize-image-pulls":
+			cfg.SerializeImagePulls = c.SerializeImagePulls
+		case "max-parallel-image-pulls":
+			cfg.MaxParallelImagePulls = c.MaxParallelImagePulls
+		case "image-gc-high-threshold":
+			cfg.ImageGCHighThresholdPercent = c.ImageGCHighThresholdPercent
+		case "image-gc-low-threshold":
+			cfg.ImageGCLowThresholdPercent = c.ImageGCLowThresholdPercent
+		case "minimum-image-ttl-duration":
+			cfg.ImageMinimumGCAge = c.ImageMinimumGCAge
+		case "minimum-container-ttl-duration":
+			cfg.MinimumContainerTTL = c.MinimumContainerTTL
+		case "maximum-dead-containers-per-container":
+			cfg.MaxPerPodContainer = c.MaxPerPodContainer
+		case "maximum-dead-containers":
+			cfg.MaxContainers = c.MaxContainers
 		}
 	})
 	if err != nil {
@@ -227,6 +270,15 @@ func Complete(c *Config) error {
 	}
 	if c.SyncFrequency <= 0 {
 		errs = append(errs, errors.New("sync frequency must be positive"))
+	}
+	if c.SerializeImagePulls && c.MaxParallelImagePulls > 1 {
+		errs = append(errs, fmt.Errorf("maxParallelImagePulls %d needs serializeImagePulls false", c.MaxParallelImagePulls))
+	}
+	if c.MaxParallelImagePulls < 0 {
+		errs = append(errs, fmt.Errorf("maxParallelImagePulls %d: must not be negative", c.MaxParallelImagePulls))
+	}
+	if h, l := c.ImageGCHighThresholdPercent, c.ImageGCLowThresholdPercent; h < 0 || h > 100 || l < 0 || l > 100 || l > h {
+		errs = append(errs, fmt.Errorf("image GC thresholds high %d%% low %d%%: want 0 ≤ low ≤ high ≤ 100", h, l))
 	}
 	return errors.Join(errs...)
 }
@@ -299,5 +351,18 @@ func ApplyKubeletConfiguration(c *Config, data []byte) error {
 	if kc.RegisterNode != nil {
 		c.RegisterNode = *kc.RegisterNode
 	}
+	if kc.SerializeImagePulls != nil {
+		c.SerializeImagePulls = *kc.SerializeImagePulls
+	}
+	if kc.MaxParallelImagePulls != nil {
+		c.MaxParallelImagePulls = *kc.MaxParallelImagePulls
+	}
+	if kc.ImageGCHighThresholdPercent != nil {
+		c.ImageGCHighThresholdPercent = int(*kc.ImageGCHighThresholdPercent)
+	}
+	if kc.ImageGCLowThresholdPercent != nil {
+		c.ImageGCLowThresholdPercent = int(*kc.ImageGCLowThresholdPercent)
+	}
+	set(&c.ImageMinimumGCAge, kc.ImageMinimumGCAge.Duration)
 	return nil
 }

@@ -81,3 +81,24 @@ func TestDetectNodeIPIsNeverLoopback(t *testing.T) {
 		}
 	}
 }
+
+func TestImageAndContainerGCSettings(t *testing.T) {
+	cfg, err := load(t, header+"serializeImagePulls: false\nmaxParallelImagePulls: 3\nimageGCHighThresholdPercent: 70\nimageGCLowThresholdPercent: 50\nimageMinimumGCAge: 5m\n",
+		"--maximum-dead-containers-per-container=2", "--image-gc-low-threshold=40")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.SerializeImagePulls || cfg.MaxParallelImagePulls != 3 || cfg.ImageGCHighThresholdPercent != 70 ||
+		cfg.ImageGCLowThresholdPercent != 40 || cfg.ImageMinimumGCAge != 5*time.Minute || cfg.MaxPerPodContainer != 2 || cfg.MaxContainers != -1 {
+		t.Fatalf("config %+v", cfg)
+	}
+	d := Default()
+	if !d.SerializeImagePulls || d.ImageGCHighThresholdPercent != 85 || d.ImageGCLowThresholdPercent != 80 || d.ImageMinimumGCAge != 2*time.Minute {
+		t.Fatalf("defaults %+v", d)
+	}
+	for _, bad := range []string{"maxParallelImagePulls: 3\n", "imageGCHighThresholdPercent: 50\nimageGCLowThresholdPercent: 60\n", "imageGCHighThresholdPercent: 101\n"} {
+		if _, err := load(t, header+bad); err == nil {
+			t.Errorf("accepted %q", bad)
+		}
+	}
+}

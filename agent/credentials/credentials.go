@@ -13,7 +13,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// Secrets reads secret data (*volumes.Manager).
+// Secrets reads secret data (*volumemanager.Manager).
 type Secrets interface {
 	SecretData(ctx context.Context, namespace, name string) (map[string][]byte, error)
 }

@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
@@ -44,6 +43,8 @@ type Options struct {
 	Recorder                   record.EventRecorder
 	// Used tells the garbage collector an image is in use as soon as a container asks for it.
 	Used func(imageID string)
+	// Now is the back-off's clock; nil is time.Now.
+	Now func() time.Time
 }
 
 // Manager ensures images are present as the pull policy says.
@@ -51,7 +52,7 @@ type Manager struct {
 	images  ImageService
 	opts    Options
 	puller  *puller
-	backOff *flowcontrol.Backoff
+	backOff *backOff
 }
 
 // NewManager makes a manager.
@@ -65,12 +66,15 @@ func NewManager(images ImageService, o Options) *Manager {
 	if o.Recorder == nil {
 		o.Recorder = &record.FakeRecorder{}
 	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	limit := 1
 	if o.SerializeImagePulls != nil && !*o.SerializeImagePulls {
 		limit = int(o.MaxParallelImagePulls)
 	}
 	return &Manager{images: images, opts: o, puller: newPuller(images, limit),
-		backOff: flowcontrol.NewBackOff(o.BackOffInitial, o.BackOffMax)}
+		backOff: newBackOff(o.BackOffInitial, o.BackOffMax, o.Now)}
 }
 
 // DefaultTag adds ":latest" to a name with neither tag nor digest.
@@ -128,7 +132,7 @@ func (m *Manager) EnsureImageExists(ctx context.Context, pod *v1.Pod, c *v1.Cont
 	}
 
 	key := string(pod.UID) + "/" + image
-	if m.backOff.IsInBackOffSinceUpdate(key, m.backOff.Clock.Now()) {
+	if m.backOff.inBackOff(key) {
 		msg := fmt.Sprintf("Back-off pulling image %q", c.Image)
 		rec.Event(pod, v1.EventTypeNormal, "BackOff", msg)
 		return "", fmt.Errorf("%s: %w", msg, kubecontainer.ErrImagePullBackOff)
@@ -140,11 +144,11 @@ func (m *Manager) EnsureImageExists(ctx context.Context, pod *v1.Pod, c *v1.Cont
 	}
 	res := m.puller.pull(ctx, &runtimeapi.PullImageRequest{Image: spec, SandboxConfig: sandbox}, auths)
 	if res.err != nil {
-		m.backOff.Next(key, m.backOff.Clock.Now())
+		m.backOff.next(key)
 		rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", c.Image, res.err)
 		return "", fmt.Errorf("pull image %q: %w: %v", c.Image, kubecontainer.ErrImagePull, res.err)
 	}
-	m.backOff.Reset(key)
+	m.backOff.reset(key)
 	rec.Eventf(pod, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %s (%s including waiting). Image size: %d bytes.",
 		c.Image, res.pulling.Round(time.Millisecond), res.total.Round(time.Millisecond), res.size)
 	ref := res.ref
@@ -162,4 +166,4 @@ func (m *Manager) used(id string) {
 }
 
 // GC drops back-off entries that have gone quiet.
-func (m *Manager) GC() { m.backOff.GC() }
+func (m *Manager) GC() { m.backOff.gc() }

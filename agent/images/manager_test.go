@@ -11,9 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	testclock "k8s.io/utils/clock/testing"
 
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
 )
@@ -70,11 +68,10 @@ func TestPullEventsCredentialsAndBackOff(t *testing.T) {
 	f := newFakeImages("")
 	f.needUser = "good"
 	rec := record.NewFakeRecorder(20)
-	clock := testclock.NewFakeClock(time.Now())
+	now := time.Now()
 	var used []string
 	m := NewManager(f, Options{Recorder: rec, Used: func(id string) { used = append(used, id) },
-		Credentials: creds{{Username: "bad"}, {Username: "good"}}})
-	m.backOff = flowcontrol.NewFakeBackOff(10*time.Second, 5*time.Minute, clock)
+		Credentials: creds{{Username: "bad"}, {Username: "good"}}, Now: func() time.Time { return now }})
 	ctx := context.Background()
 	c := &v1.Container{Name: "c", Image: "reg/app:1"}
 	if _, err := m.EnsureImageExists(ctx, pod, c, nil); err != nil {
@@ -100,11 +97,11 @@ func TestPullEventsCredentialsAndBackOff(t *testing.T) {
 	if _, err := m.EnsureImageExists(ctx, pod, bad, nil); !errors.Is(err, kubecontainer.ErrImagePullBackOff) || len(f.pulls) != n {
 		t.Fatalf("in back-off: %v, pulls %d → %d", err, n, len(f.pulls))
 	}
-	clock.Step(11 * time.Second)
+	now = now.Add(11 * time.Second)
 	if _, err := m.EnsureImageExists(ctx, pod, bad, nil); !errors.Is(err, kubecontainer.ErrImagePull) || len(f.pulls) == n {
 		t.Fatalf("after back-off: %v", err)
 	}
-	clock.Step(11 * time.Second) // the back-off doubled: still waiting
+	now = now.Add(11 * time.Second) // the back-off doubled: still waiting
 	if _, err := m.EnsureImageExists(ctx, pod, bad, nil); !errors.Is(err, kubecontainer.ErrImagePullBackOff) {
 		t.Fatalf("doubled back-off: %v", err)
 	}

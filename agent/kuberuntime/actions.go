@@ -14,6 +14,9 @@ type containerToKill struct {
 	Name    string
 	Spec    *v1.Container // nil for a container no longer in the spec
 	Message string
+	// GracePeriod, when set, replaces the pod's for this kill (a failed probe's own
+	// terminationGracePeriodSeconds); a deletion's grace period still wins.
+	GracePeriod *int64
 }
 
 // podActions is the plan SyncPod carries out. It is computed by computePodActions from the desired
@@ -213,7 +216,11 @@ func computePodActions(pod *v1.Pod, status *kubecontainer.PodStatus, probes Prob
 					msg += ", will be restarted"
 					changes.ContainersToStart = append(changes.ContainersToStart, i)
 				}
-				changes.ContainersToKill[cs.ID] = containerToKill{Name: c.Name, Spec: c, Message: msg}
+				k := containerToKill{Name: c.Name, Spec: c, Message: msg}
+				if g, ok := probes.(probeGracePeriods); ok && pod.DeletionTimestamp == nil {
+					k.GracePeriod = g.KillGracePeriod(cs.ID)
+				}
+				changes.ContainersToKill[cs.ID] = k
 				continue
 			}
 		}

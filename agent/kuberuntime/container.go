@@ -3,11 +3,8 @@ package kuberuntime
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"time"
 
@@ -17,6 +14,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
+	"github.com/nodelet/nodelet/agent/lifecycle"
 )
 
 // minimumGracePeriod is the kubelet's floor for a kill: a container always gets this long after SIGTERM.
@@ -68,7 +66,7 @@ func (e *RetryAfterError) RetryAfter() time.Duration { return e.After }
 // carrying error (ErrImagePull, CreateContainerError…) the status shows.
 func (m *Manager) startContainer(ctx context.Context, sandboxID string, sandboxCfg *runtimeapi.PodSandboxConfig,
 	pod *v1.Pod, c *v1.Container, status *kubecontainer.PodStatus, podIPs []string) error {
-	imageRef, err := m.imagePuller.EnsureImageExists(ctx, pod, c, sandboxCfg)
+	imageRef, err := m.imageManager.EnsureImageExists(ctx, pod, c, sandboxCfg)
 	if err != nil {
 		return err
 	}
@@ -96,6 +94,22 @@ func (m *Manager) startContainer(ctx context.Context, sandboxID string, sandboxC
 		return fmt.Errorf("%w: %v", kubecontainer.ErrRunContainer, err)
 	}
 	m.Recorder.Eventf(pod, v1.EventTypeNormal, "Started", "Started container %s", c.Name)
+	if c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
+		// As the kubelet: the hook runs to its end before the container counts as started, and a
+		// failure kills it so the restart policy decides what comes next.
+		ip := ""
+		if len(podIPs) > 0 {
+			ip = podIPs[0]
+		}
+		t := lifecycle.Target{ContainerID: created.ContainerId, Container: c, PodIP: ip}
+		if err := m.hooks.Run(ctx, t, c.Lifecycle.PostStart); err != nil {
+			m.Recorder.Eventf(pod, v1.EventTypeWarning, "FailedPostStartHook", "PostStartHook failed: %v", err)
+			if kerr := m.killContainer(ctx, pod, created.ContainerId, c, "FailedPostStartHook", nil, podIPs); kerr != nil {
+				m.Log.Warn("kill after failed postStart hook", "pod", kubecontainer.FormatPod(pod), "container", c.Name, "err", kerr)
+			}
+			return fmt.Errorf("%w: PostStartHookError: %v", kubecontainer.ErrRunContainer, err)
+		}
+	}
 	return nil
 }
 
@@ -139,7 +153,7 @@ func (m *Manager) killContainer(ctx context.Context, pod *v1.Pod, containerID st
 	}
 	if preStop != nil && grace > 0 && resp.Status.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
 		start := m.Now()
-		m.runPreStop(ctx, containerID, preStop, grace, podIPs)
+		m.runPreStop(ctx, pod, containerID, spec, preStop, grace, podIPs)
 		grace -= int64(m.Now().Sub(start).Seconds())
 	}
 	if grace < minimumGracePeriod {
@@ -151,54 +165,20 @@ func (m *Manager) killContainer(ctx context.Context, pod *v1.Pod, containerID st
 	return nil
 }
 
-// runPreStop runs the hook bounded by the grace period. A failing hook is logged: the kill goes on.
-func (m *Manager) runPreStop(ctx context.Context, containerID string, h *v1.LifecycleHandler, grace int64, podIPs []string) {
+// runPreStop runs the hook bounded by the grace period. A failing hook is reported: the kill goes on.
+func (m *Manager) runPreStop(ctx context.Context, pod *v1.Pod, containerID string, spec *v1.Container, h *v1.LifecycleHandler, grace int64, podIPs []string) {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(grace)*time.Second)
 	defer cancel()
-	var err error
-	switch {
-	case h.Exec != nil:
-		var r *runtimeapi.ExecSyncResponse
-		r, err = m.Runtime.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: containerID, Cmd: h.Exec.Command, Timeout: grace})
-		if err == nil && r.ExitCode != 0 {
-			err = fmt.Errorf("exit code %d: %s", r.ExitCode, r.Stderr)
-		}
-	case h.Sleep != nil:
-		select {
-		case <-time.After(time.Duration(h.Sleep.Seconds) * time.Second):
-		case <-ctx.Done():
-		}
-	case h.HTTPGet != nil:
-		err = httpHook(ctx, h.HTTPGet, podIPs)
+	ip := ""
+	if len(podIPs) > 0 {
+		ip = podIPs[0]
 	}
-	if err != nil {
+	if err := m.hooks.Run(ctx, lifecycle.Target{ContainerID: containerID, Container: spec, PodIP: ip}, h); err != nil {
 		m.Log.Warn("preStop hook failed", "container", containerID, "err", err)
+		if pod != nil {
+			m.Recorder.Eventf(pod, v1.EventTypeWarning, "FailedPreStopHook", "PreStopHook failed: %v", err)
+		}
 	}
-}
-
-func httpHook(ctx context.Context, g *v1.HTTPGetAction, podIPs []string) error {
-	host := g.Host
-	if host == "" && len(podIPs) > 0 {
-		host = podIPs[0]
-	}
-	if host == "" || g.Port.IntValue() == 0 {
-		return fmt.Errorf("http hook: no host or numeric port")
-	}
-	scheme := "http"
-	if g.Scheme == v1.URISchemeHTTPS {
-		scheme = "https"
-	}
-	u := scheme + "://" + net.JoinHostPort(host, strconv.Itoa(g.Port.IntValue())) + g.Path
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	return nil
 }
 
 // killContainers kills in parallel, as the pod's containers share one grace period.
@@ -209,7 +189,11 @@ func (m *Manager) killContainers(ctx context.Context, pod *v1.Pod, ids map[strin
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := m.killContainer(ctx, pod, id, k.Spec, k.Message, override, podIPs); err != nil {
+			o := override
+			if o == nil {
+				o = k.GracePeriod
+			}
+			if err := m.killContainer(ctx, pod, id, k.Spec, k.Message, o, podIPs); err != nil {
 				errs <- err
 			}
 		}()

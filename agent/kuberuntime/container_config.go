@@ -34,18 +34,6 @@ const (
 	oomBurstableHi = 999
 )
 
-// applyDefaultImageTag adds ":latest" to a name that has neither tag nor digest.
-func applyDefaultImageTag(image string) string {
-	if strings.Contains(image, "@") {
-		return image
-	}
-	last := image[strings.LastIndex(image, "/")+1:]
-	if !strings.Contains(last, ":") {
-		return image + ":latest"
-	}
-	return image
-}
-
 // expandVars replaces $(NAME) with env values as the kubelet does; $$ escapes a $.
 func expandVars(s string, env map[string]string) string {
 	var b strings.Builder
@@ -245,14 +233,16 @@ func resourceFieldRef(c *v1.Container, r *v1.ResourceFieldSelector) string {
 	return q.String()
 }
 
-// makeMounts maps volumeMounts to host paths: emptyDir under the root dir, hostPath as is.
-func (m *Manager) makeMounts(pod *v1.Pod, c *v1.Container) ([]*runtimeapi.Mount, error) {
+// makeMounts maps volumeMounts to host paths: emptyDir under the root dir, hostPath as is, the
+// volume manager's folders for the rest; a subPath (or subPathExpr, expanded with the container's
+// env) becomes a bind mount the volume manager made of the opened path.
+func (m *Manager) makeMounts(pod *v1.Pod, c *v1.Container, env map[string]string) ([]*runtimeapi.Mount, error) {
 	vols := map[string]*v1.Volume{}
 	for i := range pod.Spec.Volumes {
 		vols[pod.Spec.Volumes[i].Name] = &pod.Spec.Volumes[i]
 	}
 	var out []*runtimeapi.Mount
-	for _, vm := range c.VolumeMounts {
+	for i, vm := range c.VolumeMounts {
 		vol, ok := vols[vm.Name]
 		if !ok {
 			return nil, fmt.Errorf("volume mount %q: no such volume", vm.Name)
@@ -286,8 +276,19 @@ func (m *Manager) makeMounts(pod *v1.Pod, c *v1.Container) ([]*runtimeapi.Mount,
 			// API-backed volumes are read-only in the container, as with the kubelet.
 			vm.ReadOnly = true
 		}
-		if vm.SubPath != "" {
-			host = filepath.Join(host, filepath.Clean("/"+vm.SubPath))
+		sub := vm.SubPath
+		if vm.SubPathExpr != "" {
+			sub = expandVars(vm.SubPathExpr, env)
+		}
+		if sub != "" {
+			if m.SubPaths == nil {
+				return nil, fmt.Errorf("volume mount %q: subPath needs the volume manager", vm.Name)
+			}
+			p, err := m.SubPaths.SubPath(pod, c.Name, i, vol.Name, host, sub)
+			if err != nil {
+				return nil, fmt.Errorf("volume mount %q: %w", vm.Name, err)
+			}
+			host = p
 		}
 		mnt := &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: host, Readonly: vm.ReadOnly}
 		if vm.MountPropagation != nil {
@@ -406,7 +407,7 @@ func (m *Manager) generateContainerConfig(ctx context.Context, pod *v1.Pod, c *v
 	if err != nil {
 		return nil, err
 	}
-	mounts, err := m.makeMounts(pod, c)
+	mounts, err := m.makeMounts(pod, c, vals)
 	if err != nil {
 		return nil, err
 	}

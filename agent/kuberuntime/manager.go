@@ -16,6 +16,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
+	"github.com/nodelet/nodelet/agent/images"
+	"github.com/nodelet/nodelet/agent/lifecycle"
 )
 
 // Deps are what the manager needs; zero values pick the kubelet's defaults.
@@ -54,6 +56,12 @@ type Deps struct {
 	Credentials PullCredentials
 	// Probes tells which containers failed their liveness or startup probe; nil means none did.
 	Probes ProbeResults
+	// ImagePulls configures the image manager (serialized or parallel pulls, the GC's Used hook);
+	// Credentials, Recorder and Now are filled in from the fields above.
+	ImagePulls images.Options
+	// SubPaths makes the bind mounts of volumeMounts' subPath and subPathExpr safely (the volume
+	// manager); nil refuses them rather than let the runtime follow a symlink out of the volume.
+	SubPaths SubPaths
 	// RuntimeName is the prefix of container IDs in pod status ("containerd://…"), from Version.
 	RuntimeName string
 }
@@ -78,6 +86,17 @@ type ProbeResults interface {
 	Unhealthy(containerID string) (bool, string)
 }
 
+// probeGracePeriods is what a prober may also answer: the failed probe's own
+// terminationGracePeriodSeconds for the kill it causes (*prober.Manager does).
+type probeGracePeriods interface {
+	KillGracePeriod(containerID string) *int64
+}
+
+// SubPaths resolves a volumeMount's subPath inside its volume (*volumemanager.Manager).
+type SubPaths interface {
+	SubPath(pod *v1.Pod, container string, index int, volume, volumeHostPath, subPath string) (string, error)
+}
+
 // EnvSource reads config maps and secrets for env references.
 type EnvSource interface {
 	ConfigMapData(ctx context.Context, namespace, name string) (map[string]string, error)
@@ -88,7 +107,8 @@ type EnvSource interface {
 type Manager struct {
 	Deps
 	crashBackOff *BackOff
-	imagePuller  *imagePuller
+	imageManager *images.Manager
+	hooks        *lifecycle.Runner
 }
 
 // NewManager makes a manager.
@@ -109,15 +129,25 @@ func NewManager(d Deps) *Manager {
 		d.Recorder = &record.FakeRecorder{}
 	}
 	m := &Manager{Deps: d, crashBackOff: NewBackOff(backOffInitial, backOffMax, d.Now)}
-	m.imagePuller = newImagePuller(d.Images, NewBackOff(backOffInitial, backOffMax, d.Now), d.Recorder, d.Now)
-	m.imagePuller.credentials = d.Credentials
+	o := d.ImagePulls
+	if o.Credentials == nil && d.Credentials != nil {
+		o.Credentials = d.Credentials
+	}
+	if o.Recorder == nil {
+		o.Recorder = d.Recorder
+	}
+	if o.Now == nil {
+		o.Now = d.Now
+	}
+	m.imageManager = images.NewManager(d.Images, o)
+	m.hooks = &lifecycle.Runner{Exec: d.Runtime}
 	return m
 }
 
 // GC trims back-off entries that have gone quiet.
 func (m *Manager) GC() {
 	m.crashBackOff.GC()
-	m.imagePuller.backOff.GC()
+	m.imageManager.GC()
 }
 
 // GetPodStatus observes one pod through CRI: its sandboxes and every container attempt, newest first.

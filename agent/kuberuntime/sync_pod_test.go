@@ -221,7 +221,7 @@ func TestImagePullPolicies(t *testing.T) {
 	} {
 		f.cri.ResetCalls()
 		c := &v1.Container{Name: "a", Image: tc.image, ImagePullPolicy: tc.policy}
-		if _, err := f.m.imagePuller.EnsureImageExists(context.Background(), testPod(v1.RestartPolicyAlways, nil), c, nil); err != nil {
+		if _, err := f.m.imageManager.EnsureImageExists(context.Background(), testPod(v1.RestartPolicyAlways, nil), c, nil); err != nil {
 			t.Fatal(err)
 		}
 		if got := len(f.cri.CallsWithPrefix("PullImage")); got != tc.pulls {
@@ -344,7 +344,9 @@ func TestPullUsesPodCredentials(t *testing.T) {
 	if err := f.sync(pod); !errors.Is(err, kubecontainer.ErrImagePull) {
 		t.Fatalf("anonymous pull: %v", err)
 	}
-	f.m.imagePuller.credentials = creds{"private.example/app:1": "alice"}
+	d := f.m.Deps
+	d.Credentials = creds{"private.example/app:1": "alice"}
+	f.m = NewManager(d)
 	f.now = f.now.Add(11 * time.Second)
 	f.mustSync(pod)
 	if f.cri.RunningContainer("a") == "" {

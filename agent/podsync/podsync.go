@@ -42,9 +42,12 @@ type MirrorClient interface {
 	DeleteMirrorPod(ctx context.Context, name, namespace string, uid *types.UID) error
 }
 
-// Volumes writes API-backed volumes before containers start (*volumes.Manager); nil when unused.
+// Volumes makes a pod's volumes before its containers start and removes them once they are gone
+// (*volumemanager.Manager); nil when unused.
 type Volumes interface {
 	Prepare(ctx context.Context, pod *v1.Pod) error
+	// TearDown unmounts what the pod's folder holds (memory emptyDirs, subPath binds) and removes it.
+	TearDown(uid types.UID) error
 	Forget(uid types.UID)
 }
 
@@ -185,10 +188,8 @@ func (s *Syncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, deleted boo
 	if err := s.Runtime.RemovePod(ctx, ps); err != nil {
 		return err
 	}
-	if s.RootDir != "" {
-		if err := os.RemoveAll(filepath.Join(s.RootDir, "pods", string(pod.UID))); err != nil {
-			return fmt.Errorf("remove pod dir: %w", err)
-		}
+	if err := s.removePodDir(pod.UID); err != nil {
+		return err
 	}
 	if s.Volumes != nil {
 		s.Volumes.Forget(pod.UID)
@@ -220,8 +221,26 @@ func (s *Syncer) SyncTerminatingRuntimePod(ctx context.Context, rp *kubecontaine
 	if err := s.Runtime.RemovePod(ctx, ps); err != nil {
 		return err
 	}
+	if err := s.removePodDir(rp.ID); err != nil {
+		s.Log.Warn("remove orphan's pod dir", "uid", rp.ID, "err", err)
+	}
+	return nil
+}
+
+// removePodDir removes pods/<uid> after the pod's containers are gone. With a volume manager it
+// unmounts first and refuses to delete through a mount left behind (a subPath bind of a hostPath
+// would otherwise lose the host's files); housekeeping retries what stays.
+func (s *Syncer) removePodDir(uid types.UID) error {
+	if s.Volumes != nil {
+		if err := s.Volumes.TearDown(uid); err != nil {
+			return fmt.Errorf("tear down volumes: %w", err)
+		}
+		return nil
+	}
 	if s.RootDir != "" {
-		os.RemoveAll(filepath.Join(s.RootDir, "pods", string(rp.ID)))
+		if err := os.RemoveAll(filepath.Join(s.RootDir, "pods", string(uid))); err != nil {
+			return fmt.Errorf("remove pod dir: %w", err)
+		}
 	}
 	return nil
 }

@@ -1,7 +1,8 @@
-// Package volumemanager makes the host side of a pod's local volumes and tears it down again:
-// emptyDir (a folder, or a tmpfs for medium Memory bounded by sizeLimit), hostPath with the checks
-// its type implies, and the bind mounts that carry volumeMounts' subPath safely into containers.
-// API-backed volumes (secret, configMap, downwardAPI, projected) are written with AtomicWriter.
+// Package volumemanager makes the host side of a pod's volumes and tears it down again: emptyDir (a
+// folder, or a tmpfs for medium Memory bounded by sizeLimit), hostPath with the checks its type
+// implies, secret, configMap, downwardAPI and projected volumes (apivolumes.go) written in the
+// kubelet's atomic ..data layout, and the bind mounts that carry volumeMounts' subPath safely into
+// containers.
 //
 // Layout under RootDir, as the kubelet's, so tools that know it find their way:
 //
@@ -19,21 +20,40 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 )
 
 // ErrMounted: a pod folder still holds a mount, so it is not removed (a bind mount of a host folder
 // would otherwise have its content deleted).
 var ErrMounted = errors.New("still mounted")
 
-// Manager sets up and tears down the local volumes of pods.
+// Manager sets up, refreshes and tears down the volumes of pods.
 type Manager struct {
 	// RootDir holds pods/<uid>.
 	RootDir string
+	// Client reads secrets and config maps and requests service account tokens; nil standalone.
+	Client kubernetes.Interface
+	// Objects serves secrets and config maps when there is no Client (the manifest folder).
+	Objects ObjectSource
+	// Allocatable is the node's, for resourceFieldRef limits a container leaves unset.
+	Allocatable v1.ResourceList
 	// Mounter does mount(2) and umount(2); nil uses the kernel.
 	Mounter Mounter
+	Now     func() time.Time
+
+	mu     sync.Mutex
+	tokens map[string]token
+}
+
+// ObjectSource gives secrets and config maps without an apiserver (*DirObjects).
+type ObjectSource interface {
+	ConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error)
+	Secret(ctx context.Context, namespace, name string) (*v1.Secret, error)
 }
 
 // Mounter is the part of mount(2) the manager needs, so tests can check decisions without root.
@@ -110,9 +130,10 @@ func (m *Manager) TearDown(uid types.UID) error {
 	return os.RemoveAll(dir)
 }
 
-// CleanupOrphans tears down the folders of pods not in active (housekeeping). It returns the UIDs it
-// removed; folders that fail stay for the next round.
-func (m *Manager) CleanupOrphans(active map[types.UID]bool) ([]types.UID, error) {
+// CleanupOrphans tears down the folders of pods for which keep is false (housekeeping: pods the
+// agent no longer has and whose containers are surely gone). It returns the UIDs it removed;
+// folders that fail stay for the next round.
+func (m *Manager) CleanupOrphans(keep func(types.UID) bool) ([]types.UID, error) {
 	entries, err := os.ReadDir(filepath.Join(m.RootDir, "pods"))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -124,7 +145,7 @@ func (m *Manager) CleanupOrphans(active map[types.UID]bool) ([]types.UID, error)
 	var errs []error
 	for _, e := range entries {
 		uid := types.UID(e.Name())
-		if !e.IsDir() || active[uid] || strings.HasPrefix(e.Name(), ".") {
+		if !e.IsDir() || keep(uid) || strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
 		if err := m.TearDown(uid); err != nil {

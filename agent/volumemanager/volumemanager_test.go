@@ -279,7 +279,7 @@ func TestCleanupOrphans(t *testing.T) {
 		}
 		t.Cleanup(func() { m.TearDown(pod.UID) })
 	}
-	removed, err := m.CleanupOrphans(map[types.UID]bool{"live": true})
+	removed, err := m.CleanupOrphans(func(uid types.UID) bool { return uid == "live" })
 	if err != nil || len(removed) != 2 {
 		t.Fatalf("removed %v, %v", removed, err)
 	}

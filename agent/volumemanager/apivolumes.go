@@ -1,8 +1,9 @@
-// Package volumes materializes a pod's API-backed volumes — secret, configMap, downwardAPI and
-// projected ones, service account tokens included — as files under
-// <root-dir>/pods/<uid>/volumes/kubernetes.io~<plugin>/<name>, which the runtime manager then bind
-// mounts read-only. emptyDir and hostPath need no API and stay with the runtime manager.
-package volumes
+package volumemanager
+
+// API-backed volumes — secret, configMap, downwardAPI and projected ones, service account tokens
+// included — are materialized as files under pods/<uid>/volumes/kubernetes.io~<plugin>/<name> in
+// the kubelet's atomic ..data layout (WriteAtomic), which the runtime manager bind mounts read-only.
+// Their objects come from the apiserver, or in standalone mode from Objects (the manifest folder).
 
 import (
 	"bytes"
@@ -13,7 +14,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -21,23 +21,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 )
 
 // ErrNoAPIServer: the pod needs objects from an apiserver and the agent runs without one.
 var ErrNoAPIServer = errors.New("volume needs the apiserver, and the agent runs standalone")
 
 const defaultMode = 0o644
-
-// Manager writes and locates the volumes.
-type Manager struct {
-	Client  kubernetes.Interface
-	RootDir string
-	Now     func() time.Time
-
-	mu     sync.Mutex
-	tokens map[string]token
-}
 
 type token struct {
 	value   string
@@ -78,14 +67,17 @@ func (m *Manager) Path(pod *v1.Pod, name string) (string, bool) {
 	return "", false
 }
 
-type file struct {
-	data []byte
-	mode os.FileMode
+// Prepare makes every volume of the pod before its containers start: the local ones (SetUp), then
+// the API-backed ones, refreshing content that changed (rotated tokens, edited config maps) in
+// place. It is idempotent and runs at every sync; a pod whose volumes cannot be made does not start.
+func (m *Manager) Prepare(ctx context.Context, pod *v1.Pod) error {
+	if err := m.SetUp(ctx, pod); err != nil {
+		return err
+	}
+	return m.prepareAPIVolumes(ctx, pod)
 }
 
-// Prepare writes every API-backed volume of the pod, refreshing content that changed (rotated
-// tokens, edited config maps). A pod whose volumes cannot be made does not start.
-func (m *Manager) Prepare(ctx context.Context, pod *v1.Pod) error {
+func (m *Manager) prepareAPIVolumes(ctx context.Context, pod *v1.Pod) error {
 	for i := range pod.Spec.Volumes {
 		v := &pod.Spec.Volumes[i]
 		if plugin(v) == "" {
@@ -96,7 +88,7 @@ func (m *Manager) Prepare(ctx context.Context, pod *v1.Pod) error {
 			return fmt.Errorf("volume %q: %w", v.Name, err)
 		}
 		dir, _ := m.Path(pod, v.Name)
-		if err := writeDir(dir, files); err != nil {
+		if _, err := WriteAtomic(dir, files); err != nil {
 			return fmt.Errorf("volume %q: %w", v.Name, err)
 		}
 	}
@@ -124,15 +116,15 @@ func mode(m *int32, def *int32) os.FileMode {
 	return defaultMode
 }
 
-func (m *Manager) files(ctx context.Context, pod *v1.Pod, v *v1.Volume) (map[string]file, error) {
-	out := map[string]file{}
+func (m *Manager) files(ctx context.Context, pod *v1.Pod, v *v1.Volume) (map[string]File, error) {
+	out := map[string]File{}
 	switch {
 	case v.Secret != nil:
 		return out, m.secretFiles(ctx, pod, v.Secret.SecretName, v.Secret.Items, v.Secret.Optional, v.Secret.DefaultMode, out)
 	case v.ConfigMap != nil:
 		return out, m.configMapFiles(ctx, pod, v.ConfigMap.Name, v.ConfigMap.Items, v.ConfigMap.Optional, v.ConfigMap.DefaultMode, out)
 	case v.DownwardAPI != nil:
-		return out, downwardFiles(pod, v.DownwardAPI.Items, v.DownwardAPI.DefaultMode, out)
+		return out, downwardFiles(pod, v.DownwardAPI.Items, v.DownwardAPI.DefaultMode, m.Allocatable, out)
 	}
 	p := v.Projected
 	for _, s := range p.Sources {
@@ -143,7 +135,7 @@ func (m *Manager) files(ctx context.Context, pod *v1.Pod, v *v1.Volume) (map[str
 		case s.ConfigMap != nil:
 			err = m.configMapFiles(ctx, pod, s.ConfigMap.Name, s.ConfigMap.Items, s.ConfigMap.Optional, p.DefaultMode, out)
 		case s.DownwardAPI != nil:
-			err = downwardFiles(pod, s.DownwardAPI.Items, p.DefaultMode, out)
+			err = downwardFiles(pod, s.DownwardAPI.Items, p.DefaultMode, m.Allocatable, out)
 		case s.ServiceAccountToken != nil:
 			var tok string
 			if tok, err = m.serviceAccountToken(ctx, pod, s.ServiceAccountToken); err == nil {
@@ -159,11 +151,11 @@ func (m *Manager) files(ctx context.Context, pod *v1.Pod, v *v1.Volume) (map[str
 	return out, nil
 }
 
-func put(out map[string]file, path string, data []byte, m os.FileMode) error {
+func put(out map[string]File, path string, data []byte, m os.FileMode) error {
 	if !filepath.IsLocal(path) {
 		return fmt.Errorf("path %q must be relative and stay inside the volume", path)
 	}
-	out[filepath.Clean(path)] = file{data: data, mode: m}
+	out[filepath.Clean(path)] = File{Data: data, Mode: m}
 	return nil
 }
 
@@ -179,7 +171,7 @@ func itemsOrAll(keys []string, items []v1.KeyToPath) []v1.KeyToPath {
 	return all
 }
 
-func (m *Manager) secretFiles(ctx context.Context, pod *v1.Pod, name string, items []v1.KeyToPath, optional *bool, def *int32, out map[string]file) error {
+func (m *Manager) secretFiles(ctx context.Context, pod *v1.Pod, name string, items []v1.KeyToPath, optional *bool, def *int32, out map[string]File) error {
 	data, err := m.SecretData(ctx, pod.Namespace, name)
 	if apierrors.IsNotFound(err) && optional != nil && *optional {
 		return nil
@@ -203,7 +195,7 @@ func (m *Manager) secretFiles(ctx context.Context, pod *v1.Pod, name string, ite
 	return nil
 }
 
-func (m *Manager) configMapFiles(ctx context.Context, pod *v1.Pod, name string, items []v1.KeyToPath, optional *bool, def *int32, out map[string]file) error {
+func (m *Manager) configMapFiles(ctx context.Context, pod *v1.Pod, name string, items []v1.KeyToPath, optional *bool, def *int32, out map[string]File) error {
 	cm, err := m.configMap(ctx, pod.Namespace, name)
 	if apierrors.IsNotFound(err) && optional != nil && *optional {
 		return nil
@@ -247,7 +239,7 @@ func formatMap(m map[string]string) []byte {
 	return b.Bytes()
 }
 
-func downwardFiles(pod *v1.Pod, items []v1.DownwardAPIVolumeFile, def *int32, out map[string]file) error {
+func downwardFiles(pod *v1.Pod, items []v1.DownwardAPIVolumeFile, def *int32, allocatable v1.ResourceList, out map[string]File) error {
 	for _, it := range items {
 		var data []byte
 		switch {
@@ -267,7 +259,11 @@ func downwardFiles(pod *v1.Pod, items []v1.DownwardAPIVolumeFile, def *int32, ou
 				return fmt.Errorf("downwardAPI field %q is not supported", it.FieldRef.FieldPath)
 			}
 		case it.ResourceFieldRef != nil:
-			return errors.New("downwardAPI resourceFieldRef files are not supported")
+			v, err := ResourceFieldValue(pod, it.ResourceFieldRef, allocatable)
+			if err != nil {
+				return err
+			}
+			data = []byte(v)
 		}
 		if err := put(out, it.Path, data, mode(it.Mode, def)); err != nil {
 			return err
@@ -323,6 +319,13 @@ func (m *Manager) serviceAccountToken(ctx context.Context, pod *v1.Pod, p *v1.Se
 
 // SecretData reads a secret.
 func (m *Manager) SecretData(ctx context.Context, namespace, name string) (map[string][]byte, error) {
+	if m.Client == nil && m.Objects != nil {
+		s, err := m.Objects.Secret(ctx, namespace, name)
+		if err != nil {
+			return nil, err
+		}
+		return s.Data, nil
+	}
 	if m.Client == nil {
 		return nil, ErrNoAPIServer
 	}
@@ -334,6 +337,9 @@ func (m *Manager) SecretData(ctx context.Context, namespace, name string) (map[s
 }
 
 func (m *Manager) configMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {
+	if m.Client == nil && m.Objects != nil {
+		return m.Objects.ConfigMap(ctx, namespace, name)
+	}
 	if m.Client == nil {
 		return nil, ErrNoAPIServer
 	}
@@ -347,47 +353,4 @@ func (m *Manager) ConfigMapData(ctx context.Context, namespace, name string) (ma
 		return nil, err
 	}
 	return cm.Data, nil
-}
-
-// writeDir makes dir hold exactly files: each written atomically (temp file, rename) when its
-// content or mode changed, and files no longer wanted removed. Containers see updates in place.
-func writeDir(dir string, files map[string]file) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	for rel, f := range files {
-		p := filepath.Join(dir, rel)
-		if old, err := os.ReadFile(p); err == nil && bytes.Equal(old, f.data) {
-			if st, err := os.Stat(p); err == nil && st.Mode().Perm() == f.mode.Perm() {
-				continue
-			}
-		}
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		tmp, err := os.CreateTemp(filepath.Dir(p), ".tmp-")
-		if err != nil {
-			return err
-		}
-		_, werr := tmp.Write(f.data)
-		cerr := tmp.Close()
-		if err := errors.Join(werr, cerr, os.Chmod(tmp.Name(), f.mode.Perm())); err != nil {
-			os.Remove(tmp.Name())
-			return err
-		}
-		if err := os.Rename(tmp.Name(), p); err != nil {
-			os.Remove(tmp.Name())
-			return err
-		}
-	}
-	return filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		if _, ok := files[rel]; !ok {
-			return os.Remove(p)
-		}
-		return nil
-	})
 }
