@@ -1,0 +1,223 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/internal/testutil"
+)
+
+const objectsTmpl = `apiVersion: v1
+kind: ConfigMap
+metadata: {name: site}
+data: {index.html: %q}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: creds}
+stringData: {token: s3cret}
+`
+
+// shopTmpl is a workload a user brings: an init container fills an emptyDir from a config map, a
+// sidecar tails a log through a subPath, and the main container serves HTTP with probes and hooks.
+const shopTmpl = `apiVersion: v1
+kind: Pod
+metadata: {name: shop}
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 2
+  volumes:
+  - {name: www, emptyDir: {}}
+  - {name: mem, emptyDir: {medium: Memory, sizeLimit: 1Mi}}
+  - {name: site, configMap: {name: site}}
+  - {name: creds, secret: {secretName: creds, defaultMode: 0400}}
+  - name: info
+    downwardAPI:
+      items:
+      - {path: name, fieldRef: {fieldPath: metadata.name}}
+      - {path: mem, resourceFieldRef: {containerName: web, resource: limits.memory, divisor: 1Mi}}
+  initContainers:
+  - name: init
+    image: %[1]s
+    command: [sh, -c, "echo ok > /www/healthz && echo ok > /www/ready && cp /site/index.html /www/ && mkdir -p /www/logs"]
+    volumeMounts: [{name: www, mountPath: /www}, {name: site, mountPath: /site}]
+  - name: tail
+    image: %[1]s
+    restartPolicy: Always
+    command: [sh, -c, "touch /logs/access.log && tail -f /logs/access.log"]
+    volumeMounts: [{name: www, mountPath: /logs, subPath: logs}]
+  containers:
+  - name: web
+    image: %[1]s
+    command: [sh, -c, "exec httpd -f -p 127.0.0.1:%[2]d -h /www"]
+    ports: [{name: http, containerPort: %[2]d}]
+    resources: {limits: {memory: 64Mi}}
+    lifecycle:
+      postStart: {exec: {command: [sh, -c, "echo started > /www/poststart"]}}
+      preStop: {exec: {command: [sh, -c, "echo stopping >> /www/logs/access.log"]}}
+    readinessProbe: {httpGet: {path: /ready, port: http}, periodSeconds: 1, failureThreshold: 1}
+    livenessProbe: {exec: {command: [test, -e, /www/healthz]}, periodSeconds: 1, failureThreshold: 1}
+    volumeMounts:
+    - {name: www, mountPath: /www}
+    - {name: site, mountPath: /site}
+    - {name: creds, mountPath: /creds}
+    - {name: info, mountPath: /info}
+    - {name: mem, mountPath: /mem}
+`
+
+func freeLoopbackPort(t testing.TB) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func (e *env) exec(id string, cmd ...string) string {
+	e.t.Helper()
+	resp, err := e.rt.Runtime.ExecSync(context.Background(), &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: cmd, Timeout: 30})
+	if err != nil || resp.ExitCode != 0 {
+		e.t.Fatalf("exec %v: %v %v %s", cmd, err, resp.GetExitCode(), resp.GetStderr())
+	}
+	return string(resp.Stdout)
+}
+
+func (e *env) runningNamed(pod, name string) string {
+	for _, c := range running(e.containers(pod)) {
+		if c.Metadata.Name == name {
+			return c.Id
+		}
+	}
+	return ""
+}
+
+func (e *env) podReady(name string) (bool, int32) {
+	p, ok := e.agent.Pod("default", name+"-e2e")
+	if !ok {
+		return false, 0
+	}
+	var restarts int32
+	for _, cs := range p.Status.ContainerStatuses {
+		restarts += cs.RestartCount
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodReady {
+			return c.Status == v1.ConditionTrue, restarts
+		}
+	}
+	return false, restarts
+}
+
+func workloadScenario(t testing.TB, e *env) {
+	port := freeLoopbackPort(t)
+	e.cfg.SyncFrequency = 2 * time.Second // the config map edit shows at the next periodic sync
+	writeFile(t, filepath.Join(e.manifests, "objects.yaml"), fmt.Sprintf(objectsTmpl, "hello v1"))
+	writeFile(t, filepath.Join(e.manifests, "shop.yaml"), fmt.Sprintf(shopTmpl, e.reg+"/busybox:1", port))
+	e.startAgent()
+
+	e.eventually("shop ready", func() bool { ready, _ := e.podReady("shop"); return ready })
+	web, tail := e.runningNamed("shop", "web"), e.runningNamed("shop", "tail")
+	if web == "" || tail == "" {
+		t.Fatalf("web %q tail %q not both running", web, tail)
+	}
+	resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(port) + "/index.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "hello v1" {
+		t.Fatalf("served %q", body)
+	}
+	for cmd, want := range map[string]string{
+		"cat /creds/token":           "s3cret",
+		"stat -L -c %a /creds/token": "400\n",
+		"cat /info/name":             "shop-e2e",
+		"cat /info/mem":              "64",
+		"cat /www/poststart":         "started\n",
+		"readlink /site/..data":      "..",
+	} {
+		if got := e.exec(web, "sh", "-c", cmd); !strings.HasPrefix(got, want) {
+			t.Errorf("%s: %q, want %q", cmd, got, want)
+		}
+	}
+	// The sidecar sees the main container's log through its subPath.
+	e.exec(web, "sh", "-c", "echo GET >> /www/logs/access.log")
+	if got := e.exec(tail, "cat", "/logs/access.log"); got != "GET\n" {
+		t.Errorf("sidecar reads %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(e.cfg.RootDir, "pods")); err != nil {
+		t.Fatal(err)
+	}
+
+	// The config map changes: the file changes in place, in the running container.
+	writeFile(t, filepath.Join(e.manifests, "objects.yaml"), fmt.Sprintf(objectsTmpl, "hello v2"))
+	e.eventually("config map update in the container", func() bool { return e.exec(web, "cat", "/site/index.html") == "hello v2" })
+
+	// Readiness goes with /ready, without a restart; liveness fails with /healthz and restarts web.
+	e.exec(web, "rm", "/www/ready")
+	e.eventually("not ready", func() bool { ready, _ := e.podReady("shop"); return !ready })
+	if _, restarts := e.podReady("shop"); restarts != 0 {
+		t.Fatalf("%d restarts on a readiness failure", restarts)
+	}
+	e.exec(web, "sh", "-c", "echo ok > /www/ready && rm /www/healthz")
+	e.eventually("web restarted by its liveness probe", func() bool { return e.runningNamed("shop", "web") != web && e.runningNamed("shop", "web") != "" })
+	events := e.agent.PodEvents("default", "shop-e2e")
+	var unhealthy, killing bool
+	for _, ev := range events {
+		unhealthy = unhealthy || ev.Reason == "Unhealthy"
+		killing = killing || ev.Reason == "Killing"
+	}
+	if !unhealthy || !killing {
+		t.Errorf("events lack Unhealthy or Killing: %v", events)
+	}
+	// The liveness file is gone from the shared emptyDir, so put it back for the restarted web.
+	web = e.runningNamed("shop", "web")
+	e.exec(web, "sh", "-c", "echo ok > /www/healthz")
+	e.eventually("ready again", func() bool { ready, _ := e.podReady("shop"); return ready })
+
+	// Deleting the pod tears its volumes down: no mount and no folder left.
+	os.Remove(filepath.Join(e.manifests, "shop.yaml"))
+	e.eventually("shop removed", func() bool { return len(e.containers("shop")) == 0 && len(e.sandboxes("shop")) == 0 })
+	e.eventually("pod folder removed", func() bool {
+		entries, _ := os.ReadDir(filepath.Join(e.cfg.RootDir, "pods"))
+		return len(entries) == 0 && len(testutil.MountsUnder(e.cfg.RootDir)) == 0
+	})
+}
+
+func writeFile(t testing.TB, path, content string) {
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path))
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestWorkloadOnNodeletRuntime(t *testing.T) {
+	e := newEnv(t, func(t testing.TB, dir, reg string) *criRuntime {
+		return startNodeletRuntime(t, dir, reg, "registry.k8s.io")
+	})
+	workloadScenario(t, e)
+}
+
+func TestWorkloadOnContainerd(t *testing.T) {
+	e := newEnv(t, func(t testing.TB, dir, reg string) *criRuntime {
+		return startContainerd(t, dir, reg, "registry.k8s.io")
+	})
+	workloadScenario(t, e)
+}
