@@ -137,7 +137,7 @@ func New(cfg agentconfig.Config, opts Options) (*Agent, error) {
 		log.Warn("pods with dnsPolicy Default get no resolver settings", "err", err)
 	}
 	a.events = newEventLog(a.recorder())
-	vols := &volumemanager.Manager{Client: a.client, RootDir: cfg.RootDir}
+	vols := &volumemanager.Manager{Client: a.client, RootDir: cfg.RootDir, Recorder: a.events}
 	if a.client == nil && cfg.PodManifestPath != "" {
 		// Standalone: secrets and config maps sit beside the static pod manifests.
 		vols.Objects = &volumemanager.DirObjects{Dir: cfg.PodManifestPath}

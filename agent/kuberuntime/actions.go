@@ -108,12 +108,23 @@ func IsSidecar(c *v1.Container) bool {
 
 // computeInitContainerActions fills in the init container part of the plan. It reports whether all
 // init containers are done (so app containers may start).
-func computeInitContainerActions(pod *v1.Pod, status *kubecontainer.PodStatus, changes *podActions) bool {
+func computeInitContainerActions(pod *v1.Pod, status *kubecontainer.PodStatus, probes ProbeResults, changes *podActions) bool {
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		cs := status.FindContainerStatusByName(c.Name)
 		if IsSidecar(c) {
 			switch {
+			case cs != nil && cs.State == kubecontainer.StateRunning && probes != nil:
+				bad, why := probes.Unhealthy(cs.ID)
+				if !bad {
+					continue
+				}
+				// A sidecar that failed its liveness probe is restarted in place, as the kubelet does.
+				k := containerToKill{Name: c.Name, Spec: c, Message: fmt.Sprintf("container %s %s, will be restarted", c.Name, why)}
+				if g, ok := probes.(probeGracePeriods); ok && pod.DeletionTimestamp == nil {
+					k.GracePeriod = g.KillGracePeriod(cs.ID)
+				}
+				changes.ContainersToKill[cs.ID] = k
 			case cs != nil && cs.State == kubecontainer.StateRunning:
 				continue
 			case cs != nil && cs.State == kubecontainer.StateUnknown:
@@ -186,7 +197,7 @@ func computePodActions(pod *v1.Pod, status *kubecontainer.PodStatus, probes Prob
 		return changes
 	}
 
-	if !computeInitContainerActions(pod, status, &changes) {
+	if !computeInitContainerActions(pod, status, probes, &changes) {
 		return changes
 	}
 

@@ -9,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
 )
@@ -105,5 +106,21 @@ func TestLivenessKillUsesTheProbesGracePeriod(t *testing.T) {
 	f.sync(pod)
 	if got := f.cri.CallsWithPrefix("StopContainer"); !slices.Equal(got, []string{"StopContainer a timeout=5"}) {
 		t.Fatalf("stops %q, want the probe's 5s", got)
+	}
+}
+
+func TestComputePodActionsSidecarLiveness(t *testing.T) {
+	pod := testPod(v1.RestartPolicyAlways, []string{"side"}, "a")
+	always := v1.ContainerRestartPolicyAlways
+	pod.Spec.InitContainers[0].RestartPolicy = &always
+	status := &kubecontainer.PodStatus{ID: "uid-1", SandboxStatuses: []*runtimeapi.PodSandboxStatus{sandbox("sb1", 0, true)},
+		ContainerStatuses: []*kubecontainer.Status{running(pod, "side"), running(pod, "a")}}
+	if got := computePodActions(pod, status, unhealthy{}); len(got.ContainersToKill) != 0 || got.NextInitContainerToStart != nil {
+		t.Fatalf("healthy sidecar: %s", got)
+	}
+	got := computePodActions(pod, status, unhealthyWithGrace{unhealthy{"id-side": "failed liveness probe"}, 3})
+	k, ok := got.ContainersToKill["id-side"]
+	if !ok || got.NextInitContainerToStart != &pod.Spec.InitContainers[0] || k.GracePeriod == nil || *k.GracePeriod != 3 || len(got.ContainersToKill) != 1 {
+		t.Fatalf("unhealthy sidecar: %s %+v", got, got.ContainersToKill)
 	}
 }

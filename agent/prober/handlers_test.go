@@ -106,3 +106,26 @@ func TestUnhealthyEventAndProbeGracePeriod(t *testing.T) {
 		t.Fatal("no Unhealthy event")
 	}
 }
+
+func TestSidecarsAreProbed(t *testing.T) {
+	cri := fakecri.Start(t)
+	id := runningContainer(t, cri)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m := New(ctx, cri.Runtime(), nil, nil)
+	always := v1.ContainerRestartPolicyAlways
+	side := v1.Container{Name: "side", RestartPolicy: &always, ReadinessProbe: &v1.Probe{
+		ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"true"}}}, PeriodSeconds: 1}}
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "u1"}, Spec: v1.PodSpec{
+		InitContainers: []v1.Container{side, {Name: "once", ReadinessProbe: side.ReadinessProbe}}, Containers: []v1.Container{{Name: "app"}}}}
+	m.SyncPod(pod, &kubecontainer.PodStatus{ID: "u1", ContainerStatuses: []*kubecontainer.Status{
+		{ID: id, Name: "side", State: kubecontainer.StateRunning, StartedAt: time.Now()},
+		{ID: "other", Name: "once", State: kubecontainer.StateRunning, StartedAt: time.Now()}}})
+	waitFor(t, "sidecar ready", func() bool { return m.Ready(&side, id) })
+	m.mu.Lock()
+	n := len(m.workers)
+	m.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d workers; want only the sidecar's", n)
+	}
+}

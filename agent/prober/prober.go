@@ -93,8 +93,7 @@ func (m *Manager) SyncPod(pod *v1.Pod, ps *kubecontainer.PodStatus) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	live := map[key]string{}
-	for i := range pod.Spec.Containers {
-		c := &pod.Spec.Containers[i]
+	for _, c := range probedContainers(pod) {
 		cs := ps.FindContainerStatusByName(c.Name)
 		if cs == nil || cs.State != kubecontainer.StateRunning {
 			continue
@@ -124,6 +123,31 @@ func (m *Manager) SyncPod(pod *v1.Pod, ps *kubecontainer.PodStatus) {
 			delete(m.results, w.containerID)
 		}
 	}
+}
+
+// probedContainers are the app containers and the sidecars (restartable init containers), which
+// the kubelet probes alike; run-to-completion init containers have no probes.
+func probedContainers(pod *v1.Pod) []*v1.Container {
+	var out []*v1.Container
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		if c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
+			out = append(out, c)
+		}
+	}
+	for i := range pod.Spec.Containers {
+		out = append(out, &pod.Spec.Containers[i])
+	}
+	return out
+}
+
+func (w *worker) spec() *v1.Container {
+	for _, c := range probedContainers(w.pod) {
+		if c.Name == w.key.container {
+			return c
+		}
+	}
+	return nil
 }
 
 // RemovePod stops the pod's workers and forgets their results.
@@ -286,11 +310,8 @@ func (w *worker) passedStartup() bool {
 }
 
 func (w *worker) startupDone() bool {
-	for i := range w.pod.Spec.Containers {
-		c := &w.pod.Spec.Containers[i]
-		if c.Name == w.key.container && c.StartupProbe != nil {
-			return w.passedStartup()
-		}
+	if c := w.spec(); c != nil && c.StartupProbe != nil {
+		return w.passedStartup()
 	}
 	return true
 }
@@ -404,10 +425,7 @@ func (w *worker) port(p intstr.IntOrString) (int, error) {
 	if p.Type == intstr.Int {
 		return p.IntValue(), nil
 	}
-	for _, c := range w.pod.Spec.Containers {
-		if c.Name != w.key.container {
-			continue
-		}
+	if c := w.spec(); c != nil {
 		for _, cp := range c.Ports {
 			if cp.Name == p.StrVal {
 				return int(cp.ContainerPort), nil

@@ -71,10 +71,14 @@ func (m *Manager) Path(pod *v1.Pod, name string) (string, bool) {
 // the API-backed ones, refreshing content that changed (rotated tokens, edited config maps) in
 // place. It is idempotent and runs at every sync; a pod whose volumes cannot be made does not start.
 func (m *Manager) Prepare(ctx context.Context, pod *v1.Pod) error {
-	if err := m.SetUp(ctx, pod); err != nil {
-		return err
+	err := m.SetUp(ctx, pod)
+	if err == nil {
+		err = m.prepareAPIVolumes(ctx, pod)
 	}
-	return m.prepareAPIVolumes(ctx, pod)
+	if err != nil && m.Recorder != nil {
+		m.Recorder.Eventf(pod, v1.EventTypeWarning, "FailedMount", "MountVolume.SetUp failed: %v", err)
+	}
+	return err
 }
 
 func (m *Manager) prepareAPIVolumes(ctx context.Context, pod *v1.Pod) error {

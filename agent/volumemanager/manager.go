@@ -26,6 +26,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
 )
 
 // ErrMounted: a pod folder still holds a mount, so it is not removed (a bind mount of a host folder
@@ -45,6 +46,8 @@ type Manager struct {
 	// Mounter does mount(2) and umount(2); nil uses the kernel.
 	Mounter Mounter
 	Now     func() time.Time
+	// Recorder gets a FailedMount event when a pod's volumes cannot be made; optional.
+	Recorder record.EventRecorder
 
 	mu     sync.Mutex
 	tokens map[string]token

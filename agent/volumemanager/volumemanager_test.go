@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/nodelet/nodelet/internal/testutil"
 )
@@ -318,5 +319,18 @@ func TestTearDownRefusesWhileMounted(t *testing.T) {
 	}
 	if err := m.TearDown(pod.UID); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestPrepareFailureIsAnEvent(t *testing.T) {
+	rec := record.NewFakeRecorder(10)
+	m := &Manager{RootDir: t.TempDir(), Recorder: rec}
+	pod := testPod("uid-ev", v1.Volume{Name: "h", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{
+		Path: filepath.Join(t.TempDir(), "missing"), Type: hostPathType(v1.HostPathDirectory)}}})
+	if err := m.Prepare(context.Background(), pod); !errors.Is(err, ErrHostPathType) {
+		t.Fatalf("prepare: %v", err)
+	}
+	if e := <-rec.Events; !strings.HasPrefix(e, "Warning FailedMount") || !strings.Contains(e, `volume "h"`) {
+		t.Fatalf("event %q", e)
 	}
 }
