@@ -1,0 +1,70 @@
+package agentconfig
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/spf13/pflag"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+)
+
+func TestServing(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "kubelet.yaml")
+	os.WriteFile(file, []byte(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+port: 11250
+tlsCertFile: /etc/k/tls.crt
+tlsPrivateKeyFile: /etc/k/tls.key
+authentication:
+  x509: {clientCAFile: /etc/k/ca.crt}
+  webhook: {enabled: false}
+authorization:
+  mode: AlwaysAllow
+`), 0o644)
+	tests := []struct {
+		name    string
+		args    []string
+		check   func(t *testing.T, s Serving)
+		wantErr bool
+	}{
+		{name: "defaults are the config file's secure ones", check: func(t *testing.T, s Serving) {
+			if s.Port != DefaultPort || s.PortSet || *s.Authentication.Anonymous.Enabled || !*s.Authentication.Webhook.Enabled ||
+				s.Authorization.Mode != kubeletv1beta1.KubeletAuthorizationModeWebhook {
+				t.Fatalf("%+v", s)
+			}
+		}},
+		{name: "file", args: []string{"--config", file}, check: func(t *testing.T, s Serving) {
+			if s.Port != 11250 || !s.PortSet || s.TLSCertFile != "/etc/k/tls.crt" || s.Authentication.X509.ClientCAFile != "/etc/k/ca.crt" ||
+				*s.Authentication.Webhook.Enabled || s.Authorization.Mode != kubeletv1beta1.KubeletAuthorizationModeAlwaysAllow ||
+				*s.Authentication.Anonymous.Enabled {
+				t.Fatalf("%+v", s)
+			}
+		}},
+		{name: "flags win over the file", args: []string{"--config", file, "--port", "0", "--client-ca-file", "/x.crt", "--authorization-mode", "Webhook", "--address", "127.0.0.1"},
+			check: func(t *testing.T, s Serving) {
+				if s.Port != 0 || s.Authentication.X509.ClientCAFile != "/x.crt" || s.Authorization.Mode != kubeletv1beta1.KubeletAuthorizationModeWebhook || s.Address != "127.0.0.1" {
+					t.Fatalf("%+v", s)
+				}
+			}},
+		{name: "certificate without key", args: []string{"--tls-cert-file", "/a.crt"}, wantErr: true},
+		{name: "bad mode", args: []string{"--authorization-mode", "RBAC"}, wantErr: true},
+		{name: "bad address", args: []string{"--address", "localhost"}, wantErr: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+			sf := AddServingFlags(AddFlags(fs))
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			s, err := sf.Serving()
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err %v", err)
+			}
+			if err == nil {
+				tc.check(t, s)
+			}
+		})
+	}
+}
