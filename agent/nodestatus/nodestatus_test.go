@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -72,5 +73,35 @@ func TestRegisterStatusAndLease(t *testing.T) {
 	l2, _ := client.CoordinationV1().Leases(LeaseNamespace).Get(ctx, "n1", metav1.GetOptions{})
 	if l2.Spec.RenewTime.Before(l1.Spec.RenewTime) {
 		t.Fatal("lease renew time went backwards")
+	}
+}
+
+func TestPublishDaemonEndpoint(t *testing.T) {
+	client := fake.NewSimpleClientset()
+	m := New(Deps{Client: client, NodeName: "n1", NodeIPs: []string{"10.0.0.5"}, MaxPods: 10})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- PublishDaemonEndpoint(ctx, client, "n1", 10250, nil) }()
+	// The node is registered after the API started: the publisher waits for it.
+	if err := m.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// A later status update keeps the port.
+	if err := m.UpdateStatus(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n, err := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := n.Status.DaemonEndpoints.KubeletEndpoint.Port; got != 10250 {
+		t.Fatalf("kubelet endpoint port %d", got)
+	}
+	if a := n.Status.Addresses; len(a) == 0 || a[0].Type != v1.NodeInternalIP || a[0].Address != "10.0.0.5" {
+		t.Fatalf("addresses %v", a)
 	}
 }
