@@ -3,17 +3,24 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/nodelet/nodelet/agent"
 	"github.com/nodelet/nodelet/agent/agentconfig"
+	"github.com/nodelet/nodelet/agent/auth"
 	"github.com/nodelet/nodelet/agent/logs"
 	"github.com/nodelet/nodelet/agent/metrics"
+	"github.com/nodelet/nodelet/agent/nodestatus"
 	"github.com/nodelet/nodelet/agent/server"
 	"github.com/nodelet/nodelet/agent/server/apiclient"
 	"github.com/nodelet/nodelet/agent/stats"
@@ -23,6 +30,7 @@ import (
 // static pods or joined to a cluster with --kubeconfig.
 func newAgentCmd() *cobra.Command {
 	var flags *agentconfig.Flags
+	var servingFlags *agentconfig.ServingFlags
 	var apiSocket string
 	cmd := &cobra.Command{
 		Use:   "agent",
@@ -32,34 +40,98 @@ func newAgentCmd() *cobra.Command {
 --container-runtime-endpoint (nodelet's own by default; containerd's or CRI-O's work the same).
 Flags are named like the kubelet's; --config takes a KubeletConfiguration file and flags given on
 the command line override it. State lives under --root-dir (default <--root>/agent). The agent's
-API (nodelet get pods, logs, exec…) is served on the root-only --api-socket.`,
+API (nodelet get pods, logs, exec…) is served on the root-only --api-socket, and over HTTPS on
+--address:--port (10250) in a cluster, or standalone when --port is given: client certificates
+checked against --client-ca-file, bearer tokens by TokenReview, requests authorized by
+SubjectAccessReview (--authorization-mode Webhook) or let through (AlwaysAllow).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := flags.Config()
 			if err != nil {
 				return err
 			}
+			serving, err := servingFlags.Serving()
+			if err != nil {
+				return err
+			}
 			if !cmd.Flags().Changed("root-dir") {
 				cfg.RootDir = filepath.Join(global.root, "agent")
 			}
+			var client kubernetes.Interface
+			if cfg.Kubeconfig != "" {
+				rc, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
+				if err != nil {
+					return fmt.Errorf("kubeconfig: %w", err)
+				}
+				if client, err = kubernetes.NewForConfig(rc); err != nil {
+					return fmt.Errorf("kubeconfig: %w", err)
+				}
+			}
+			api := agentAPI{ServeConfig: server.ServeConfig{Socket: apiSocket}, client: client}
+			if err := api.addTCP(cfg, serving); err != nil {
+				return err
+			}
 			a, err := agent.New(cfg, agent.Options{
+				KubeClient:  client,
 				DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(metrics.UnaryClientInterceptor())},
 			})
 			if err != nil {
 				return err
 			}
-			return runAgent(cmd.Context(), a, cfg, apiSocket)
+			return runAgentAPI(cmd.Context(), a, cfg, api)
 		},
 	}
 	flags = agentconfig.AddFlags(cmd.Flags())
+	servingFlags = agentconfig.AddServingFlags(flags)
 	cmd.Flags().StringVar(&apiSocket, "api-socket", strings.TrimPrefix(apiclient.DefaultEndpoint, "unix://"),
 		"root-only unix socket of the agent's API; empty disables it")
 	return cmd
 }
 
-// runAgent runs the agent and, beside it, its API on a unix socket and the rotation of container
-// logs; either of the agent and its API ending stops both. nodelet up calls it with its own agent.
+// agentAPI is where the agent's API listens.
+type agentAPI struct {
+	server.ServeConfig
+	// client, with a TCP listener, gets the listener's port into the Node's status.
+	client kubernetes.Interface
+	port   int32
+}
+
+// addTCP adds the HTTPS listener serving asks for: always in a cluster (unless the port is 0),
+// standalone only when a port was given. Authentication and authorization come from serving
+// through auth.FromConfig, with the apiserver's TokenReview and SubjectAccessReview in a cluster.
+func (api *agentAPI) addTCP(cfg agentconfig.Config, serving agentconfig.Serving) error {
+	if serving.Port == 0 || (api.client == nil && !serving.PortSet) {
+		return nil
+	}
+	var tokens auth.TokenReviewer
+	var sar auth.SubjectAccessReviewer
+	if api.client != nil {
+		tokens = api.client.AuthenticationV1().TokenReviews()
+		sar = api.client.AuthorizationV1().SubjectAccessReviews()
+	}
+	filter, err := auth.FromConfig(serving.Authentication, serving.Authorization, tokens, sar, cfg.NodeName)
+	if err != nil {
+		return fmt.Errorf("agent API on port %d: %w", serving.Port, err)
+	}
+	// The self-signed certificate names every address the apiserver or a person may dial.
+	hosts := append([]string{cfg.NodeName, "localhost"}, cfg.NodeIPs...)
+	hosts = append(hosts, "127.0.0.1", "::1")
+	api.TCPAddress = net.JoinHostPort(serving.Address, strconv.Itoa(serving.Port))
+	api.TLS = server.TLSOptions{CertFile: serving.TLSCertFile, KeyFile: serving.TLSPrivateKeyFile,
+		CertDir: filepath.Join(cfg.RootDir, "pki"), Hosts: hosts}
+	api.Filter = filter
+	api.port = int32(serving.Port)
+	return nil
+}
+
+// runAgent runs the agent with its API on a unix socket only; nodelet up calls it.
 func runAgent(ctx context.Context, a *agent.Agent, cfg agentconfig.Config, apiSocket string) error {
+	return runAgentAPI(ctx, a, cfg, agentAPI{ServeConfig: server.ServeConfig{Socket: apiSocket}})
+}
+
+// runAgentAPI runs the agent and, beside it, its API where api says and the rotation of container
+// logs; either of the agent and its API ending stops both.
+func runAgentAPI(ctx context.Context, a *agent.Agent, cfg agentconfig.Config, api agentAPI) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// The kubelet's defaults: rotate a container's log past 10Mi, keep 5 files.
@@ -67,7 +139,7 @@ func runAgent(ctx context.Context, a *agent.Agent, cfg agentconfig.Config, apiSo
 		go rot.Run(ctx, 10*time.Second)
 	}
 	apiErr := make(chan error, 1)
-	if apiSocket != "" {
+	if api.Socket != "" || api.TCPAddress != "" {
 		summary := stats.New(a.Runtime(), stats.Options{
 			NodeName: a.NodeName(), RootDir: cfg.RootDir, LogDir: cfg.PodLogsDir, PodsCgroup: cfg.CgroupRoot,
 		})
@@ -76,10 +148,13 @@ func runAgent(ctx context.Context, a *agent.Agent, cfg agentconfig.Config, apiSo
 			SyncLoopHealthy: a.Healthz, Summary: summary.Summary, Config: func() any { return cfg },
 		})
 		go func() {
-			err := srv.Serve(ctx, server.ServeConfig{Socket: apiSocket})
+			err := srv.Serve(ctx, api.ServeConfig)
 			cancel()
 			apiErr <- err
 		}()
+		if api.TCPAddress != "" && api.client != nil && cfg.RegisterNode {
+			go nodestatus.PublishDaemonEndpoint(ctx, api.client, a.NodeName(), api.port, nil)
+		}
 	} else {
 		apiErr <- nil
 	}
