@@ -75,7 +75,8 @@ func (m *Manager) Prepare(ctx context.Context, pod *v1.Pod) error {
 	if err == nil {
 		err = m.prepareAPIVolumes(ctx, pod)
 	}
-	if err != nil && m.Recorder != nil {
+	// A sync cut short (the pod's worker stopping, the agent shutting down) is no mount failure.
+	if err != nil && m.Recorder != nil && ctx.Err() == nil {
 		m.Recorder.Eventf(pod, v1.EventTypeWarning, "FailedMount", "MountVolume.SetUp failed: %v", err)
 	}
 	return err
