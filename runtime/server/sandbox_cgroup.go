@@ -12,6 +12,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The pod's cgroup is made with plain cgroupfs operations: a directory per hierarchy (each cgroup
@@ -215,7 +218,7 @@ func removeCgroups(created []string, pod string) error {
 	}
 	for i := len(created) - 1; i >= 0; i-- {
 		for _, r := range roots {
-			err := os.Remove(filepath.Join(r.path, created[i]))
+			err := rmdirCgroup(filepath.Join(r.path, created[i]))
 			if err == nil || os.IsNotExist(err) {
 				continue
 			}
@@ -225,6 +228,22 @@ func removeCgroups(created []string, pod string) error {
 		}
 	}
 	return nil
+}
+
+// rmdirCgroup removes a cgroup dir, waiting a little while it is busy: a killed pod init whose
+// parent died with a crashed daemon stays a zombie, and so a member of the cgroup, until the
+// machine's pid 1 reaps it, which can take a moment.
+func rmdirCgroup(dir string) error {
+	wait := 5 * time.Millisecond
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		err := os.Remove(dir)
+		if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, 100*time.Millisecond)
+	}
 }
 
 // infraCgroup holds the pod's init on cgroup v2, below the pod cgroup: v2 lets no process live in
