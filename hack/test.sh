@@ -5,7 +5,9 @@
 #   2. critest (cri-tools v1.36.0's conformance suite) against `nodelet runtime`;
 #   3. the upstream kubelet v1.34.4 on nodelet's runtime, standalone and joined to a loopback
 #      control plane (the Kubernetes binaries are built once from the Go module proxy and cached in
-#      /var/cache/nodelet: ~7–12 minutes the first time on a machine, seconds afterwards).
+#      /var/cache/nodelet: ~7–12 minutes the first time on a machine, seconds afterwards);
+#   4. nodelet agent joined to that control plane (Node, Lease, mirror pod, Deployment, graceful
+#      delete, scale to 0), on nodelet's runtime and on containerd.
 # Installs what is missing first (hack/install.sh).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,4 +30,6 @@ step "building the upstream Kubernetes binaries (cached)"
 bash hack/kube/build.sh >/dev/null
 step "the upstream kubelet on nodelet's runtime, standalone and in a cluster"
 bash hack/kube/kubelet-on-nodelet.sh --cluster
+step "nodelet agent joined to a real control plane, on nodelet's runtime and on containerd"
+go test -tags cluster -count=1 -timeout 15m -run '^TestCluster' ./agent/integration/
 step "all tests passed"
