@@ -174,13 +174,24 @@ func (g *GC) Collect(ctx context.Context) (Stats, error) {
 	return st, err
 }
 
-// removeContainer removes the container, then its log and rotated logs, which the runtime does not.
 func (g *GC) removeContainer(ctx context.Context, id string) error {
+	return RemoveContainer(ctx, g.Runtime, id)
+}
+
+// ContainerRemover is the part of CRI RemoveContainer needs.
+type ContainerRemover interface {
+	ContainerStatus(ctx context.Context, in *runtimeapi.ContainerStatusRequest, opts ...grpc.CallOption) (*runtimeapi.ContainerStatusResponse, error)
+	RemoveContainer(ctx context.Context, in *runtimeapi.RemoveContainerRequest, opts ...grpc.CallOption) (*runtimeapi.RemoveContainerResponse, error)
+}
+
+// RemoveContainer removes the container, then its log and rotated logs, which the runtime leaves
+// (the kubelet removes them too). NotFound is not an error.
+func RemoveContainer(ctx context.Context, rt ContainerRemover, id string) error {
 	logPath := ""
-	if s, err := g.Runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id}); err == nil && s.Status != nil {
+	if s, err := rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id}); err == nil && s.Status != nil {
 		logPath = s.Status.LogPath
 	}
-	if _, err := g.Runtime.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id}); err != nil && status.Code(err) != codes.NotFound {
+	if _, err := rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id}); err != nil && status.Code(err) != codes.NotFound {
 		return err
 	}
 	if logPath == "" || !filepath.IsAbs(logPath) {

@@ -9,6 +9,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
+	"github.com/nodelet/nodelet/agent/containergc"
 )
 
 // SyncPod brings the pod in the runtime to its spec, in steps:
@@ -170,7 +171,8 @@ func (m *Manager) pruneDeadContainers(ctx context.Context, pod *v1.Pod, status *
 		if seen[cs.Name] <= 1 {
 			continue
 		}
-		if _, err := m.Runtime.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: cs.ID}); err != nil && !isNotFound(err) {
+		// With its log: the newest attempt's log is what `logs --previous` shows, older ones go.
+		if err := containergc.RemoveContainer(ctx, m.Runtime, cs.ID); err != nil {
 			m.Log.Warn("prune container", "pod", kubecontainer.FormatPod(pod), "container", cs.ID, "err", err)
 		}
 	}

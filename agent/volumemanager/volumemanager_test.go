@@ -334,3 +334,35 @@ func TestPrepareFailureIsAnEvent(t *testing.T) {
 		t.Fatalf("event %q", e)
 	}
 }
+
+// BenchmarkWriteAtomic measures publishing a 10-key config map update (a new ..data generation).
+func BenchmarkWriteAtomic(b *testing.B) {
+	dir := filepath.Join(b.TempDir(), "vol")
+	files := map[string]File{}
+	for i := range 10 {
+		files[string(rune('a'+i))] = File{Data: make([]byte, 1024)}
+	}
+	for i := 0; b.Loop(); i++ {
+		files["a"] = File{Data: []byte{byte(i), byte(i >> 8)}}
+		if _, err := WriteAtomic(dir, files); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSubPath measures one safe subPath bind mount and its teardown.
+func BenchmarkSubPath(b *testing.B) {
+	testutil.Require(b)
+	m := &Manager{RootDir: b.TempDir()}
+	vol := b.TempDir()
+	os.MkdirAll(filepath.Join(vol, "a/b"), 0o755)
+	for i := 0; b.Loop(); i++ {
+		pod := testPod("uid-bench")
+		if _, err := m.SubPath(pod, "c", 0, "v", vol, "a/b"); err != nil {
+			b.Fatal(err)
+		}
+		if err := m.TearDown(pod.UID); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
