@@ -366,3 +366,22 @@ func BenchmarkSubPath(b *testing.B) {
 		}
 	}
 }
+
+// A subPath into a config map volume goes through its ..data links, which stay inside the volume.
+func TestSubPathIntoAtomicVolume(t *testing.T) {
+	testutil.Require(t)
+	m := &Manager{RootDir: t.TempDir()}
+	pod := testPod("uid-cm")
+	vol := filepath.Join(t.TempDir(), "cm")
+	if _, err := WriteAtomic(vol, map[string]File{"conf/app.ini": {Data: []byte("a=1")}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.TearDown(pod.UID) })
+	p, err := m.SubPath(pod, "c", 0, "cm", vol, "conf/app.ini")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "a=1" {
+		t.Fatalf("read %q", b)
+	}
+}
