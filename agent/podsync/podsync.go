@@ -48,6 +48,8 @@ type Volumes interface {
 	Prepare(ctx context.Context, pod *v1.Pod) error
 	// TearDown unmounts what the pod's folder holds (memory emptyDirs, subPath binds) and removes it.
 	TearDown(uid types.UID) error
+	// Unmount releases the mounts of a pod that finished but stays (its files are kept).
+	Unmount(uid types.UID) error
 	Forget(uid types.UID)
 }
 
@@ -179,6 +181,9 @@ func (s *Syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, grace *int
 // to the apiserver, and deletes its mirror; a pod that merely finished keeps its containers.
 func (s *Syncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, deleted bool) error {
 	if !deleted {
+		if s.Volumes != nil {
+			return s.Volumes.Unmount(pod.UID)
+		}
 		return nil
 	}
 	ps, err := s.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)

@@ -104,14 +104,11 @@ func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod) error {
 	return nil
 }
 
-// TearDown unmounts everything under the pod's folder (subPath binds, tmpfs emptyDirs) and removes
-// it. Call it once the pod's containers are gone: a running container may still use the mounts.
-func (m *Manager) TearDown(uid types.UID) error {
-	dir := m.PodDir(uid)
-	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	mps, err := m.mounter().MountPoints(dir)
+// Unmount releases what the pod's folder holds mounted (memory emptyDirs, subPath binds) and keeps
+// the files: a pod that finished but is not deleted gives its memory back, as with the kubelet.
+// Call it once the pod's containers are gone: a running container may still use the mounts.
+func (m *Manager) Unmount(uid types.UID) error {
+	mps, err := m.mounter().MountPoints(m.PodDir(uid))
 	if err != nil {
 		return err
 	}
@@ -121,7 +118,17 @@ func (m *Manager) TearDown(uid types.UID) error {
 			errs = append(errs, fmt.Errorf("unmount %s: %w", mp, err))
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
+	return errors.Join(errs...)
+}
+
+// TearDown unmounts everything under the pod's folder and removes it. Call it once the pod's
+// containers are gone.
+func (m *Manager) TearDown(uid types.UID) error {
+	dir := m.PodDir(uid)
+	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err := m.Unmount(uid); err != nil {
 		return err
 	}
 	// Checked again: RemoveAll must never walk into a mount it failed to see go.

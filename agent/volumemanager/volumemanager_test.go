@@ -385,3 +385,26 @@ func TestSubPathIntoAtomicVolume(t *testing.T) {
 		t.Fatalf("read %q", b)
 	}
 }
+
+func TestUnmountKeepsFiles(t *testing.T) {
+	testutil.Require(t)
+	m := &Manager{RootDir: t.TempDir()}
+	limit := resource.MustParse("1Mi")
+	pod := testPod("uid-fin",
+		v1.Volume{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory, SizeLimit: &limit}}},
+		v1.Volume{Name: "disk", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}})
+	if err := m.SetUp(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.TearDown(pod.UID) })
+	os.WriteFile(filepath.Join(m.EmptyDirPath(pod.UID, "disk"), "result"), []byte("done"), 0o644)
+	if err := m.Unmount(pod.UID); err != nil {
+		t.Fatal(err)
+	}
+	if mps := testutil.MountsUnder(m.RootDir); len(mps) > 0 {
+		t.Fatalf("mounts left: %v", mps)
+	}
+	if b, _ := os.ReadFile(filepath.Join(m.EmptyDirPath(pod.UID, "disk"), "result")); string(b) != "done" {
+		t.Fatalf("disk emptyDir lost its file: %q", b)
+	}
+}
