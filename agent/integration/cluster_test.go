@@ -166,9 +166,19 @@ func startProc(t testing.TB, dir, bin string, args ...string) {
 // startControlPlane starts etcd, kube-apiserver, kube-controller-manager and kube-scheduler on
 // loopback and returns an admin kubeconfig.
 func startControlPlane(t testing.TB, dir string) string {
+	admin, _ := startControlPlanePKI(t, dir)
+	return admin
+}
+
+// startControlPlanePKI is startControlPlane that also returns the cluster's CA. The apiserver
+// reaches nodes' APIs at their InternalIP with the client certificate kubelet-client.crt
+// (kube-apiserver-kubelet-client, which RBAC does not know until a test binds it), and trusts
+// only serving certificates of this CA.
+func startControlPlanePKI(t testing.TB, dir string) (string, *pki) {
 	p := newPKI(t, dir)
 	p.issue(t, "apiserver", "kube-apiserver", nil, true)
 	p.issue(t, "admin", "admin", []string{"system:masters"}, false)
+	p.issue(t, "kubelet-client", "kube-apiserver-kubelet-client", nil, false)
 	saKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	kb, _ := x509.MarshalECPrivateKey(saKey)
 	writePEM(t, filepath.Join(dir, "sa.key"), "EC PRIVATE KEY", kb)
@@ -187,7 +197,9 @@ func startControlPlane(t testing.TB, dir string) string {
 		"--tls-cert-file", filepath.Join(dir, "apiserver.crt"), "--tls-private-key-file", filepath.Join(dir, "apiserver.key"),
 		"--client-ca-file", filepath.Join(dir, "ca.crt"), "--service-account-key-file", filepath.Join(dir, "sa.pub"),
 		"--service-account-signing-key-file", filepath.Join(dir, "sa.key"), "--service-account-issuer", "https://kubernetes.default.svc",
-		"--service-cluster-ip-range", "10.0.0.0/24", "--authorization-mode", "Node,RBAC", "--cert-dir", filepath.Join(dir, "apiserver-certs"))
+		"--service-cluster-ip-range", "10.0.0.0/24", "--authorization-mode", "Node,RBAC", "--cert-dir", filepath.Join(dir, "apiserver-certs"),
+		"--kubelet-client-certificate", filepath.Join(dir, "kubelet-client.crt"), "--kubelet-client-key", filepath.Join(dir, "kubelet-client.key"),
+		"--kubelet-certificate-authority", filepath.Join(dir, "ca.crt"), "--kubelet-preferred-address-types", "InternalIP,Hostname")
 	admin := p.kubeconfig(t, "admin", server)
 	client := kubeClient(t, admin)
 	deadline := time.Now().Add(90 * time.Second)
@@ -207,7 +219,7 @@ func startControlPlane(t testing.TB, dir string) string {
 		"--root-ca-file", filepath.Join(dir, "ca.crt"), "--use-service-account-credentials=false", "--leader-elect=false")
 	startProc(t, dir, "kube-scheduler", "--kubeconfig", admin, "--bind-address", "127.0.0.1",
 		"--secure-port", strconv.Itoa(freePort(t)), "--leader-elect=false")
-	return admin
+	return admin, p
 }
 
 func kubeClient(t testing.TB, kubeconfig string) kubernetes.Interface {
