@@ -14,6 +14,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/runtime/errdefs"
+	"github.com/nodelet/nodelet/runtime/oci"
 	"github.com/nodelet/nodelet/runtime/store"
 )
 
@@ -54,8 +55,10 @@ func (s *Server) stopContainer(ctx context.Context, c *store.Container, grace ti
 			s.log.Warn("bad stop signal, using SIGTERM", "id", c.ID, "signal", c.StopSignal, "err", err)
 			sig = unix.SIGTERM
 		}
-		if err := rt.Kill(ctx, c.ID, sig, false); err != nil {
-			s.log.Debug("stop signal", "id", c.ID, "err", err) // it may have just exited
+		if st := c.Snapshot(); rt.Sandboxed() || !oci.SignalInit(st.Pid, st.ConmonPid, sig) {
+			if err := rt.Kill(ctx, c.ID, sig, false); err != nil {
+				s.log.Debug("stop signal", "id", c.ID, "err", err) // it may have just exited
+			}
 		}
 		if s.waitExit(ctx, c, grace) {
 			return nil
@@ -70,8 +73,10 @@ func (s *Server) stopContainer(ctx context.Context, c *store.Container, grace ti
 		if err := rt.Delete(ctx, c.ID); err != nil {
 			s.log.Debug("delete of a created container", "id", c.ID, "err", err)
 		}
-	} else if err := rt.Kill(ctx, c.ID, unix.SIGKILL, true); err != nil {
-		s.log.Debug("kill", "id", c.ID, "err", err)
+	} else if !s.killOwnPIDNamespace(rt, c) {
+		if err := rt.Kill(ctx, c.ID, unix.SIGKILL, true); err != nil {
+			s.log.Debug("kill", "id", c.ID, "err", err)
+		}
 	}
 	if !s.waitExit(ctx, c, killWait) {
 		if ctx.Err() != nil {
@@ -80,6 +85,17 @@ func (s *Server) stopContainer(ctx context.Context, c *store.Container, grace ti
 		return fmt.Errorf("container %s did not exit after SIGKILL: %w", c.ID, errdefs.ErrUnavailable)
 	}
 	return nil
+}
+
+// killOwnPIDNamespace SIGKILLs the init of a container that has a PID namespace of its own: the
+// kernel then kills every process in that namespace, which is all of the container (exec'd
+// processes join it too), without forking the runtime for `kill --all`. false: not done.
+func (s *Server) killOwnPIDNamespace(rt *oci.Runtime, c *store.Container) bool {
+	if rt.Sandboxed() || c.Config.GetLinux().GetSecurityContext().GetNamespaceOptions().GetPid() != runtimeapi.NamespaceMode_CONTAINER {
+		return false
+	}
+	st := c.Snapshot()
+	return oci.SignalInit(st.Pid, st.ConmonPid, unix.SIGKILL)
 }
 
 // parseSignal reads an image's or request's stop signal: "SIGQUIT", "QUIT" or "3".
