@@ -55,19 +55,27 @@ func (s *Server) removeContainer(ctx context.Context, c *store.Container) (retEr
 	if err != nil {
 		return err
 	}
-	if err := rt.Delete(ctx, c.ID); err != nil {
+	// The runtime's delete (a fork of runc: its state dir and cgroups) and the removal of the
+	// rootfs and bundle touch nothing of each other once the container has exited, so they run
+	// side by side. Each is idempotent: a failure or crash in either leaves the record, and the
+	// next Remove redoes both. gVisor's sandbox may still serve the rootfs until its delete.
+	deleted := make(chan error, 1)
+	var filesErr error
+	if rt.Sandboxed() {
+		err := rt.Delete(ctx, c.ID)
+		deleted <- err
+		if err == nil {
+			filesErr = s.removeContainerFiles(ctx, c)
+		}
+	} else {
+		go func() { deleted <- rt.Delete(ctx, c.ID) }()
+		filesErr = s.removeContainerFiles(ctx, c)
+	}
+	if err := <-deleted; err != nil {
 		return fmt.Errorf("delete container %s from its runtime: %w", c.ID, err)
 	}
-	if s.cfg.Images != nil {
-		if err := s.cfg.Images.RemoveRootfs(ctx, c.ID); err != nil {
-			return fmt.Errorf("remove rootfs of %s: %w", c.ID, err)
-		}
-		if err := s.removeImageVolumes(ctx, c.ImageVolumes); err != nil {
-			return fmt.Errorf("remove image volumes of %s: %w", c.ID, err)
-		}
-	}
-	if err := os.RemoveAll(c.Bundle); err != nil {
-		return err
+	if filesErr != nil {
+		return filesErr
 	}
 	if err := os.Remove(filepath.Join(s.ctr.exitDir, c.ID)); err != nil && !os.IsNotExist(err) {
 		return err
@@ -80,6 +88,19 @@ func (s *Server) removeContainer(ctx context.Context, c *store.Container) (retEr
 	s.ctr.forget(c.ID)
 	s.ctr.events.publish(c.ID, c.SandboxID, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT)
 	return nil
+}
+
+// removeContainerFiles removes what the container had on disk besides its record and exit file.
+func (s *Server) removeContainerFiles(ctx context.Context, c *store.Container) error {
+	if s.cfg.Images != nil {
+		if err := s.cfg.Images.RemoveRootfs(ctx, c.ID); err != nil {
+			return fmt.Errorf("remove rootfs of %s: %w", c.ID, err)
+		}
+		if err := s.removeImageVolumes(ctx, c.ImageVolumes); err != nil {
+			return fmt.Errorf("remove image volumes of %s: %w", c.ID, err)
+		}
+	}
+	return os.RemoveAll(c.Bundle)
 }
 
 // removeContainersOfSandbox removes every container of a sandbox (RemovePodSandbox).
