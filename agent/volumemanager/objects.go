@@ -33,19 +33,31 @@ type objects struct {
 
 func (d *DirObjects) load() (*objects, error) {
 	o := &objects{configMaps: map[string]*v1.ConfigMap{}, secrets: map[string]*v1.Secret{}}
-	entries, err := os.ReadDir(d.Dir)
+	st, err := os.Stat(d.Dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return o, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	for _, e := range entries {
-		ext := filepath.Ext(e.Name())
-		if e.IsDir() || strings.HasPrefix(e.Name(), ".") || (ext != ".yaml" && ext != ".yml" && ext != ".json") {
-			continue
+	// The manifest path may be one file rather than a folder, as with the kubelet.
+	paths := []string{d.Dir}
+	if st.IsDir() {
+		entries, err := os.ReadDir(d.Dir)
+		if err != nil {
+			return nil, err
 		}
-		b, err := os.ReadFile(filepath.Join(d.Dir, e.Name()))
+		paths = paths[:0]
+		for _, e := range entries {
+			ext := filepath.Ext(e.Name())
+			if e.IsDir() || strings.HasPrefix(e.Name(), ".") || (ext != ".yaml" && ext != ".yml" && ext != ".json") {
+				continue
+			}
+			paths = append(paths, filepath.Join(d.Dir, e.Name()))
+		}
+	}
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
 		if err != nil {
 			continue // removed meanwhile
 		}

@@ -79,3 +79,12 @@ func TestResourceFieldValue(t *testing.T) {
 		t.Error("unknown container accepted")
 	}
 }
+
+func TestDirObjectsFromOneFile(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "all.yaml")
+	os.WriteFile(f, []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: web}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {k: v}\n"), 0o644)
+	cm, err := (&DirObjects{Dir: f}).ConfigMap(context.Background(), "default", "c")
+	if err != nil || cm.Data["k"] != "v" {
+		t.Fatalf("%v %v", cm, err)
+	}
+}
