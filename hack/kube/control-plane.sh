@@ -6,6 +6,9 @@
 #   hack/kube/control-plane.sh start DIR [NODE]   start in the background; DIR must not exist.
 #       Writes DIR/admin.kubeconfig (system:masters) and DIR/node.kubeconfig (system:node:NODE in
 #       system:nodes, for the Node authorizer; NODE defaults to nodelet-test-node), DIR/pids, DIR/*.log.
+#       The API server reaches nodes' APIs (logs, exec, port-forward, the node proxy) at their
+#       InternalIP first, as kube-apiserver-kubelet-client (bound to system:kubelet-api-admin) with
+#       DIR/kubelet-client.crt, issued by DIR/kubelet-ca.crt: give nodes --client-ca-file DIR/kubelet-ca.crt.
 #   hack/kube/control-plane.sh stop DIR            stop exactly the processes start recorded, remove DIR.
 #   hack/kube/control-plane.sh check               start, wait for /readyz, create and read an object, stop.
 # Authentication is by static tokens and TLS is the API server's self-signed certificate, which the
@@ -42,6 +45,18 @@ current-context: local
 EOK
 }
 
+kubelet_client_cert() { # kubelet_client_cert DIR: a CA for nodes to trust and the API server's client cert
+  local d=$1
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+    -subj /CN=nodelet-test-kubelet-ca -keyout "$d/kubelet-ca.key" -out "$d/kubelet-ca.crt" 2>/dev/null
+  openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+    -subj /CN=kube-apiserver-kubelet-client -keyout "$d/kubelet-client.key" -out "$d/kubelet-client.csr" 2>/dev/null
+  printf 'keyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n' >"$d/kubelet-client.ext"
+  openssl x509 -req -in "$d/kubelet-client.csr" -CA "$d/kubelet-ca.crt" -CAkey "$d/kubelet-ca.key" \
+    -CAcreateserial -days 2 -extfile "$d/kubelet-client.ext" -out "$d/kubelet-client.crt" 2>/dev/null
+  chmod 600 "$d/kubelet-ca.key" "$d/kubelet-client.key"
+}
+
 start() {
   local dir=$1 node=${2:-nodelet-test-node} bin ep pp api cm sch admin nodetok
   [ ! -e "$dir" ] || die "$dir exists"
@@ -56,6 +71,7 @@ start() {
   chmod 600 "$dir/tokens.csv"
   openssl genrsa -out "$dir/sa.key" 2048 2>/dev/null
   openssl rsa -in "$dir/sa.key" -pubout -out "$dir/sa.pub" 2>/dev/null
+  kubelet_client_cert "$dir"
   kubeconfig "$dir/admin.kubeconfig" "$api" admin "$admin"
   kubeconfig "$dir/node.kubeconfig" "$api" "system:node:$node" "$nodetok"
   echo "$bin" >"$dir/bin"
@@ -73,7 +89,9 @@ start() {
     --token-auth-file "$dir/tokens.csv" --authorization-mode Node,RBAC \
     --service-account-issuer https://kubernetes.default.svc --service-account-key-file "$dir/sa.pub" \
     --service-account-signing-key-file "$dir/sa.key" --service-cluster-ip-range 10.96.0.0/16 \
-    --enable-admission-plugins NodeRestriction >"$dir/apiserver.log" 2>&1 &
+    --enable-admission-plugins NodeRestriction \
+    --kubelet-client-certificate "$dir/kubelet-client.crt" --kubelet-client-key "$dir/kubelet-client.key" \
+    --kubelet-preferred-address-types InternalIP,Hostname >"$dir/apiserver.log" 2>&1 &
   echo $! >>"$dir/pids"
 
   say "kube-controller-manager and kube-scheduler"
@@ -97,6 +115,8 @@ start() {
     fi
     sleep 0.3
   done
+  "$bin/kubectl" --kubeconfig "$dir/admin.kubeconfig" create clusterrolebinding kube-apiserver-kubelet-client \
+    --clusterrole system:kubelet-api-admin --user kube-apiserver-kubelet-client >/dev/null
   say "ready: export KUBECONFIG=$dir/admin.kubeconfig"
 }
 
@@ -126,6 +146,8 @@ check() {
   # The node identity may read only what the Node authorizer allows: its own Node is creatable.
   "$bin/kubectl" --kubeconfig "$dir/node.kubeconfig" auth can-i create nodes >/dev/null 2>&1 ||
     die "node token cannot create nodes"
+  openssl verify -CAfile "$dir/kubelet-ca.crt" -purpose sslclient "$dir/kubelet-client.crt" >/dev/null ||
+    die "the API server's kubelet client certificate does not verify against kubelet-ca.crt"
   echo "rss: $(for p in $(cat "$dir/pids"); do awk '/^VmRSS:/ {print $2}' "/proc/$p/status"; done |
     awk '{s += $1} END {printf "%.0f MB", s / 1024}')"
   echo "control plane: ok"
