@@ -33,15 +33,25 @@ import (
 	"github.com/nodelet/nodelet/internal/testutil"
 )
 
-// TestClusterAPIOnNodeletRuntime runs `nodelet agent` as the node of a real control plane, with
-// its HTTPS API on a free port, and drives kubectl logs, logs -f, exec, port-forward and the
-// node proxy's /stats/summary through the apiserver, which authenticates to the agent with its
-// kubelet client certificate. Anonymous requests get 401, a user RBAC knows nothing of gets 403.
 func TestClusterAPIOnNodeletRuntime(t *testing.T) {
-	testutil.Require(t, "curl")
-	e := newEnv(t, func(t testing.TB, dir, reg string) *criRuntime {
+	clusterAPIScenario(t, newEnv(t, func(t testing.TB, dir, reg string) *criRuntime {
 		return startNodeletRuntime(t, dir, reg, "registry.k8s.io")
-	})
+	}), false)
+}
+
+// The same through containerd's streaming server; its pods share the host's network here.
+func TestClusterAPIOnContainerd(t *testing.T) {
+	clusterAPIScenario(t, newEnv(t, func(t testing.TB, dir, reg string) *criRuntime {
+		return startContainerd(t, dir, reg, "registry.k8s.io")
+	}), true)
+}
+
+// clusterAPIScenario runs `nodelet agent` as the node of a real control plane, with its HTTPS API
+// on a free port, and drives kubectl logs, logs -f, exec, port-forward and the node proxy's
+// /stats/summary through the apiserver, which authenticates to the agent with its kubelet client
+// certificate. Anonymous requests get 401, a user RBAC knows nothing of gets 403.
+func clusterAPIScenario(t *testing.T, e *env, hostNetwork bool) {
+	testutil.Require(t, "curl")
 	cpDir := filepath.Join(t.TempDir(), "cp")
 	os.MkdirAll(cpDir, 0o755)
 	admin, p := startControlPlanePKI(t, cpDir)
@@ -90,10 +100,15 @@ func TestClusterAPIOnNodeletRuntime(t *testing.T) {
 		return err == nil
 	})
 	grace := int64(2)
+	// A host-network pod's server takes a free port of the host's loopback.
+	httpPort := 8080
+	if hostNetwork {
+		httpPort = freePort(t)
+	}
 	script := "trap 'exit 0' TERM; mkdir -p /tmp/www; echo hello-through-port-forward > /tmp/www/index.html; " +
-		"/bin/busybox httpd -p 127.0.0.1:8080 -h /tmp/www; i=0; while true; do echo tick-$i; i=$((i+1)); sleep 0.2; done"
+		"/bin/busybox httpd -p 127.0.0.1:" + strconv.Itoa(httpPort) + " -h /tmp/www; i=0; while true; do echo tick-$i; i=$((i+1)); sleep 0.2; done"
 	if _, err := client.CoreV1().Pods("default").Create(ctx, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "talker"},
-		Spec: v1.PodSpec{TerminationGracePeriodSeconds: &grace, Containers: []v1.Container{{
+		Spec: v1.PodSpec{TerminationGracePeriodSeconds: &grace, HostNetwork: hostNetwork, Containers: []v1.Container{{
 			Name: "app", Image: e.reg + "/busybox:1", Command: []string{"/bin/sh", "-c", script}}}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +155,7 @@ func TestClusterAPIOnNodeletRuntime(t *testing.T) {
 	t.Run("port-forward", func(t *testing.T) {
 		local := freePort(t)
 		cmd := exec.Command(filepath.Join(kubeBinDir(), "kubectl"), "--kubeconfig", admin, "port-forward",
-			"--address", "127.0.0.1", "pod/talker", fmt.Sprintf("%d:8080", local))
+			"--address", "127.0.0.1", "pod/talker", fmt.Sprintf("%d:%d", local, httpPort))
 		stdout, _ := cmd.StdoutPipe()
 		cmd.Stderr = cmd.Stdout
 		if err := cmd.Start(); err != nil {
