@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -177,6 +178,8 @@ func apiScenario(t *testing.T, endpoint, image, base string, hostNetwork bool) {
 		got = append(got, line)
 	}
 	body.Close()
+	// stdout and stderr reach the runtime through two pipes, so their order in the log is not fixed.
+	sort.Strings(got)
 	if strings.Join(got, "") != "hello from app\noops\n" {
 		t.Fatalf("log %q", got)
 	}
