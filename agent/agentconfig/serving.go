@@ -24,8 +24,12 @@ type Serving struct {
 	// TLSCertFile and TLSPrivateKeyFile are the serving certificate; empty makes a self-signed one
 	// under the root dir.
 	TLSCertFile, TLSPrivateKeyFile string
-	Authentication                 kubeletv1beta1.KubeletAuthentication
-	Authorization                  kubeletv1beta1.KubeletAuthorization
+	// ServerTLSBootstrap asks the cluster for the serving certificate through a
+	// CertificateSigningRequest (kubernetes.io/kubelet-serving) and renews it, instead of the
+	// self-signed one.
+	ServerTLSBootstrap bool
+	Authentication     kubeletv1beta1.KubeletAuthentication
+	Authorization      kubeletv1beta1.KubeletAuthorization
 }
 
 // DefaultServing has the config file's defaults, not the kubelet's legacy flag defaults: anonymous
@@ -62,6 +66,7 @@ func AddServingFlags(f *Flags) *ServingFlags {
 	fs.IntVar(&sf.s.Port, "port", sf.s.Port, "the port of the agent's HTTPS API (served with --kubeconfig, or when given); 0 disables it")
 	fs.StringVar(&sf.s.TLSCertFile, "tls-cert-file", "", "the API's serving certificate (PEM); without it a self-signed one is made under --root-dir/pki")
 	fs.StringVar(&sf.s.TLSPrivateKeyFile, "tls-private-key-file", "", "the key of --tls-cert-file")
+	fs.BoolVar(&sf.s.ServerTLSBootstrap, "rotate-server-certificates", false, "request the serving certificate from the cluster by CSR, and renew it (serverTLSBootstrap)")
 	fs.StringVar(&sf.clientCA, "client-ca-file", "", "CA bundle client certificates of the API are checked against")
 	fs.BoolVar(&sf.anonymous, "anonymous-auth", false, "let requests without credentials in as system:anonymous (still authorized)")
 	fs.BoolVar(&sf.webhook, "authentication-token-webhook", true, "check bearer tokens with a TokenReview")
@@ -91,6 +96,8 @@ func (sf *ServingFlags) Serving() (Serving, error) {
 			s.TLSCertFile = sf.s.TLSCertFile
 		case "tls-private-key-file":
 			s.TLSPrivateKeyFile = sf.s.TLSPrivateKeyFile
+		case "rotate-server-certificates":
+			s.ServerTLSBootstrap = sf.s.ServerTLSBootstrap
 		case "client-ca-file":
 			s.Authentication.X509.ClientCAFile = sf.clientCA
 		case "anonymous-auth":
@@ -142,6 +149,9 @@ func ApplyServingConfiguration(s *Serving, data []byte) error {
 	}
 	if kc.TLSPrivateKeyFile != "" {
 		s.TLSPrivateKeyFile = kc.TLSPrivateKeyFile
+	}
+	if kc.ServerTLSBootstrap {
+		s.ServerTLSBootstrap = true
 	}
 	a := kc.Authentication
 	if a.X509.ClientCAFile != "" {

@@ -16,6 +16,7 @@ kind: KubeletConfiguration
 port: 11250
 tlsCertFile: /etc/k/tls.crt
 tlsPrivateKeyFile: /etc/k/tls.key
+serverTLSBootstrap: true
 authentication:
   x509: {clientCAFile: /etc/k/ca.crt}
   webhook: {enabled: false}
@@ -35,7 +36,7 @@ authorization:
 			}
 		}},
 		{name: "file", args: []string{"--config", file}, check: func(t *testing.T, s Serving) {
-			if s.Port != 11250 || !s.PortSet || s.TLSCertFile != "/etc/k/tls.crt" || s.Authentication.X509.ClientCAFile != "/etc/k/ca.crt" ||
+			if s.Port != 11250 || !s.PortSet || !s.ServerTLSBootstrap || s.TLSCertFile != "/etc/k/tls.crt" || s.Authentication.X509.ClientCAFile != "/etc/k/ca.crt" ||
 				*s.Authentication.Webhook.Enabled || s.Authorization.Mode != kubeletv1beta1.KubeletAuthorizationModeAlwaysAllow ||
 				*s.Authentication.Anonymous.Enabled {
 				t.Fatalf("%+v", s)

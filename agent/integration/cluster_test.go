@@ -179,6 +179,9 @@ func startControlPlanePKI(t testing.TB, dir string) (string, *pki) {
 	p.issue(t, "apiserver", "kube-apiserver", nil, true)
 	p.issue(t, "admin", "admin", []string{"system:masters"}, false)
 	p.issue(t, "kubelet-client", "kube-apiserver-kubelet-client", nil, false)
+	// The controller-manager signs approved CSRs (kubelet-serving ones too) with the cluster CA.
+	caKey, _ := x509.MarshalECPrivateKey(p.caKey)
+	writePEM(t, filepath.Join(dir, "ca.key"), "EC PRIVATE KEY", caKey)
 	saKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	kb, _ := x509.MarshalECPrivateKey(saKey)
 	writePEM(t, filepath.Join(dir, "sa.key"), "EC PRIVATE KEY", kb)
@@ -216,7 +219,8 @@ func startControlPlanePKI(t testing.TB, dir string) (string, *pki) {
 	}
 	startProc(t, dir, "kube-controller-manager", "--kubeconfig", admin, "--bind-address", "127.0.0.1",
 		"--secure-port", strconv.Itoa(freePort(t)), "--service-account-private-key-file", filepath.Join(dir, "sa.key"),
-		"--root-ca-file", filepath.Join(dir, "ca.crt"), "--use-service-account-credentials=false", "--leader-elect=false")
+		"--root-ca-file", filepath.Join(dir, "ca.crt"), "--use-service-account-credentials=false", "--leader-elect=false",
+		"--cluster-signing-cert-file", filepath.Join(dir, "ca.crt"), "--cluster-signing-key-file", filepath.Join(dir, "ca.key"))
 	startProc(t, dir, "kube-scheduler", "--kubeconfig", admin, "--bind-address", "127.0.0.1",
 		"--secure-port", strconv.Itoa(freePort(t)), "--leader-elect=false")
 	return admin, p

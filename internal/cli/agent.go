@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/certificate"
 
 	"github.com/nodelet/nodelet/agent"
 	"github.com/nodelet/nodelet/agent/agentconfig"
@@ -43,7 +45,9 @@ the command line override it. State lives under --root-dir (default <--root>/age
 API (nodelet get pods, logs, exec…) is served on the root-only --api-socket, and over HTTPS on
 --address:--port (10250) in a cluster, or standalone when --port is given: client certificates
 checked against --client-ca-file, bearer tokens by TokenReview, requests authorized by
-SubjectAccessReview (--authorization-mode Webhook) or let through (AlwaysAllow).`,
+SubjectAccessReview (--authorization-mode Webhook) or let through (AlwaysAllow). The serving
+certificate is --tls-cert-file, or one the cluster signs (--rotate-server-certificates), or else
+self-signed under --root-dir/pki.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := flags.Config()
@@ -94,6 +98,8 @@ type agentAPI struct {
 	// client, with a TCP listener, gets the listener's port into the Node's status.
 	client kubernetes.Interface
 	port   int32
+	// certs, with serverTLSBootstrap, requests and renews the serving certificate.
+	certs certificate.Manager
 }
 
 // addTCP adds the HTTPS listener serving asks for: always in a cluster (unless the port is 0),
@@ -119,6 +125,25 @@ func (api *agentAPI) addTCP(cfg agentconfig.Config, serving agentconfig.Serving)
 	api.TCPAddress = net.JoinHostPort(serving.Address, strconv.Itoa(serving.Port))
 	api.TLS = server.TLSOptions{CertFile: serving.TLSCertFile, KeyFile: serving.TLSPrivateKeyFile,
 		CertDir: filepath.Join(cfg.RootDir, "pki"), Hosts: hosts}
+	if serving.ServerTLSBootstrap && serving.TLSCertFile == "" {
+		if api.client == nil {
+			return errors.New("serverTLSBootstrap (--rotate-server-certificates) needs a cluster (--kubeconfig)")
+		}
+		client := api.client
+		m, err := auth.ServingCertManager(func(*tls.Certificate) (kubernetes.Interface, error) { return client, nil },
+			cfg.NodeName, append([]string{cfg.NodeName}, cfg.NodeIPs...), api.TLS.CertDir)
+		if err != nil {
+			return err
+		}
+		api.certs = m
+		// Until the cluster signs the request, handshakes fail: there is nothing to serve with yet.
+		api.TLS.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			if c := m.Current(); c != nil {
+				return c, nil
+			}
+			return nil, errors.New("no serving certificate yet: its CertificateSigningRequest awaits approval")
+		}
+	}
 	api.Filter = filter
 	api.port = int32(serving.Port)
 	return nil
@@ -137,6 +162,10 @@ func runAgentAPI(ctx context.Context, a *agent.Agent, cfg agentconfig.Config, ap
 	// The kubelet's defaults: rotate a container's log past 10Mi, keep 5 files.
 	if rot, err := logs.NewRotator(a.Runtime(), "10Mi", 5); err == nil {
 		go rot.Run(ctx, 10*time.Second)
+	}
+	if api.certs != nil {
+		api.certs.Start()
+		defer api.certs.Stop()
 	}
 	apiErr := make(chan error, 1)
 	if api.Socket != "" || api.TCPAddress != "" {
