@@ -16,16 +16,17 @@ import (
 // fakeImages is an ImageService whose images are files in dir (when set), so their sizes take
 // real space on a real filesystem.
 type fakeImages struct {
-	mu       sync.Mutex
-	dir      string
-	images   map[string]*runtimeapi.Image // by ID
-	pulls    []string                     // "image auth-user"
-	failPull map[string]error
-	needUser string
-	gate     chan struct{} // when set, pulls wait for it to close
-	inFlight int
-	maxSeen  int
-	removed  []string
+	mu         sync.Mutex
+	dir        string
+	mountpoint string                       // reported by ImageFsInfo instead of dir when set
+	images     map[string]*runtimeapi.Image // by ID
+	pulls      []string                     // "image auth-user"
+	failPull   map[string]error
+	needUser   string
+	gate       chan struct{} // when set, pulls wait for it to close
+	inFlight   int
+	maxSeen    int
+	removed    []string
 }
 
 func newFakeImages(dir string) *fakeImages {
@@ -125,7 +126,11 @@ func (f *fakeImages) RemoveImage(_ context.Context, in *runtimeapi.RemoveImageRe
 }
 
 func (f *fakeImages) ImageFsInfo(context.Context, *runtimeapi.ImageFsInfoRequest, ...grpc.CallOption) (*runtimeapi.ImageFsInfoResponse, error) {
-	return &runtimeapi.ImageFsInfoResponse{ImageFilesystems: []*runtimeapi.FilesystemUsage{{FsId: &runtimeapi.FilesystemIdentifier{Mountpoint: f.dir}}}}, nil
+	mp := f.dir
+	if f.mountpoint != "" {
+		mp = f.mountpoint
+	}
+	return &runtimeapi.ImageFsInfoResponse{ImageFilesystems: []*runtimeapi.FilesystemUsage{{FsId: &runtimeapi.FilesystemIdentifier{Mountpoint: mp}}}}, nil
 }
 
 type fakeContainers struct{ images []string }

@@ -82,7 +82,12 @@ func (g *ImageGC) MarkUsed(id string) {
 
 // Detect refreshes the records from the runtime: new images, images in use, images gone.
 func (g *ImageGC) Detect(ctx context.Context) error {
-	now := g.now()
+	return g.detect(ctx, g.now())
+}
+
+// detect marks the images in use at now; GarbageCollect passes its own now, so "used in this very
+// detection" is an exact comparison.
+func (g *ImageGC) detect(ctx context.Context, now time.Time) error {
 	imgs, err := g.Images.ListImages(ctx, &runtimeapi.ListImagesRequest{})
 	if err != nil {
 		return fmt.Errorf("list images: %w", err)
@@ -181,10 +186,10 @@ func (g *ImageGC) GarbageCollect(ctx context.Context) (GCResult, error) {
 		return res, nil
 	}
 	want := int64(capacity*uint64(100-g.Policy.LowThresholdPercent)/100) - int64(available)
-	if err := g.Detect(ctx); err != nil {
+	now := g.now()
+	if err := g.detect(ctx, now); err != nil {
 		return res, err
 	}
-	now := g.now()
 	type cand struct {
 		id string
 		r  imageRecord

@@ -114,3 +114,21 @@ func TestImageGCOnLoopFilesystem(t *testing.T) {
 		t.Fatalf("nothing removable: %v", err)
 	}
 }
+
+// With a real clock, an image a container uses is never a candidate (detection and collection
+// share one instant).
+func TestImageGCKeepsImagesInUseWithARealClock(t *testing.T) {
+	f := newFakeImages("")
+	f.add("sha256:used", "reg/used:1", 10)
+	f.add("sha256:idle", "reg/idle:1", 10)
+	g := &ImageGC{Images: f, Containers: fakeContainers{images: []string{"reg/used:1"}},
+		Policy: GCPolicy{HighThresholdPercent: 1, LowThresholdPercent: 0},
+		Statfs: func(string) (uint64, uint64, error) { return 100, 0, nil }}
+	f.mountpoint = "/images" // Statfs is faked
+	for range 3 {
+		g.GarbageCollect(context.Background())
+	}
+	if f.images["sha256:used"] == nil || f.images["sha256:idle"] != nil {
+		t.Fatalf("removed %v", f.removed)
+	}
+}

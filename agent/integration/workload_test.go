@@ -16,6 +16,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodelet/nodelet/agent"
 	"github.com/nodelet/nodelet/internal/testutil"
 )
 
@@ -220,4 +221,37 @@ func TestWorkloadOnContainerd(t *testing.T) {
 		return startContainerd(t, dir, reg, "registry.k8s.io")
 	})
 	workloadScenario(t, e)
+}
+
+// TestImageGCThroughTheAgent: with thresholds that always trigger, the agent's collector removes
+// an image no container uses and keeps the running pod's.
+func TestImageGCThroughTheAgent(t *testing.T) {
+	e := newEnv(t, func(t testing.TB, dir, reg string) *criRuntime {
+		return startNodeletRuntime(t, dir, reg, "registry.k8s.io")
+	})
+	images := runtimeapi.NewImageServiceClient(e.rt.Conn)
+	ctx := context.Background()
+	unused := e.reg + "/pause:3.9" // busybox:2 is busybox:1 under another tag: the same image, in use
+	if _, err := images.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: unused}}); err != nil {
+		t.Fatal(err)
+	}
+	e.cfg.ImageGCHighThresholdPercent, e.cfg.ImageGCLowThresholdPercent, e.cfg.ImageMinimumGCAge = 1, 0, 0
+	e.writePod("web", "Always", e.reg+"/busybox:1", loop)
+	a, err := agent.New(e.cfg, agent.Options{ImageGCPeriod: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	actx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); a.Run(actx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	e.eventually("web running", func() bool { return len(running(e.containers("web"))) == 1 })
+	e.eventually("unused image removed", func() bool {
+		st, err := images.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: unused}})
+		return err == nil && st.Image == nil
+	})
+	st, err := images.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: e.reg + "/busybox:1"}})
+	if err != nil || st.Image == nil {
+		t.Fatalf("image in use removed: %v", err)
+	}
 }
