@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"path/filepath"
 	"strconv"
@@ -146,6 +147,13 @@ func (api *agentAPI) addTCP(cfg agentconfig.Config, serving agentconfig.Serving)
 	}
 	api.Filter = filter
 	api.port = int32(serving.Port)
+	if serving.Authentication.X509.ClientCAFile == "" && api.client != nil {
+		// The apiserver authenticates to nodes by client certificate; with only tokens it gets 401.
+		slog.Warn("no client CA (--client-ca-file, authentication.x509.clientCAFile): the apiserver's kubectl logs, exec and port-forward will be refused")
+	}
+	slog.Info("agent API", "https", api.TCPAddress, "authorization", string(serving.Authorization.Mode),
+		"anonymous", serving.Authentication.Anonymous.Enabled != nil && *serving.Authentication.Anonymous.Enabled,
+		"serverTLSBootstrap", api.certs != nil)
 	return nil
 }
 
