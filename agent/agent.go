@@ -143,7 +143,7 @@ func New(cfg agentconfig.Config, opts Options) (*Agent, error) {
 		vols.Objects = &volumemanager.DirObjects{Dir: cfg.PodManifestPath}
 	}
 	a.vols = vols
-	a.imageGC = &images.ImageGC{Images: imageService, Containers: a.runtime, Log: log,
+	a.imageGC = &images.ImageGC{Images: imageService, Containers: a.runtime, Log: log, Keep: []string{cfg.PodInfraContainerImage},
 		Policy: imageGCPolicy(cfg.ImageGCHighThresholdPercent, cfg.ImageGCLowThresholdPercent, cfg.ImageMinimumGCAge)}
 	serialize := cfg.SerializeImagePulls
 	a.manager = kuberuntime.NewManager(kuberuntime.Deps{

@@ -27,6 +27,8 @@ const (
 	DefaultResolvConf      = "/etc/resolv.conf"
 	DefaultCgroupRoot      = "/kubepods"
 	DefaultHealthzPort     = 10248
+	// DefaultPodInfraContainerImage is the kubelet's: image GC leaves it alone.
+	DefaultPodInfraContainerImage = "registry.k8s.io/pause:3.10"
 )
 
 // Config is the resolved configuration the agent runs with.
@@ -71,6 +73,8 @@ type Config struct {
 	ImageGCHighThresholdPercent int
 	ImageGCLowThresholdPercent  int
 	ImageMinimumGCAge           time.Duration
+	// PodInfraContainerImage is never collected (the runtime's sandbox image).
+	PodInfraContainerImage string
 
 	// Container GC, as the kubelet's (deprecated, flag-only) settings.
 	MinimumContainerTTL time.Duration
@@ -101,6 +105,7 @@ func Default() Config {
 		ImageGCHighThresholdPercent: 85,
 		ImageGCLowThresholdPercent:  80,
 		ImageMinimumGCAge:           2 * time.Minute,
+		PodInfraContainerImage:      DefaultPodInfraContainerImage,
 		MaxPerPodContainer:          1,
 		MaxContainers:               -1,
 	}
@@ -142,6 +147,7 @@ func AddFlags(fs *pflag.FlagSet) *Flags {
 	fs.IntVar(&c.ImageGCHighThresholdPercent, "image-gc-high-threshold", c.ImageGCHighThresholdPercent, "image filesystem usage percent that starts image GC (100 disables it)")
 	fs.IntVar(&c.ImageGCLowThresholdPercent, "image-gc-low-threshold", c.ImageGCLowThresholdPercent, "image filesystem usage percent image GC frees down to")
 	fs.DurationVar(&c.ImageMinimumGCAge, "minimum-image-ttl-duration", c.ImageMinimumGCAge, "an unused image younger than this is not collected")
+	fs.StringVar(&c.PodInfraContainerImage, "pod-infra-container-image", c.PodInfraContainerImage, "the runtime's sandbox image, which image GC never removes")
 	fs.DurationVar(&c.MinimumContainerTTL, "minimum-container-ttl-duration", c.MinimumContainerTTL, "a dead container younger than this is not collected")
 	fs.IntVar(&c.MaxPerPodContainer, "maximum-dead-containers-per-container", c.MaxPerPodContainer, "dead containers kept per container (<0: no limit)")
 	fs.IntVar(&c.MaxContainers, "maximum-dead-containers", c.MaxContainers, "dead containers kept in all (<0: no limit)")
@@ -211,6 +217,8 @@ func (f *Flags) Config() (Config, error) {
 			cfg.ImageGCLowThresholdPercent = c.ImageGCLowThresholdPercent
 		case "minimum-image-ttl-duration":
 			cfg.ImageMinimumGCAge = c.ImageMinimumGCAge
+		case "pod-infra-container-image":
+			cfg.PodInfraContainerImage = c.PodInfraContainerImage
 		case "minimum-container-ttl-duration":
 			cfg.MinimumContainerTTL = c.MinimumContainerTTL
 		case "maximum-dead-containers-per-container":

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -47,6 +48,10 @@ type ImageGC struct {
 	Now        func() time.Time
 	// Statfs gives the capacity and available bytes of a mount point; nil uses statfs(2).
 	Statfs func(path string) (capacity, available uint64, err error)
+	// Keep names images never removed (the runtime's sandbox image, --pod-infra-container-image):
+	// CRI lists no sandbox's image, so it would look unused, and runtimes before CRI's Pinned field
+	// (containerd 1.6) do not pin it.
+	Keep []string
 
 	mu      sync.Mutex
 	records map[string]*imageRecord
@@ -117,7 +122,7 @@ func (g *ImageGC) detect(ctx context.Context, now time.Time) error {
 			r = &imageRecord{firstDetected: now}
 			g.records[img.Id] = r
 		}
-		r.size, r.pinned = img.Size, img.Pinned
+		r.size, r.pinned = img.Size, img.Pinned || g.kept(img)
 		used := inUse[img.Id]
 		for _, n := range append(append([]string{}, img.RepoTags...), img.RepoDigests...) {
 			used = used || inUse[n]
@@ -132,6 +137,15 @@ func (g *ImageGC) detect(ctx context.Context, now time.Time) error {
 		}
 	}
 	return nil
+}
+
+func (g *ImageGC) kept(img *runtimeapi.Image) bool {
+	for _, k := range g.Keep {
+		if k == img.Id || slices.Contains(img.RepoTags, k) || slices.Contains(img.RepoDigests, k) {
+			return true
+		}
+	}
+	return false
 }
 
 // Usage is the image filesystem's capacity and free space.

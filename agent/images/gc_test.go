@@ -132,3 +132,17 @@ func TestImageGCKeepsImagesInUseWithARealClock(t *testing.T) {
 		t.Fatalf("removed %v", f.removed)
 	}
 }
+
+func TestImageGCKeepsTheSandboxImage(t *testing.T) {
+	f := newFakeImages("")
+	f.mountpoint = "/images"
+	f.add("sha256:pause", "registry.k8s.io/pause:3.10", 10)
+	f.add("sha256:idle", "reg/idle:1", 10)
+	g := &ImageGC{Images: f, Containers: fakeContainers{}, Keep: []string{"registry.k8s.io/pause:3.10"},
+		Policy: GCPolicy{HighThresholdPercent: 1, LowThresholdPercent: 0},
+		Statfs: func(string) (uint64, uint64, error) { return 100, 0, nil }}
+	g.GarbageCollect(context.Background())
+	if f.images["sha256:pause"] == nil || f.images["sha256:idle"] != nil {
+		t.Fatalf("removed %v", f.removed)
+	}
+}
