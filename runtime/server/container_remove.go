@@ -68,7 +68,7 @@ func (s *Server) removeContainer(ctx context.Context, c *store.Container) (retEr
 			filesErr = s.removeContainerFiles(ctx, c)
 		}
 	} else {
-		go func() { deleted <- rt.Delete(ctx, c.ID) }()
+		go func() { deleted <- s.deleteFromRuntime(ctx, rt, c) }()
 		filesErr = s.removeContainerFiles(ctx, c)
 	}
 	if err := <-deleted; err != nil {
