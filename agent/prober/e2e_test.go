@@ -57,3 +57,30 @@ func TestProbesInRealContainer(t *testing.T) {
 	rt.Exec(t, id, "rm", "/tmp/alive")
 	waitFor(t, "liveness failure", func() bool { bad, _ := m.Unhealthy(id); return bad })
 }
+
+// TestGRPCProbeInRealContainer probes a gRPC health server running in a container on nodelet's runtime.
+func TestGRPCProbeInRealContainer(t *testing.T) {
+	rt := crirt.Start(t, filepath.Join(t.TempDir(), "rt"))
+	image := rt.PushFiles(t, "health:1", map[string][]byte{"bin/healthserver": crirt.HealthServer(t)})
+	rt.Pull(t, image)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	p := rt.RunPod(t, "grpc", "uid-grpc", t.TempDir())
+	id := rt.Start(t, p, "srv", 0, image, []string{"/bin/healthserver", "-listen", "127.0.0.1:" + strconv.Itoa(port)})
+	c := v1.Container{Name: "srv", ReadinessProbe: &v1.Probe{ProbeHandler: v1.ProbeHandler{GRPC: &v1.GRPCAction{Port: int32(port)}},
+		PeriodSeconds: 1, FailureThreshold: 1, TimeoutSeconds: 5}}
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "grpc", UID: "uid-grpc"}, Spec: v1.PodSpec{Containers: []v1.Container{c}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m := New(ctx, rt.RS, nil, nil)
+	defer m.RemovePod(pod.UID)
+	m.SyncPod(pod, &kubecontainer.PodStatus{ID: pod.UID, IPs: []string{"127.0.0.1"},
+		ContainerStatuses: []*kubecontainer.Status{{ID: id, Name: "srv", State: kubecontainer.StateRunning, StartedAt: time.Now()}}})
+	waitFor(t, "ready through grpc", func() bool { return m.Ready(&c, id) })
+	rt.Exec(t, id, "touch", "/tmp/unhealthy")
+	waitFor(t, "not ready through grpc", func() bool { return !m.Ready(&c, id) })
+}

@@ -193,6 +193,17 @@ func serveRegistry(t testing.TB) string {
 // /extra with those bytes (to give images distinct sizes). It returns the image's name.
 func (r *Runtime) Push(t testing.TB, repo string, extra []byte) string {
 	t.Helper()
+	var files map[string][]byte
+	if extra != nil {
+		files = map[string][]byte{"extra": extra}
+	}
+	return r.PushFiles(t, repo, files)
+}
+
+// PushFiles publishes Mirrored/<repo> made of busybox plus a layer with the given files (paths
+// relative to /; those under bin/ are executable).
+func (r *Runtime) PushFiles(t testing.TB, repo string, files map[string][]byte) string {
+	t.Helper()
 	if r.layer == nil {
 		r.layer = busyboxLayer(t)
 	}
@@ -200,8 +211,8 @@ func (r *Runtime) Push(t testing.TB, repo string, extra []byte) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if extra != nil {
-		l := tarLayer(t, map[string][]byte{"extra": extra})
+	if len(files) > 0 {
+		l := tarLayer(t, files)
 		if img, err = mutate.AppendLayers(img, l); err != nil {
 			t.Fatal(err)
 		}
@@ -231,7 +242,11 @@ func tarLayer(t testing.TB, files map[string][]byte) ggcrv1.Layer {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	for n, b := range files {
-		tw.WriteHeader(&tar.Header{Name: n, Mode: 0o644, Size: int64(len(b)), Typeflag: tar.TypeReg})
+		mode := int64(0o644)
+		if strings.HasPrefix(n, "bin/") {
+			mode = 0o755
+		}
+		tw.WriteHeader(&tar.Header{Name: n, Mode: mode, Size: int64(len(b)), Typeflag: tar.TypeReg})
 		tw.Write(b)
 	}
 	tw.Close()
@@ -379,4 +394,35 @@ func (r *Runtime) WaitExited(t testing.TB, id string) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// HealthServer builds ./healthserver (static) once and returns the binary, to put in an image.
+func HealthServer(t testing.TB) []byte {
+	t.Helper()
+	health.once.Do(func() {
+		dir, err := os.MkdirTemp("", "nodelet-healthserver-")
+		if err != nil {
+			health.err = err
+			return
+		}
+		defer os.RemoveAll(dir)
+		out := filepath.Join(dir, "healthserver")
+		cmd := exec.Command("go", "build", "-o", out, "github.com/nodelet/nodelet/agent/internal/crirt/healthserver")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			health.err = fmt.Errorf("go build healthserver: %v\n%s", err, b)
+			return
+		}
+		health.bin, health.err = os.ReadFile(out)
+	})
+	if health.err != nil {
+		t.Fatal(health.err)
+	}
+	return health.bin
+}
+
+var health struct {
+	once sync.Once
+	bin  []byte
+	err  error
 }
