@@ -95,10 +95,6 @@ func clusterAPIScenario(t *testing.T, e *env, hostNetwork bool) {
 		return false
 	})
 
-	e.eventually("the default service account, which admission looks up", func() bool {
-		_, err := client.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
-		return err == nil
-	})
 	grace := int64(2)
 	// A host-network pod's server takes a free port of the host's loopback.
 	httpPort := 8080

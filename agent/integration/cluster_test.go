@@ -223,6 +223,16 @@ func startControlPlanePKI(t testing.TB, dir string) (string, *pki) {
 		"--cluster-signing-cert-file", filepath.Join(dir, "ca.crt"), "--cluster-signing-key-file", filepath.Join(dir, "ca.key"))
 	startProc(t, dir, "kube-scheduler", "--kubeconfig", admin, "--bind-address", "127.0.0.1",
 		"--secure-port", strconv.Itoa(freePort(t)), "--leader-elect=false")
+	// Pods can be created once the controller-manager made the default service account, which
+	// admission looks up.
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if _, err := client.CoreV1().ServiceAccounts("default").Get(context.Background(), "default", metav1.GetOptions{}); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no default service account after 90 s")
+		}
+	}
 	return admin, p
 }
 
