@@ -84,3 +84,33 @@ func TestGRPCProbeInRealContainer(t *testing.T) {
 	rt.Exec(t, id, "touch", "/tmp/unhealthy")
 	waitFor(t, "not ready through grpc", func() bool { return !m.Ready(&c, id) })
 }
+
+// TestProbesOverThePodNetwork probes a pod with its own network namespace on a CNI bridge: the
+// handlers reach the pod's IP, not loopback.
+func TestProbesOverThePodNetwork(t *testing.T) {
+	rt := crirt.StartWithNetwork(t, filepath.Join(t.TempDir(), "rt"), "nle2e7", "10.247.0.0/24")
+	image := rt.PushFiles(t, "health:net", map[string][]byte{"bin/healthserver": crirt.HealthServer(t)})
+	rt.Pull(t, image)
+	p, ip := rt.RunPodNetwork(t, "net", "uid-net", t.TempDir())
+	web := rt.Start(t, p, "web", 0, image, []string{"sh", "-c", "mkdir -p /www && echo ok > /www/ok && exec httpd -f -p 8080 -h /www"})
+	grpcID := rt.Start(t, p, "grpc", 0, image, []string{"/bin/healthserver", "-listen", ":9090"})
+	probe := func(h v1.ProbeHandler) *v1.Probe {
+		return &v1.Probe{ProbeHandler: h, PeriodSeconds: 1, FailureThreshold: 1, TimeoutSeconds: 5}
+	}
+	cs := []v1.Container{
+		{Name: "web", Ports: []v1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+			ReadinessProbe: probe(v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/ok", Port: intstr.FromString("http")}}),
+			StartupProbe:   probe(v1.ProbeHandler{TCPSocket: &v1.TCPSocketAction{Port: intstr.FromInt32(8080)}})},
+		{Name: "grpc", ReadinessProbe: probe(v1.ProbeHandler{GRPC: &v1.GRPCAction{Port: 9090}})},
+	}
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "net", UID: "uid-net"}, Spec: v1.PodSpec{Containers: cs}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m := New(ctx, rt.RS, nil, nil)
+	defer m.RemovePod(pod.UID)
+	now := time.Now()
+	m.SyncPod(pod, &kubecontainer.PodStatus{ID: pod.UID, IPs: []string{ip}, ContainerStatuses: []*kubecontainer.Status{
+		{ID: web, Name: "web", State: kubecontainer.StateRunning, StartedAt: now},
+		{ID: grpcID, Name: "grpc", State: kubecontainer.StateRunning, StartedAt: now}}})
+	waitFor(t, "both ready over the pod IP "+ip, func() bool { return m.Ready(&cs[0], web) && m.Ready(&cs[1], grpcID) })
+}

@@ -82,6 +82,18 @@ func binary(t testing.TB) string {
 // state under a temp dir, without pod networking; everything is stopped and unmounted at cleanup.
 func Start(t testing.TB, root string) *Runtime {
 	t.Helper()
+	return start(t, root, "", "")
+}
+
+// StartWithNetwork is Start with a CNI bridge network of its own (bridge name and subnet that no
+// other test uses), so pods get an IP of their own; the bridge is deleted at cleanup.
+func StartWithNetwork(t testing.TB, root, bridge, subnet string) *Runtime {
+	t.Helper()
+	testutil.Require(t, "cni:bridge", "cni:host-local", "cni:loopback", "ip")
+	return start(t, root, bridge, subnet)
+}
+
+func start(t testing.TB, root, bridge, subnet string) *Runtime {
 	testutil.Require(t, "runc", "conmon", "busybox")
 	bin := binary(t)
 	dir := t.TempDir()
@@ -93,9 +105,24 @@ func Start(t testing.TB, root string) *Runtime {
 		t.Fatal(err)
 	}
 	r.cgroup = fmt.Sprintf("/nodelet-mgr-e2e-%d", os.Getpid())
-	r.cmd = exec.Command(bin, "runtime", "--root", root, "--state", filepath.Join(dir, "state"), "--listen", "unix://"+sock,
-		"--no-network", "--cgroup-parent", r.cgroup,
-		"--registry-mirror", Mirrored+"=http://"+r.registry)
+	args := []string{"runtime", "--root", root, "--state", filepath.Join(dir, "state"), "--listen", "unix://" + sock,
+		"--cgroup-parent", r.cgroup, "--registry-mirror", Mirrored + "=http://" + r.registry}
+	if bridge == "" {
+		args = append(args, "--no-network")
+	} else {
+		conf := filepath.Join(dir, "cni")
+		os.MkdirAll(conf, 0o755)
+		// No masquerading and no port mapping: nothing is added to the host's iptables.
+		list := fmt.Sprintf(`{"cniVersion": "1.0.0", "name": "mgr-e2e-%[1]s", "plugins": [{"type": "bridge", "bridge": %[1]q,
+  "isGateway": true, "ipMasq": false, "ipam": {"type": "host-local", "ranges": [[{"subnet": %[2]q}]], "dataDir": %[3]q}}]}`,
+			bridge, subnet, filepath.Join(dir, "ipam"))
+		if err := os.WriteFile(filepath.Join(conf, "10-mgr-e2e.conflist"), []byte(list), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--cni-conf-dir", conf, "--no-default-network")
+		t.Cleanup(func() { exec.Command("ip", "link", "del", bridge).Run() })
+	}
+	r.cmd = exec.Command(bin, args...)
 	r.cmd.Stdout, r.cmd.Stderr = logf, logf
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := r.cmd.Start(); err != nil {
@@ -313,12 +340,28 @@ type Pod struct {
 // RunPod starts a sandbox on the host's network with the kubelet's pod labels, logs under logDir.
 func (r *Runtime) RunPod(t testing.TB, name, uid, logDir string) Pod {
 	t.Helper()
+	return r.runPod(t, name, uid, logDir, runtimeapi.NamespaceMode_NODE)
+}
+
+// RunPodNetwork starts a sandbox with a network namespace of its own (StartWithNetwork's bridge)
+// and returns it with its IP.
+func (r *Runtime) RunPodNetwork(t testing.TB, name, uid, logDir string) (Pod, string) {
+	t.Helper()
+	p := r.runPod(t, name, uid, logDir, runtimeapi.NamespaceMode_POD)
+	st, err := r.RS.PodSandboxStatus(context.Background(), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: p.ID})
+	if err != nil || st.Status.GetNetwork().GetIp() == "" {
+		t.Fatalf("sandbox IP: %v %v", st, err)
+	}
+	return p, st.Status.Network.Ip
+}
+
+func (r *Runtime) runPod(t testing.TB, name, uid, logDir string, netMode runtimeapi.NamespaceMode) Pod {
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "default", Uid: uid},
 		Labels:       map[string]string{"io.kubernetes.pod.name": name, "io.kubernetes.pod.namespace": "default", "io.kubernetes.pod.uid": uid},
 		LogDirectory: logDir,
 		Linux: &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
-			NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE}}},
+			NamespaceOptions: &runtimeapi.NamespaceOption{Network: netMode}}},
 	}
 	resp, err := r.RS.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: cfg})
 	if err != nil {
