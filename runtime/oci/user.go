@@ -95,13 +95,16 @@ func resolveUser(rootfs string, sc *runtimeapi.LinuxContainerSecurityContext, im
 			}
 		}
 	}
-	seen := map[uint32]bool{u.GID: true}
+	// The primary group is listed among the supplementary ones too, as containerd and CRI-O do and
+	// as critest's SupplementalGroupsPolicy specs expect of ContainerStatus.User.
+	seen := map[uint32]bool{}
 	add := func(g uint32) {
 		if !seen[g] {
 			seen[g] = true
 			u.AdditionalGids = append(u.AdditionalGids, g)
 		}
 	}
+	add(u.GID)
 	if name != "" && sc.GetSupplementalGroupsPolicy() != runtimeapi.SupplementalGroupsPolicy_Strict {
 		for _, g := range groups {
 			for _, m := range g.members {

@@ -33,7 +33,7 @@ func TestContainerSecurityContext(t *testing.T) {
 				cfg.Linux.SecurityContext.RunAsUser = &runtimeapi.Int64Value{Value: 1000}
 				cfg.Linux.SecurityContext.SupplementalGroups = []int64{3000}
 				st, log := runToLog(t, e, sb, pod, cfg)
-				if u := st.GetUser().GetLinux(); u.GetUid() != 1000 || u.GetGid() != 1000 || len(u.GetSupplementalGroups()) != 2 {
+				if u := st.GetUser().GetLinux(); u.GetUid() != 1000 || u.GetGid() != 1000 || len(u.GetSupplementalGroups()) != 3 { // 1000 itself, 2000 from /etc/group, 3000 asked
 					t.Errorf("status user: %v", u)
 				}
 				for _, want := range []string{"uid=1000", "gid=1000", "2000", "3000"} {
