@@ -110,8 +110,8 @@ done
 
 [ "$rss" = 1 ] || exit 0
 
-rss_of() { # rss_of RUNTIME → kB: the daemon plus every process whose command line names its dir, plus pause processes
-  local r=$1 total=0 p kb
+rss_of() { # rss_of RUNTIME → "RSS PSS" in kB: the daemon plus every process whose command line names its dir, plus pause processes
+  local r=$1 total=0 ptotal=0 p kb pkb
   for p in /proc/[0-9]*; do p=${p#/proc/}
     [ -r "/proc/$p/cmdline" ] || continue
     if [ "$p" = "${pid[$r]}" ] || tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- "${ep[$r]#unix://}" ||
@@ -119,10 +119,11 @@ rss_of() { # rss_of RUNTIME → kB: the daemon plus every process whose command 
       { [ "$r" = nodelet ] && grep -qx 'conmon\|catatonit' "/proc/$p/comm" 2>/dev/null &&
         tr '\0' ' ' <"/proc/$p/cmdline" | grep -q -- "$NL_WORK/nodelet/"; }; then
       kb=$(awk '/^VmRSS:/ {print $2}' "/proc/$p/status" 2>/dev/null || echo 0)
-      total=$((total + ${kb:-0}))
+      pkb=$(awk '/^Pss:/ {print $2}' "/proc/$p/smaps_rollup" 2>/dev/null || echo 0)
+      total=$((total + ${kb:-0})); ptotal=$((ptotal + ${pkb:-0}))
     fi
   done
-  echo "$total"
+  echo "$total $ptotal"
 }
 start_pods() { # start_pods RUNTIME FROM TO
   local r=$1 n p c
@@ -135,19 +136,22 @@ start_pods() { # start_pods RUNTIME FROM TO
   done
 }
 echo
-echo "RSS (MB; daemon + per-pod helpers)"
-declare -A idle r10 r50
+# RSS counts a shared library's pages once in every process that maps them (each conmon's 1.7 MB
+# of libc and glib, say); PSS divides them among the processes sharing them, so the sum over
+# processes is the memory they really take. Both are shown.
+echo "RSS and PSS (MB; daemon + per-pod helpers)"
+declare -A idle r10 r50 pidle p10 p50
 for r in "${names[@]}"; do
-  sleep 2; idle[$r]=$(rss_of "$r")
-  start_pods "$r" 1 10; sleep 2; r10[$r]=$(rss_of "$r")
-  start_pods "$r" 11 50; sleep 2; r50[$r]=$(rss_of "$r")
+  sleep 2; read -r idle[$r] pidle[$r] < <(rss_of "$r")
+  start_pods "$r" 1 10; sleep 2; read -r r10[$r] p10[$r] < <(rss_of "$r")
+  start_pods "$r" 11 50; sleep 2; read -r r50[$r] p50[$r] < <(rss_of "$r")
   cri "$r" rmp -fa >/dev/null
 done
 mb() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
 printf '%-14s' ""; for r in "${names[@]}"; do printf '%-14s' "$r"; done
 [ ${#names[@]} = 2 ] && printf 'ratio'
 echo
-for row in idle 10-pods 50-pods per-pod; do
+for row in idle 10-pods 50-pods per-pod pss-idle pss-10-pods pss-50-pods pss-per-pod; do
   printf '%-14s' "$row"; vals=()
   for r in "${names[@]}"; do
     case $row in
@@ -155,6 +159,10 @@ for row in idle 10-pods 50-pods per-pod; do
       10-pods) v=${r10[$r]} ;;
       50-pods) v=${r50[$r]} ;;
       per-pod) v=$(( (${r50[$r]} - ${r10[$r]}) / 40 )) ;;
+      pss-idle) v=${pidle[$r]} ;;
+      pss-10-pods) v=${p10[$r]} ;;
+      pss-50-pods) v=${p50[$r]} ;;
+      pss-per-pod) v=$(( (${p50[$r]} - ${p10[$r]}) / 40 )) ;;
     esac
     vals+=("$v"); printf '%-14s' "$(mb "$v")"
   done
