@@ -148,10 +148,33 @@ func (s *Store) mountOverlay(rec *rootfsRecord) error {
 		lowers = []string{dir + "/empty"}
 	}
 	opts := "lowerdir=" + strings.Join(lowers, ":") + ",upperdir=" + dir + "/upper,workdir=" + dir + "/work,index=off"
-	if len(opts) >= os.Getpagesize() {
+	if len(opts)+len(",volatile") >= os.Getpagesize() {
 		return fmt.Errorf("image has too many layers (%d) for one overlay mount: %w", len(lowers), errdefs.ErrFailedPrecondition)
 	}
 	target := s.path(dir, "merged")
+	// A volatile overlay left its mark in the work dir: overlay refuses to mount it again until
+	// the mark is gone (its upper may have lost writes if the machine crashed; see mountOverlayOpts).
+	if err := os.RemoveAll(s.path(dir, "work", "work", "incompat")); err != nil {
+		return err
+	}
+	err := s.mountOverlayOpts(target, opts+",volatile")
+	if errors.Is(err, unix.EINVAL) {
+		err = s.mountOverlayOpts(target, opts) // a kernel before 5.10, without volatile
+	}
+	if err != nil {
+		return fmt.Errorf("mount overlay for %s: %w", rec.ContainerID, err)
+	}
+	return nil
+}
+
+// Container overlays are mounted volatile: overlay then skips syncing its upper dir, which
+// otherwise happens on every unmount as a syncfs of the whole file system holding the store
+// (the node's disk, with every pod's logs and every pull on it) and made each RemoveContainer
+// wait for it — about 5 ms on an idle node, much more on a busy one. What volatile gives up is the
+// durability of a container's own writes to its rootfs across a machine crash; no one can read
+// them after one anyway, since containers do not survive a reboot and the kubelet makes new ones
+// with new rootfs. A daemon crash keeps the page cache, so nothing changes there.
+func (s *Store) mountOverlayOpts(target, opts string) error {
 	errc := make(chan error, 1)
 	go func() {
 		// The thread gets its own cwd (CLONE_FS) and is never returned to the Go scheduler, so the
@@ -168,10 +191,7 @@ func (s *Store) mountOverlay(rec *rootfsRecord) error {
 		// nodev: device files an image carries cannot be opened through the container's rootfs.
 		errc <- unix.Mount("overlay", target, "overlay", unix.MS_NODEV, opts)
 	}()
-	if err := <-errc; err != nil {
-		return fmt.Errorf("mount overlay for %s: %w", rec.ContainerID, err)
-	}
-	return nil
+	return <-errc
 }
 
 // makeVolumeDirs creates each image volume as a directory inside the container's own rootfs and
