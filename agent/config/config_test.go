@@ -248,3 +248,14 @@ func TestAPISource(t *testing.T) {
 	}
 	r.waitFor(t, "two pods", func(p []*v1.Pod) bool { return len(p) == 2 })
 }
+
+// ConfigMaps and Secrets beside static pods feed their volumes; the pods in the same file still run.
+func TestDecodeSkipsConfigMapsAndSecrets(t *testing.T) {
+	body := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\ndata: {a: b}\n---\n" +
+		"apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData: {k: v}\n---\n" +
+		fmt.Sprintf(podYAML, "web", "busybox:1")
+	pods, err := decodeManifests([]byte(body))
+	if err != nil || len(pods) != 1 || pods[0].Name != "web" {
+		t.Fatalf("pods %v, err %v; want just web", pods, err)
+	}
+}

@@ -52,8 +52,12 @@ func decodeManifests(data []byte) ([]*v1.Pod, error) {
 			for j := range l.Items {
 				pods = append(pods, &l.Items[j])
 			}
+		case "ConfigMap", "Secret":
+			// Standalone pods' configMap and secret volumes read these from the manifest folder
+			// (the volume manager); they are not pods, nor errors.
+			continue
 		default:
-			return nil, fmt.Errorf("document %d: kind %q, want Pod or PodList", i, head.Kind)
+			return nil, fmt.Errorf("document %d: kind %q, want Pod, PodList, ConfigMap or Secret", i, head.Kind)
 		}
 	}
 	return pods, nil
