@@ -10,6 +10,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	kubecontainer "github.com/nodelet/nodelet/agent/container"
 )
 
 // PodLogsDir is the upstream layout <root>/<namespace>_<name>_<uid>.
@@ -33,31 +35,12 @@ func podHostname(pod *v1.Pod) string {
 	return h
 }
 
-// qosClass is the pod's QoS class by the usual rules (all requests equal limits → Guaranteed).
+// qosClass is the class the status manager already recorded, else the one computed from the spec.
 func qosClass(pod *v1.Pod) v1.PodQOSClass {
 	if pod.Status.QOSClass != "" {
 		return pod.Status.QOSClass
 	}
-	guaranteed, any := true, false
-	for _, c := range append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
-		for _, r := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
-			req, hasReq := c.Resources.Requests[r]
-			lim, hasLim := c.Resources.Limits[r]
-			if hasReq || hasLim {
-				any = true
-			}
-			if !hasLim || (hasReq && req.Cmp(lim) != 0) {
-				guaranteed = false
-			}
-		}
-	}
-	switch {
-	case !any:
-		return v1.PodQOSBestEffort
-	case guaranteed:
-		return v1.PodQOSGuaranteed
-	}
-	return v1.PodQOSBurstable
+	return kubecontainer.PodQOSClass(pod)
 }
 
 func (m *Manager) podCgroupParent(pod *v1.Pod) string {

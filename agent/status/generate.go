@@ -35,7 +35,7 @@ type ProbeResults interface {
 func Generate(pod *v1.Pod, ps *kubecontainer.PodStatus, old v1.PodStatus, in Inputs) v1.PodStatus {
 	s := v1.PodStatus{
 		StartTime: old.StartTime,
-		QOSClass:  qosClass(pod),
+		QOSClass:  kubecontainer.PodQOSClass(pod),
 	}
 	if s.StartTime == nil {
 		t := metav1.NewTime(in.Now)
@@ -303,29 +303,4 @@ func conditions(pod *v1.Pod, s *v1.PodStatus, ps *kubecontainer.PodStatus, old [
 	}
 	sort.SliceStable(conds, func(i, j int) bool { return conds[i].Type < conds[j].Type })
 	return conds
-}
-
-// qosClass: Guaranteed when every container's cpu and memory limits equal its requests, BestEffort
-// when none has any, Burstable otherwise.
-func qosClass(pod *v1.Pod) v1.PodQOSClass {
-	guaranteed, any := true, false
-	for _, c := range append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
-		for _, r := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
-			req, hasReq := c.Resources.Requests[r]
-			lim, hasLim := c.Resources.Limits[r]
-			if hasReq || hasLim {
-				any = true
-			}
-			if !hasLim || (hasReq && req.Cmp(lim) != 0) {
-				guaranteed = false
-			}
-		}
-	}
-	switch {
-	case !any:
-		return v1.PodQOSBestEffort
-	case guaranteed:
-		return v1.PodQOSGuaranteed
-	}
-	return v1.PodQOSBurstable
 }
