@@ -15,6 +15,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
+	"github.com/nodelet/nodelet/agent/internal/backoff"
 )
 
 // ImageService is the part of CRI's ImageService the manager and the collector use.
@@ -52,7 +53,7 @@ type Manager struct {
 	images  ImageService
 	opts    Options
 	puller  *puller
-	backOff *backOff
+	backOff *backoff.BackOff
 }
 
 // NewManager makes a manager.
@@ -74,7 +75,7 @@ func NewManager(images ImageService, o Options) *Manager {
 		limit = int(o.MaxParallelImagePulls)
 	}
 	return &Manager{images: images, opts: o, puller: newPuller(images, limit),
-		backOff: newBackOff(o.BackOffInitial, o.BackOffMax, o.Now)}
+		backOff: backoff.New(o.BackOffInitial, o.BackOffMax, o.Now)}
 }
 
 // DefaultTag adds ":latest" to a name with neither tag nor digest.
@@ -132,7 +133,7 @@ func (m *Manager) EnsureImageExists(ctx context.Context, pod *v1.Pod, c *v1.Cont
 	}
 
 	key := string(pod.UID) + "/" + image
-	if m.backOff.inBackOff(key) {
+	if m.backOff.InBackOffSinceUpdate(key) {
 		msg := fmt.Sprintf("Back-off pulling image %q", c.Image)
 		rec.Event(pod, v1.EventTypeNormal, "BackOff", msg)
 		return "", fmt.Errorf("%s: %w", msg, kubecontainer.ErrImagePullBackOff)
@@ -144,11 +145,11 @@ func (m *Manager) EnsureImageExists(ctx context.Context, pod *v1.Pod, c *v1.Cont
 	}
 	res := m.puller.pull(ctx, &runtimeapi.PullImageRequest{Image: spec, SandboxConfig: sandbox}, auths)
 	if res.err != nil {
-		m.backOff.next(key)
+		m.backOff.Next(key, m.opts.Now())
 		rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", c.Image, res.err)
 		return "", fmt.Errorf("pull image %q: %w: %v", c.Image, kubecontainer.ErrImagePull, res.err)
 	}
-	m.backOff.reset(key)
+	m.backOff.Reset(key)
 	rec.Eventf(pod, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %s (%s including waiting). Image size: %d bytes.",
 		c.Image, res.pulling.Round(time.Millisecond), res.total.Round(time.Millisecond), res.size)
 	ref := res.ref
@@ -166,4 +167,4 @@ func (m *Manager) used(id string) {
 }
 
 // GC drops back-off entries that have gone quiet.
-func (m *Manager) GC() { m.backOff.gc() }
+func (m *Manager) GC() { m.backOff.GC() }

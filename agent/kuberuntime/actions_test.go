@@ -9,6 +9,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
+	"github.com/nodelet/nodelet/agent/internal/backoff"
 )
 
 func testPod(policy v1.RestartPolicy, inits []string, apps ...string) *v1.Pod {
@@ -138,7 +139,7 @@ func TestComputePodActions(t *testing.T) {
 
 func TestBackOff(t *testing.T) {
 	now := time.Unix(1000, 0)
-	b := NewBackOff(backOffInitial, backOffMax, func() time.Time { return now })
+	b := backoff.New(backOffInitial, backOffMax, func() time.Time { return now })
 	var delays []time.Duration
 	for i := 0; i < 7; i++ {
 		b.Next("k", now)

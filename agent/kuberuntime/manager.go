@@ -17,6 +17,7 @@ import (
 
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
 	"github.com/nodelet/nodelet/agent/images"
+	"github.com/nodelet/nodelet/agent/internal/backoff"
 	"github.com/nodelet/nodelet/agent/lifecycle"
 )
 
@@ -106,7 +107,7 @@ type EnvSource interface {
 // Manager is the runtime manager.
 type Manager struct {
 	Deps
-	crashBackOff *BackOff
+	crashBackOff *backoff.BackOff
 	imageManager *images.Manager
 	hooks        *lifecycle.Runner
 }
@@ -128,7 +129,7 @@ func NewManager(d Deps) *Manager {
 	if d.Recorder == nil {
 		d.Recorder = &record.FakeRecorder{}
 	}
-	m := &Manager{Deps: d, crashBackOff: NewBackOff(backOffInitial, backOffMax, d.Now)}
+	m := &Manager{Deps: d, crashBackOff: backoff.New(backOffInitial, backOffMax, d.Now)}
 	o := d.ImagePulls
 	if o.Credentials == nil && d.Credentials != nil {
 		o.Credentials = d.Credentials
