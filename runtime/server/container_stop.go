@@ -89,10 +89,18 @@ func (s *Server) stopContainer(ctx context.Context, c *store.Container, grace ti
 
 // killOwnPIDNamespace SIGKILLs the init of a container that has a PID namespace of its own: the
 // kernel then kills every process in that namespace, which is all of the container (exec'd
-// processes join it too), without forking the runtime for `kill --all`. false: not done.
+// processes join it too), without forking the runtime for `kill --all`. A container that may
+// call setns (privileged, or given CAP_SYS_ADMIN) could have children in another PID namespace:
+// for those the runtime kills by cgroup as before. false: not done.
 func (s *Server) killOwnPIDNamespace(rt *oci.Runtime, c *store.Container) bool {
-	if rt.Sandboxed() || c.Config.GetLinux().GetSecurityContext().GetNamespaceOptions().GetPid() != runtimeapi.NamespaceMode_CONTAINER {
+	sc := c.Config.GetLinux().GetSecurityContext()
+	if rt.Sandboxed() || sc.GetNamespaceOptions().GetPid() != runtimeapi.NamespaceMode_CONTAINER || sc.GetPrivileged() {
 		return false
+	}
+	for _, capName := range sc.GetCapabilities().GetAddCapabilities() {
+		if n := strings.TrimPrefix(strings.ToUpper(capName), "CAP_"); n == "SYS_ADMIN" || n == "ALL" {
+			return false
+		}
 	}
 	st := c.Snapshot()
 	return oci.SignalInit(st.Pid, st.ConmonPid, unix.SIGKILL)
