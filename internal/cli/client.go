@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -78,6 +79,25 @@ func podName(arg string) (string, error) {
 		return "", fmt.Errorf("only pods are supported, not %q", kind)
 	}
 	return arg, nil
+}
+
+// pod connects to the agent and fetches the named pod (a name podName has already parsed), with
+// kubectl's message when there is no such pod: the opening of every verb that acts on one pod.
+func (c *clientFlags) pod(ctx context.Context, name string) (*apiclient.Client, *v1.Pod, error) {
+	cl, err := c.client()
+	if err != nil {
+		return nil, nil, err
+	}
+	pod, err := cl.Pod(ctx, c.namespace, name)
+	if err != nil {
+		return nil, nil, notFound(err, name)
+	}
+	return cl, pod, nil
+}
+
+// bindContainer adds -c/--container, for the verbs that act on one container of a pod.
+func bindContainer(cmd *cobra.Command, container *string) {
+	cmd.Flags().StringVarP(container, "container", "c", "", "the container (default: the pod's only or default container)")
 }
 
 // notFound turns a missing pod into kubectl's message.

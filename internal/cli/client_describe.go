@@ -32,13 +32,9 @@ func newDescribeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := cf.client()
+			c, pod, err := cf.pod(cmd.Context(), name)
 			if err != nil {
 				return err
-			}
-			pod, err := c.Pod(cmd.Context(), cf.namespace, name)
-			if err != nil {
-				return notFound(err, name)
 			}
 			var events v1.EventList
 			if err := c.GetJSON(cmd.Context(), "/events/"+url.PathEscape(pod.Namespace)+"/"+url.PathEscape(pod.Name), nil, &events); err != nil {

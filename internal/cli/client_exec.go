@@ -36,45 +36,20 @@ func newExecCmd() *cobra.Command {
 				return err
 			}
 			command := args[1:]
-			c, err := cf.client()
+			c, pod, err := cf.pod(cmd.Context(), name)
 			if err != nil {
 				return err
-			}
-			pod, err := c.Pod(cmd.Context(), cf.namespace, name)
-			if err != nil {
-				return notFound(err, name)
 			}
 			ctr, err := pickContainer(cmd, pod, container)
 			if err != nil {
 				return err
 			}
-			in, out, errOut := cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()
-			opts := apiclient.StreamOptions{Stdout: out, Stderr: errOut}
-			if stdin {
-				opts.Stdin = in
-			}
-			var restore func()
-			if tty {
-				f, ok := in.(*os.File)
-				if !stdin || !ok || !term.IsTerminal(int(f.Fd())) {
-					if !quiet {
-						fmt.Fprintln(errOut, "Unable to use a TTY - input is not a terminal or the right kind of file")
-					}
-				} else {
-					state, err := term.MakeRaw(int(f.Fd()))
-					if err != nil {
-						return err
-					}
-					restore = func() { term.Restore(int(f.Fd()), state) }
-					opts.Tty = true
-					opts.Stderr = nil
-					opts.TerminalSizeQueue = newSizeQueue(f)
-				}
+			opts, restore, err := streamOptions(cmd, stdin, tty, quiet)
+			if err != nil {
+				return err
 			}
 			err = c.Exec(cmd.Context(), pod.Namespace, pod.Name, ctr, command, opts)
-			if restore != nil {
-				restore()
-			}
+			restore()
 			if code, ok := apiclient.ExitCode(err); ok {
 				return exitError{code: code, err: fmt.Errorf("command terminated with exit code %d", code)}
 			}
@@ -82,12 +57,41 @@ func newExecCmd() *cobra.Command {
 		},
 	}
 	cf.bind(cmd, false)
+	bindContainer(cmd, &container)
 	f := cmd.Flags()
-	f.StringVarP(&container, "container", "c", "", "the container (default: the pod's only or default container)")
 	f.BoolVarP(&stdin, "stdin", "i", false, "pass stdin to the command")
 	f.BoolVarP(&tty, "tty", "t", false, "give the command a terminal (needs -i and a terminal)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "print only what the command prints")
 	return cmd
+}
+
+// streamOptions wires the verb's stdio to the stream, with a terminal when -t is given and kubectl's
+// rule holds (-i too, and stdin a real terminal; else a warning and plain streams). restore puts
+// the terminal back and is never nil.
+func streamOptions(cmd *cobra.Command, stdin, tty, quiet bool) (opts apiclient.StreamOptions, restore func(), err error) {
+	in, errOut := cmd.InOrStdin(), cmd.ErrOrStderr()
+	opts = apiclient.StreamOptions{Stdout: cmd.OutOrStdout(), Stderr: errOut}
+	if stdin {
+		opts.Stdin = in
+	}
+	restore = func() {}
+	if !tty {
+		return opts, restore, nil
+	}
+	f, ok := in.(*os.File)
+	if !stdin || !ok || !term.IsTerminal(int(f.Fd())) {
+		if !quiet {
+			fmt.Fprintln(errOut, "Unable to use a TTY - input is not a terminal or the right kind of file")
+		}
+		return opts, restore, nil
+	}
+	state, err := term.MakeRaw(int(f.Fd()))
+	if err != nil {
+		return opts, nil, err
+	}
+	opts.Tty, opts.Stderr = true, nil
+	opts.TerminalSizeQueue = newSizeQueue(f)
+	return opts, func() { term.Restore(int(f.Fd()), state) }, nil
 }
 
 // sizeQueue reports the terminal's size at start and on every SIGWINCH.

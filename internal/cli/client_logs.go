@@ -55,13 +55,9 @@ func newLogsCmd() *cobra.Command {
 				mt := metav1.NewTime(t)
 				opts.SinceTime = &mt
 			}
-			c, err := cf.client()
+			c, pod, err := cf.pod(cmd.Context(), name)
 			if err != nil {
 				return err
-			}
-			pod, err := c.Pod(cmd.Context(), cf.namespace, name)
-			if err != nil {
-				return notFound(err, name)
 			}
 			ctr, err := pickContainer(cmd, pod, container)
 			if err != nil {
@@ -80,8 +76,8 @@ func newLogsCmd() *cobra.Command {
 		},
 	}
 	cf.bind(cmd, false)
+	bindContainer(cmd, &container)
 	f := cmd.Flags()
-	f.StringVarP(&container, "container", "c", "", "the container (default: the pod's only or default container)")
 	f.BoolVarP(&follow, "follow", "f", false, "keep printing as the container writes")
 	f.BoolVarP(&previous, "previous", "p", false, "print the log of the previous, terminated instance of the container")
 	f.BoolVar(&ts, "timestamps", false, "prefix each line with its RFC3339 time")

@@ -22,13 +22,9 @@ func newPortForwardCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := cf.client()
+			c, pod, err := cf.pod(cmd.Context(), name)
 			if err != nil {
 				return err
-			}
-			pod, err := c.Pod(cmd.Context(), cf.namespace, name)
-			if err != nil {
-				return notFound(err, name)
 			}
 			if pod.Status.Phase != "" && pod.Status.Phase != "Running" {
 				return errors.New("unable to forward port because pod is not running. Current status=" + string(pod.Status.Phase))
