@@ -16,6 +16,7 @@ import (
 
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
 	"github.com/nodelet/nodelet/agent/internal/backoff"
+	"github.com/nodelet/nodelet/agent/metrics"
 )
 
 // ImageService is the part of CRI's ImageService the manager and the collector use.
@@ -143,7 +144,9 @@ func (m *Manager) EnsureImageExists(ctx context.Context, pod *v1.Pod, c *v1.Cont
 	if m.opts.Credentials != nil {
 		auths = m.opts.Credentials.For(ctx, pod, image)
 	}
+	metrics.PodStarts.ImagePullStarted(pod.UID)
 	res := m.puller.pull(ctx, &runtimeapi.PullImageRequest{Image: spec, SandboxConfig: sandbox}, auths)
+	metrics.PodStarts.ImagePullFinished(pod.UID)
 	if res.err != nil {
 		m.backOff.Next(key, m.opts.Now())
 		rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", c.Image, res.err)

@@ -26,6 +26,10 @@ type podStartState struct {
 }
 
 // NewPodStartTracker returns an empty tracker.
+// PodStarts is the tracker the agent's parts share: pod workers report pods as they arrive, image
+// pulls report their span, and the status manager reports the pod's status as it changes.
+var PodStarts = NewPodStartTracker()
+
 func NewPodStartTracker() *PodStartTracker {
 	return &PodStartTracker{pods: map[types.UID]*podStartState{}, now: time.Now}
 }
@@ -47,10 +51,12 @@ func (t *PodStartTracker) ObservedPod(pod *v1.Pod) {
 	}
 	st.done = true
 	ObservePodStart(now.Sub(st.firstSeen))
-	if pod.CreationTimestamp.IsZero() {
-		return
+	// A static pod has no creation time of its own: it was created when the agent read it.
+	created := pod.CreationTimestamp.Time
+	if created.IsZero() {
+		created = st.firstSeen
 	}
-	sli := now.Sub(pod.CreationTimestamp.Time)
+	sli := now.Sub(created)
 	if !st.firstPull.IsZero() && st.lastPull.After(st.firstPull) {
 		sli -= st.lastPull.Sub(st.firstPull)
 	}

@@ -20,6 +20,8 @@ import (
 	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/agent/metrics"
 )
 
 // EventType is what changed.
@@ -128,9 +130,20 @@ func (g *GenericPLEG) Run(ctx context.Context) {
 	g.lastActive.Store(time.Now().UnixNano())
 	go g.watchEvents(ctx)
 	failing := false
+	var lastRelist time.Time
 	for {
 		// A runtime that is down fails every relist: say so when it starts and when it ends.
-		if err := g.Relist(ctx); err != nil && ctx.Err() == nil {
+		start := time.Now()
+		err := g.Relist(ctx)
+		if err == nil {
+			var interval time.Duration
+			if !lastRelist.IsZero() {
+				interval = start.Sub(lastRelist)
+			}
+			metrics.ObservePLEGRelist(time.Since(start), interval, start)
+			lastRelist = start
+		}
+		if err != nil && ctx.Err() == nil {
 			if !failing {
 				g.log.Warn("pleg relist failed; retrying every "+g.relistPeriod.String(), "err", err)
 			}

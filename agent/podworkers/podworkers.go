@@ -36,6 +36,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
+	"github.com/nodelet/nodelet/agent/metrics"
 )
 
 // UpdateType says why a worker is woken.
@@ -146,6 +147,10 @@ func (p *PodWorkers) UpdatePod(o UpdatePodOptions) {
 	uid := uidOf(o)
 	if uid == "" {
 		return
+	}
+	if o.Pod != nil && o.UpdateType != SyncPodKill {
+		// Starts the pod's clock for kubelet_pod_start_duration_seconds and the start SLI.
+		metrics.PodStarts.ObservedPod(o.Pod)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -263,7 +268,9 @@ func (p *PodWorkers) step(w *podWorker) (time.Duration, bool) {
 	switch ph {
 	case phaseSyncing:
 		var terminal bool
+		began := time.Now()
 		terminal, err = p.syncer.SyncPod(ctx, updateType, pod, mirror)
+		metrics.ObservePodWorker(updateType.String(), time.Since(began))
 		if err == nil && terminal {
 			p.advance(w, phaseSyncing, phaseTerminating)
 			return 0, false

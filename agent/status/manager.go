@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodelet/nodelet/agent/metrics"
 )
 
 // PodGetter finds the API object to write a status to: the pod itself, or for a static pod its mirror.
@@ -94,6 +96,9 @@ func (m *Manager) SetPodStatus(pod *v1.Pod, s v1.PodStatus) bool {
 	}
 	e.pod, e.status = pod, s
 	e.version++
+	observed := *pod
+	observed.Status = s
+	metrics.PodStarts.ObservedPod(&observed)
 	select {
 	case m.notify <- struct{}{}:
 	default:
@@ -117,6 +122,7 @@ func (m *Manager) Forget(uid types.UID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.entries, uid)
+	metrics.PodStarts.Forget(uid)
 }
 
 // RemoveOrphanedStatuses forgets pods that are no longer desired.

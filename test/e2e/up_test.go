@@ -1,9 +1,14 @@
 package e2e
 
 import (
+	"context"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -54,6 +59,17 @@ spec:
 	if out, err := client("describe", "pod", "greeter-e2e-node"); err != nil || !strings.Contains(out, "10.252.0.") {
 		t.Fatalf("describe shows no pod IP from the test network: %v\n%s", err, out)
 	}
+	// The agent's /metrics has the pod's start in the kubelet's histograms.
+	metrics := scrapeMetrics(t, api)
+	for _, name := range []string{"kubelet_pod_start_sli_duration_seconds_count", "kubelet_pod_start_duration_seconds_count"} {
+		if v := metricValue(metrics, name); v < 1 {
+			t.Errorf("%s = %v after a pod started, want >= 1", name, v)
+		}
+	}
+	if v := metricValue(metrics, "kubelet_pleg_relist_duration_seconds_count"); v < 1 {
+		t.Errorf("kubelet_pleg_relist_duration_seconds_count = %v, want >= 1", v)
+	}
+
 	// The runtime's socket serves crictl too.
 	if out := d.crictl(t, "ps", "--name", "main"); !strings.Contains(out, "Running") {
 		t.Fatalf("crictl ps:\n%s", out)
@@ -67,4 +83,40 @@ spec:
 		pods, _ := d.crictlErr("pods", "-q")
 		return !strings.Contains(out, "greeter") && strings.TrimSpace(ps) == "" && strings.TrimSpace(pods) == ""
 	})
+}
+
+// scrapeMetrics reads /metrics from the agent's API on its unix socket.
+func scrapeMetrics(t *testing.T, socket string) string {
+	t.Helper()
+	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", socket)
+	}}}
+	resp, err := c.Get("http://agent/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %d %v", resp.StatusCode, err)
+	}
+	return string(b)
+}
+
+// metricValue sums the samples of one metric name (all label sets); -1 when absent.
+func metricValue(text, name string) float64 {
+	total, found := 0.0, false
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{") {
+			continue
+		}
+		f := strings.Fields(line)
+		if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil {
+			total, found = total+v, true
+		}
+	}
+	if !found {
+		return -1
+	}
+	return total
 }
