@@ -124,7 +124,7 @@ func watchPods(ctx context.Context, w io.Writer, pods []v1.Pod, list func() ([]v
 	}
 	rowKey := func(p *v1.Pod) string {
 		var b bytes.Buffer
-		printPodTable(&b, []v1.Pod{*p}, allNS, wide, true, p.CreationTimestamp.Time)
+		printPodTable(&b, []v1.Pod{*p}, allNS, wide, true, podCreated(p).Time)
 		return b.String()
 	}
 	pods = keep(pods)
@@ -254,7 +254,7 @@ func printPodTable(w io.Writer, pods []v1.Pod, allNS, wide, noHeaders bool, now 
 	for i := range pods {
 		p := &pods[i]
 		ready, total := readyCount(p)
-		row := fmt.Sprintf("%s\t%d/%d\t%s\t%s\t%s", p.Name, ready, total, podStatus(p), restarts(p, now), age(p.CreationTimestamp, now))
+		row := fmt.Sprintf("%s\t%d/%d\t%s\t%s\t%s", p.Name, ready, total, podStatus(p), restarts(p, now), age(podCreated(p), now))
 		if allNS {
 			row = p.Namespace + "\t" + row
 		}
@@ -279,6 +279,15 @@ func printPodTable(w io.Writer, pods []v1.Pod, allNS, wide, noHeaders bool, now 
 		fmt.Fprintln(tw, row)
 	}
 	return tw.Flush()
+}
+
+// podCreated is when the pod came to be: its creation time, or for a static pod (which has none
+// until the apiserver mirrors it) the time the agent started it.
+func podCreated(p *v1.Pod) metav1.Time {
+	if p.CreationTimestamp.IsZero() && p.Status.StartTime != nil {
+		return *p.Status.StartTime
+	}
+	return p.CreationTimestamp
 }
 
 func age(t metav1.Time, now time.Time) string {
