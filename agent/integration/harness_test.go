@@ -5,14 +5,8 @@
 package integration
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"log"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,79 +16,16 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
 	ggcrv1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/internal/testutil"
 )
-
-// serveRegistry starts an in-process registry on loopback and returns its host:port.
-func serveRegistry(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: registry.New(registry.Logger(log.New(io.Discard, "", 0))), ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
-	return l.Addr().String()
-}
-
-// busyboxLayer tars a busybox-static rootfs.
-func busyboxLayer(t testing.TB) ggcrv1.Layer {
-	t.Helper()
-	root := testutil.BusyboxRootfs(t)
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	err := filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
-		if err != nil || p == root {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		link := ""
-		if fi.Mode()&os.ModeSymlink != 0 {
-			if link, err = os.Readlink(p); err != nil {
-				return err
-			}
-		}
-		hdr, err := tar.FileInfoHeader(fi, link)
-		if err != nil {
-			return err
-		}
-		hdr.Name = rel
-		hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", ""
-		if err := tw.WriteHeader(hdr); err != nil {
-			return err
-		}
-		if fi.Mode().IsRegular() {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			_, err = tw.Write(b)
-			return err
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tw.Close()
-	data := buf.Bytes()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	return layer
-}
 
 // pushBusybox pushes a busybox image under ref with the given default command.
 func pushBusybox(t testing.TB, layer ggcrv1.Layer, ref string, cmd ...string) {
@@ -268,27 +199,10 @@ func (r *criRuntime) stop(t testing.TB) {
 	}
 	r.removeAll(t)
 	r.Conn.Close()
-	r.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { r.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-	}
+	testutil.StopGroup(r.cmd, 20*time.Second)
 	r.cmd = nil
-	for _, pid := range testutil.ProcessesMentioning(r.dir) {
-		var p int
-		fmt.Sscan(pid, &p)
-		if p > 0 {
-			syscall.Kill(p, syscall.SIGKILL)
-		}
-	}
-	mounts := testutil.MountsUnder(r.dir)
-	for i := len(mounts) - 1; i >= 0; i-- {
-		syscall.Unmount(mounts[i], syscall.MNT_DETACH)
-	}
+	testutil.KillProcessesMentioning(r.dir)
+	testutil.UnmountUnder(r.dir)
 }
 
 // buildNodelet builds the nodelet binary once per test process. The agent's tests reach nodelet's

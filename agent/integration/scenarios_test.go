@@ -12,6 +12,7 @@ import (
 
 	"github.com/nodelet/nodelet/agent"
 	"github.com/nodelet/nodelet/agent/agentconfig"
+	"github.com/nodelet/nodelet/agent/internal/crirt"
 	"github.com/nodelet/nodelet/internal/testutil"
 )
 
@@ -37,31 +38,18 @@ func cgroupRoot(t testing.TB) string {
 				dirs = append(dirs, filepath.Join(base, e.Name(), root))
 			}
 			for _, d := range dirs {
-				removeCgroupTree(d)
+				testutil.RemoveCgroupTree(d)
 			}
 		}
 	})
 	return root
 }
 
-func removeCgroupTree(dir string) {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		if e.IsDir() {
-			removeCgroupTree(filepath.Join(dir, e.Name()))
-		}
-	}
-	os.Remove(dir)
-}
-
 func newEnv(t testing.TB, start func(t testing.TB, dir, reg string) *criRuntime) *env {
 	dir := t.TempDir()
 	testutil.CheckNoLeaks(t, dir)
-	reg := serveRegistry(t)
-	layer := busyboxLayer(t)
+	reg := crirt.ServeRegistry(t)
+	layer := crirt.BusyboxLayer(t)
 	pushBusybox(t, layer, reg+"/busybox:1", "/bin/sh")
 	pushBusybox(t, layer, reg+"/busybox:2", "/bin/sh")
 	// Runtimes ask for registry.k8s.io/pause:3.9; their mirror settings send that to the loopback registry.

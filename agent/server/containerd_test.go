@@ -75,27 +75,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
-		// The shims containerd started outlive it by design; they name our dir in their arguments.
-		for _, p := range testutil.ProcessesMentioning(base) {
-			var pid int
-			fmt.Sscan(p, &pid)
-			if pid > 0 {
-				syscall.Kill(pid, syscall.SIGKILL)
-			}
-		}
-		mounts := testutil.MountsUnder(base)
-		for i := len(mounts) - 1; i >= 0; i-- {
-			syscall.Unmount(mounts[i], syscall.MNT_DETACH)
-		}
+		testutil.StopGroup(cmd, 20*time.Second)
+		testutil.KillProcessesMentioning(base)
+		testutil.UnmountUnder(base)
 		if t.Failed() {
 			b, _ := os.ReadFile(logf.Name())
 			t.Logf("containerd log:\n%s", b)

@@ -97,7 +97,7 @@ func start(t testing.TB, root, bridge, subnet string) *Runtime {
 	testutil.Require(t, "runc", "conmon", "busybox")
 	bin := binary(t)
 	dir := t.TempDir()
-	r := &Runtime{dir: dir, Root: root, registry: serveRegistry(t)}
+	r := &Runtime{dir: dir, Root: root, registry: ServeRegistry(t)}
 	sock := filepath.Join(dir, "rt.sock")
 	logPath := filepath.Join(dir, "runtime.log")
 	logf, err := os.Create(logPath)
@@ -167,45 +167,21 @@ func (r *Runtime) stop(t testing.TB) {
 		}
 	}
 	r.Conn.Close()
-	r.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { r.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-	}
-	for _, dir := range []string{r.dir, r.Root} {
-		mounts := testutil.MountsUnder(dir)
-		for i := len(mounts) - 1; i >= 0; i-- {
-			syscall.Unmount(mounts[i], syscall.MNT_DETACH)
-		}
-	}
+	testutil.StopGroup(r.cmd, 20*time.Second)
+	testutil.UnmountUnder(r.dir)
+	testutil.UnmountUnder(r.Root)
 	// The pods' cgroup parent, in every hierarchy (v1 controllers and the unified one).
 	for _, base := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
 		ents, _ := os.ReadDir(base)
-		removeCgroupTree(filepath.Join(base, r.cgroup))
+		testutil.RemoveCgroupTree(filepath.Join(base, r.cgroup))
 		for _, e := range ents {
-			removeCgroupTree(filepath.Join(base, e.Name(), r.cgroup))
+			testutil.RemoveCgroupTree(filepath.Join(base, e.Name(), r.cgroup))
 		}
 	}
 }
 
-func removeCgroupTree(dir string) {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		if e.IsDir() {
-			removeCgroupTree(filepath.Join(dir, e.Name()))
-		}
-	}
-	os.Remove(dir)
-}
-
-func serveRegistry(t testing.TB) string {
+// ServeRegistry starts an in-process registry on loopback, closed at cleanup, and returns its host:port.
+func ServeRegistry(t testing.TB) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -232,7 +208,7 @@ func (r *Runtime) Push(t testing.TB, repo string, extra []byte) string {
 func (r *Runtime) PushFiles(t testing.TB, repo string, files map[string][]byte) string {
 	t.Helper()
 	if r.layer == nil {
-		r.layer = busyboxLayer(t)
+		r.layer = BusyboxLayer(t)
 	}
 	img, err := mutate.AppendLayers(empty.Image, r.layer)
 	if err != nil {
@@ -285,7 +261,8 @@ func tarLayer(t testing.TB, files map[string][]byte) ggcrv1.Layer {
 	return l
 }
 
-func busyboxLayer(t testing.TB) ggcrv1.Layer {
+// BusyboxLayer is a layer of the host's busybox-static rootfs, every file owned by root.
+func BusyboxLayer(t testing.TB) ggcrv1.Layer {
 	root := testutil.BusyboxRootfs(t)
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
