@@ -2,13 +2,8 @@ package auth
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -16,54 +11,13 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodelet/nodelet/internal/testutil"
 )
-
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-}
-
-func newCA(t *testing.T, name string) *testCA {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &testCA{cert: cert, key: key}
-}
-
-func (ca *testCA) pool() *x509.CertPool {
-	p := x509.NewCertPool()
-	p.AddCert(ca.cert)
-	return p
-}
-
-func (ca *testCA) client(t *testing.T, cn string, orgs []string, usage x509.ExtKeyUsage) tls.Certificate {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn, Organization: orgs},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
 
 type fakeTokens struct{ calls atomic.Int32 }
 
@@ -92,11 +46,11 @@ func (f *fakeSAR) Create(_ context.Context, s *authzv1.SubjectAccessReview, _ me
 }
 
 func TestFilter(t *testing.T) {
-	ca, other := newCA(t, "client-ca"), newCA(t, "someone-else")
+	ca, other := testutil.NewCA(t, "client-ca"), testutil.NewCA(t, "someone-else")
 	tokens := &fakeTokens{}
 	sar := &fakeSAR{}
 	filter := &Filter{
-		Authn: Union{X509{Roots: ca.pool()}, &Token{Reviewer: tokens}},
+		Authn: Union{X509{Roots: ca.Pool()}, &Token{Reviewer: tokens}},
 		Authz: &Webhook{Reviewer: sar},
 		Node:  "node1",
 	}
@@ -108,9 +62,9 @@ func TestFilter(t *testing.T) {
 	srv.StartTLS()
 	defer srv.Close()
 
-	apiserver := ca.client(t, "kube-apiserver-kubelet-client", []string{"system:masters"}, x509.ExtKeyUsageClientAuth)
-	serverOnly := ca.client(t, "kube-apiserver-kubelet-client", nil, x509.ExtKeyUsageServerAuth)
-	stranger := other.client(t, "kube-apiserver-kubelet-client", nil, x509.ExtKeyUsageClientAuth)
+	apiserver := ca.Issue(t, "kube-apiserver-kubelet-client", x509.ExtKeyUsageClientAuth, "system:masters")
+	serverOnly := ca.Issue(t, "kube-apiserver-kubelet-client", x509.ExtKeyUsageServerAuth)
+	stranger := other.Issue(t, "kube-apiserver-kubelet-client", x509.ExtKeyUsageClientAuth)
 
 	tests := []struct {
 		name   string

@@ -7,12 +7,14 @@ import (
 	"testing"
 
 	kubeletconfig "k8s.io/kubelet/config/v1beta1"
+
+	"github.com/nodelet/nodelet/internal/testutil"
 )
 
 func TestFromConfig(t *testing.T) {
-	ca := newCA(t, "client-ca")
+	ca := testutil.NewCA(t, "client-ca")
 	caFile := filepath.Join(t.TempDir(), "ca.crt")
-	os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw}), 0o644)
+	os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Cert.Raw}), 0o644)
 	yes, no := true, false
 	tests := []struct {
 		name    string

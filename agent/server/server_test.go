@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
 	"net"
@@ -24,6 +25,7 @@ import (
 	"github.com/nodelet/nodelet/agent/server"
 	"github.com/nodelet/nodelet/agent/server/apiclient"
 	"github.com/nodelet/nodelet/agent/server/servertest"
+	"github.com/nodelet/nodelet/internal/testutil"
 )
 
 func setup(t *testing.T) (*servertest.Fixture, *servertest.SyncLoop, *apiclient.Client) {
@@ -255,7 +257,7 @@ func TestTCPNeedsCredentials(t *testing.T) {
 	f := servertest.NewFixture(t)
 	f.AddPod("default", "web", "nginx")
 	s := f.Server(nil)
-	ca := servertest.NewCA(t)
+	ca := testutil.NewCA(t, "test-client-ca")
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -294,7 +296,7 @@ func TestTCPNeedsCredentials(t *testing.T) {
 			t.Errorf("anonymous %s %s: %d, want 401", tc.method, tc.path, resp.StatusCode)
 		}
 	}
-	cert := ca.ClientCert(t, "kube-apiserver-kubelet-client")
+	cert := ca.Issue(t, "kube-apiserver-kubelet-client", x509.ExtKeyUsageClientAuth)
 	c, err := apiclient.New(base, &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{cert}})
 	if err != nil {
 		t.Fatal(err)
@@ -319,7 +321,7 @@ func TestServeBoth(t *testing.T) {
 	if err := s.Serve(context.Background(), server.ServeConfig{TCPAddress: "127.0.0.1:0"}); err == nil {
 		t.Fatal("TCP without a filter was served")
 	}
-	ca := servertest.NewCA(t)
+	ca := testutil.NewCA(t, "test-client-ca")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	sock := filepath.Join(dir, "agent.sock")

@@ -1,4 +1,4 @@
-package servertest
+package testutil
 
 import (
 	"crypto/ecdsa"
@@ -12,21 +12,22 @@ import (
 	"time"
 )
 
-// CA is a client certificate authority for tests.
+// CA is a throwaway certificate authority for tests of client-certificate authentication. Its
+// certificates are valid from an hour ago to an hour from now, so clock skew never matters.
 type CA struct {
-	cert *x509.Certificate
+	Cert *x509.Certificate
 	key  *ecdsa.PrivateKey
 }
 
-// NewCA makes a fresh CA.
-func NewCA(t testing.TB) *CA {
+// NewCA makes a fresh CA named name.
+func NewCA(t testing.TB, name string) *CA {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test-client-ca"},
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
 	}
@@ -35,18 +36,19 @@ func NewCA(t testing.TB) *CA {
 		t.Fatal(err)
 	}
 	cert, _ := x509.ParseCertificate(der)
-	return &CA{cert: cert, key: key}
+	return &CA{Cert: cert, key: key}
 }
 
 // Pool is the CA as a trust pool.
 func (ca *CA) Pool() *x509.CertPool {
 	p := x509.NewCertPool()
-	p.AddCert(ca.cert)
+	p.AddCert(ca.Cert)
 	return p
 }
 
-// ClientCert issues a client certificate for cn.
-func (ca *CA) ClientCert(t testing.TB, cn string, orgs ...string) tls.Certificate {
+// Issue signs a certificate for cn in the groups orgs, for usage (ExtKeyUsageClientAuth for a
+// client; another usage lets a test prove the server refuses it).
+func (ca *CA) Issue(t testing.TB, cn string, usage x509.ExtKeyUsage, orgs ...string) tls.Certificate {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -55,9 +57,9 @@ func (ca *CA) ClientCert(t testing.TB, cn string, orgs ...string) tls.Certificat
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn, Organization: orgs},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
 	if err != nil {
 		t.Fatal(err)
 	}
