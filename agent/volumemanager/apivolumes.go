@@ -184,20 +184,7 @@ func (m *Manager) secretFiles(ctx context.Context, pod *v1.Pod, name string, ite
 	if err != nil {
 		return err
 	}
-	keys := make([]string, 0, len(data))
-	for k := range data {
-		keys = append(keys, k)
-	}
-	for _, it := range itemsOrAll(keys, items) {
-		d, ok := data[it.Key]
-		if !ok {
-			return fmt.Errorf("secret %s/%s has no key %q", pod.Namespace, name, it.Key)
-		}
-		if err := put(out, it.Path, d, mode(it.Mode, def)); err != nil {
-			return err
-		}
-	}
-	return nil
+	return putKeys(out, data, items, def, "secret "+pod.Namespace+"/"+name)
 }
 
 func (m *Manager) configMapFiles(ctx context.Context, pod *v1.Pod, name string, items []v1.KeyToPath, optional *bool, def *int32, out map[string]File) error {
@@ -215,6 +202,12 @@ func (m *Manager) configMapFiles(ctx context.Context, pod *v1.Pod, name string, 
 	for k, v := range cm.BinaryData {
 		data[k] = v
 	}
+	return putKeys(out, data, items, def, "config map "+pod.Namespace+"/"+name)
+}
+
+// putKeys writes the items of a secret's or config map's data into out (every key when items is
+// empty); a named key that the object lacks is an error naming what (e.g. "secret ns/name").
+func putKeys(out map[string]File, data map[string][]byte, items []v1.KeyToPath, def *int32, what string) error {
 	keys := make([]string, 0, len(data))
 	for k := range data {
 		keys = append(keys, k)
@@ -222,7 +215,7 @@ func (m *Manager) configMapFiles(ctx context.Context, pod *v1.Pod, name string, 
 	for _, it := range itemsOrAll(keys, items) {
 		d, ok := data[it.Key]
 		if !ok {
-			return fmt.Errorf("config map %s/%s has no key %q", pod.Namespace, name, it.Key)
+			return fmt.Errorf("%s has no key %q", what, it.Key)
 		}
 		if err := put(out, it.Path, d, mode(it.Mode, def)); err != nil {
 			return err
