@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodelet/nodelet/agent/internal/crirt"
 	"github.com/nodelet/nodelet/internal/testutil"
 )
 
@@ -73,71 +74,11 @@ func dialCRI(t testing.TB, endpoint string) *grpc.ClientConn {
 	return conn
 }
 
-// startContainerd runs Debian's containerd with its own root, state and socket under dir, its
-// registry hosts pointing the given names at the loopback registry, and nothing else it does not need.
+// startContainerd runs Debian's containerd (crirt.StartContainerd) with its files under dir.
 func startContainerd(t testing.TB, dir, reg string, mirrored ...string) *criRuntime {
 	t.Helper()
-	testutil.Require(t, "containerd", "runc")
-	for _, h := range append([]string{reg}, mirrored...) {
-		hd := filepath.Join(dir, "certs.d", h)
-		if err := os.MkdirAll(hd, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		hosts := fmt.Sprintf("server = \"http://%s\"\n\n[host.\"http://%s\"]\n  capabilities = [\"pull\", \"resolve\"]\n", reg, reg)
-		if err := os.WriteFile(filepath.Join(hd, "hosts.toml"), []byte(hosts), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// A loopback-only network: containerd then reports NetworkReady (so the Node turns Ready) and
-	// the tests touch no host interface; their pods use the host's network.
-	os.MkdirAll(filepath.Join(dir, "net.d"), 0o755)
-	lo := `{"cniVersion": "0.4.0", "name": "lo", "plugins": [{"type": "loopback"}]}`
-	if err := os.WriteFile(filepath.Join(dir, "net.d", "10-lo.conflist"), []byte(lo), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg := fmt.Sprintf(`version = 2
-root = %[1]q
-state = %[2]q
-disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs", "io.containerd.internal.v1.tracing", "io.containerd.tracing.processor.v1.otlp"]
-[grpc]
-  address = %[3]q
-[ttrpc]
-  address = %[4]q
-[debug]
-  level = "warn"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "registry.k8s.io/pause:3.9"
-  restrict_oom_score_adj = true
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-  enable_selinux = false
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
-    conf_dir = %[5]q
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-  [plugins."io.containerd.grpc.v1.cri".registry]
-    config_path = %[6]q
-`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), filepath.Join(dir, "containerd.sock"),
-		filepath.Join(dir, "containerd.sock.ttrpc"), filepath.Join(dir, "net.d"), filepath.Join(dir, "certs.d"))
-	cfgPath := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	logf, err := os.Create(filepath.Join(dir, "containerd.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(testutil.LookPath("containerd"), "--config", cfgPath)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	r := &criRuntime{Name: "containerd", Endpoint: "unix://" + filepath.Join(dir, "containerd.sock"), dir: dir, cmd: cmd}
+	cmd, endpoint := crirt.StartContainerd(t, dir, reg, mirrored...)
+	r := &criRuntime{Name: "containerd", Endpoint: endpoint, dir: dir, cmd: cmd}
 	r.Conn = dialCRI(t, r.Endpoint)
 	r.Runtime = runtimeapi.NewRuntimeServiceClient(r.Conn)
 	t.Cleanup(func() { r.stop(t) })
