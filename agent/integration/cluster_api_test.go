@@ -34,16 +34,12 @@ import (
 )
 
 func TestClusterAPIOnNodeletRuntime(t *testing.T) {
-	clusterAPIScenario(t, newEnv(t, func(t testing.TB, dir, reg string) *criRuntime {
-		return startNodeletRuntime(t, dir, reg, "registry.k8s.io")
-	}), false)
+	clusterAPIScenario(t, newEnv(t, onNodelet), false)
 }
 
 // The same through containerd's streaming server; its pods share the host's network here.
 func TestClusterAPIOnContainerd(t *testing.T) {
-	clusterAPIScenario(t, newEnv(t, func(t testing.TB, dir, reg string) *criRuntime {
-		return startContainerd(t, dir, reg, "registry.k8s.io")
-	}), true)
+	clusterAPIScenario(t, newEnv(t, onContainerd), true)
 }
 
 // clusterAPIScenario runs `nodelet agent` as the node of a real control plane, with its HTTPS API

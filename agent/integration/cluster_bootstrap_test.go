@@ -25,9 +25,7 @@ import (
 // approves it and the controller-manager signs it, and the apiserver, which verifies nodes'
 // certificates against the cluster CA, then reaches it for kubectl logs.
 func TestClusterServingCertBootstrap(t *testing.T) {
-	e := newEnv(t, func(t testing.TB, dir, reg string) *criRuntime {
-		return startNodeletRuntime(t, dir, reg, "registry.k8s.io")
-	})
+	e := newEnv(t, onNodelet)
 	cpDir := filepath.Join(t.TempDir(), "cp")
 	os.MkdirAll(cpDir, 0o755)
 	admin, _ := startControlPlanePKI(t, cpDir)

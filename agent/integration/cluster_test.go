@@ -249,16 +249,12 @@ func kubeClient(t testing.TB, kubeconfig string) kubernetes.Interface {
 }
 
 func TestClusterOnNodeletRuntime(t *testing.T) {
-	clusterScenario(t, newEnv(t, func(t testing.TB, dir, reg string) *criRuntime {
-		return startNodeletRuntime(t, dir, reg, "registry.k8s.io")
-	}), false)
+	clusterScenario(t, newEnv(t, onNodelet), false)
 }
 
 // containerd here has no CNI network, so the Deployment's pods share the host's.
 func TestClusterOnContainerd(t *testing.T) {
-	clusterScenario(t, newEnv(t, func(t testing.TB, dir, reg string) *criRuntime {
-		return startContainerd(t, dir, reg, "registry.k8s.io")
-	}), true)
+	clusterScenario(t, newEnv(t, onContainerd), true)
 }
 
 func clusterScenario(t *testing.T, e *env, hostNetwork bool) {

@@ -22,9 +22,7 @@ import (
 // account token (kube-api-access, injected by the apiserver) behind a readiness probe becomes
 // Ready, and its Service's EndpointSlice lists it as ready; the secret and token reach the files.
 func TestClusterVolumesAndReadiness(t *testing.T) {
-	e := newEnv(t, func(t testing.TB, dir, reg string) *criRuntime {
-		return startNodeletRuntime(t, dir, reg, "registry.k8s.io")
-	})
+	e := newEnv(t, onNodelet)
 	cpDir := filepath.Join(t.TempDir(), "cp")
 	os.MkdirAll(cpDir, 0o755)
 	admin := startControlPlane(t, cpDir)

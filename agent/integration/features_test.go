@@ -114,16 +114,12 @@ func podFeatures(t testing.TB, e *env, hostNetwork bool) {
 }
 
 func TestPodFeaturesOnContainerd(t *testing.T) {
-	e := newEnv(t, func(t testing.TB, dir, reg string) *criRuntime {
-		return startContainerd(t, dir, reg, "registry.k8s.io")
-	})
+	e := newEnv(t, onContainerd)
 	// containerd here has no CNI network, so the pod shares the host's.
 	podFeatures(t, e, true)
 }
 
 func TestPodFeaturesOnNodeletRuntime(t *testing.T) {
-	e := newEnv(t, func(t testing.TB, dir, reg string) *criRuntime {
-		return startNodeletRuntime(t, dir, reg, "registry.k8s.io")
-	})
+	e := newEnv(t, onNodelet)
 	podFeatures(t, e, false)
 }

@@ -227,4 +227,14 @@ func startNodeletRuntime(t testing.TB, dir, reg string, mirrored ...string) *cri
 	return r
 }
 
+// onContainerd and onNodelet are the two runtimes newEnv starts the agent against; both send
+// registry.k8s.io (the sandbox image's home) to the test's registry.
+func onContainerd(t testing.TB, dir, reg string) *criRuntime {
+	return startContainerd(t, dir, reg, "registry.k8s.io")
+}
+
+func onNodelet(t testing.TB, dir, reg string) *criRuntime {
+	return startNodeletRuntime(t, dir, reg, "registry.k8s.io")
+}
+
 func bg() context.Context { return context.Background() }

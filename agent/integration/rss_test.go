@@ -82,12 +82,8 @@ func BenchmarkMemory(b *testing.B) {
 		name  string
 		start func(t testing.TB, dir, reg string) *criRuntime
 	}{
-		{"containerd", func(t testing.TB, dir, reg string) *criRuntime {
-			return startContainerd(t, dir, reg, "registry.k8s.io")
-		}},
-		{"nodelet", func(t testing.TB, dir, reg string) *criRuntime {
-			return startNodeletRuntime(t, dir, reg, "registry.k8s.io")
-		}},
+		{"containerd", onContainerd},
+		{"nodelet", onNodelet},
 	} {
 		b.Run(rt.name, func(b *testing.B) {
 			e := newEnv(b, rt.start)

@@ -247,15 +247,11 @@ func staticPodScenarios(t testing.TB, e *env) {
 }
 
 func TestStaticPodsOnContainerd(t *testing.T) {
-	e := newEnv(t, func(t testing.TB, dir, reg string) *criRuntime {
-		return startContainerd(t, dir, reg, "registry.k8s.io")
-	})
+	e := newEnv(t, onContainerd)
 	staticPodScenarios(t, e)
 }
 
 func TestStaticPodsOnNodeletRuntime(t *testing.T) {
-	e := newEnv(t, func(t testing.TB, dir, reg string) *criRuntime {
-		return startNodeletRuntime(t, dir, reg, "registry.k8s.io")
-	})
+	e := newEnv(t, onNodelet)
 	staticPodScenarios(t, e)
 }

@@ -70,13 +70,9 @@ func sigkillScenario(t *testing.T, e *env) {
 }
 
 func TestAgentSIGKILLOnNodeletRuntime(t *testing.T) {
-	sigkillScenario(t, newEnv(t, func(t testing.TB, dir, reg string) *criRuntime {
-		return startNodeletRuntime(t, dir, reg, "registry.k8s.io")
-	}))
+	sigkillScenario(t, newEnv(t, onNodelet))
 }
 
 func TestAgentSIGKILLOnContainerd(t *testing.T) {
-	sigkillScenario(t, newEnv(t, func(t testing.TB, dir, reg string) *criRuntime {
-		return startContainerd(t, dir, reg, "registry.k8s.io")
-	}))
+	sigkillScenario(t, newEnv(t, onContainerd))
 }

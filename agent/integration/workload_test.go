@@ -210,25 +210,19 @@ func writeFile(t testing.TB, path, content string) {
 }
 
 func TestWorkloadOnNodeletRuntime(t *testing.T) {
-	e := newEnv(t, func(t testing.TB, dir, reg string) *criRuntime {
-		return startNodeletRuntime(t, dir, reg, "registry.k8s.io")
-	})
+	e := newEnv(t, onNodelet)
 	workloadScenario(t, e)
 }
 
 func TestWorkloadOnContainerd(t *testing.T) {
-	e := newEnv(t, func(t testing.TB, dir, reg string) *criRuntime {
-		return startContainerd(t, dir, reg, "registry.k8s.io")
-	})
+	e := newEnv(t, onContainerd)
 	workloadScenario(t, e)
 }
 
 // TestImageGCThroughTheAgent: with thresholds that always trigger, the agent's collector removes
 // an image no container uses and keeps the running pod's.
 func TestImageGCThroughTheAgent(t *testing.T) {
-	e := newEnv(t, func(t testing.TB, dir, reg string) *criRuntime {
-		return startNodeletRuntime(t, dir, reg, "registry.k8s.io")
-	})
+	e := newEnv(t, onNodelet)
 	images := runtimeapi.NewImageServiceClient(e.rt.Conn)
 	ctx := context.Background()
 	unused := e.reg + "/pause:3.9" // busybox:2 is busybox:1 under another tag: the same image, in use
