@@ -22,12 +22,7 @@ func TestProbesInRealContainer(t *testing.T) {
 	rt := crirt.Start(t, filepath.Join(t.TempDir(), "rt"))
 	image := rt.Push(t, "busybox:probes", nil)
 	rt.Pull(t, image)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	port := freePort(t)
 	p := rt.RunPod(t, "probes", "uid-probes", t.TempDir())
 	id := rt.Start(t, p, "web", 0, image, []string{"sh", "-c",
 		"mkdir -p /www && echo ok > /www/healthz && touch /tmp/alive && exec httpd -f -p 127.0.0.1:" + strconv.Itoa(port) + " -h /www"})
@@ -63,12 +58,7 @@ func TestGRPCProbeInRealContainer(t *testing.T) {
 	rt := crirt.Start(t, filepath.Join(t.TempDir(), "rt"))
 	image := rt.PushFiles(t, "health:1", map[string][]byte{"bin/healthserver": crirt.HealthServer(t)})
 	rt.Pull(t, image)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	port := freePort(t)
 	p := rt.RunPod(t, "grpc", "uid-grpc", t.TempDir())
 	id := rt.Start(t, p, "srv", 0, image, []string{"/bin/healthserver", "-listen", "127.0.0.1:" + strconv.Itoa(port)})
 	c := v1.Container{Name: "srv", ReadinessProbe: &v1.Probe{ProbeHandler: v1.ProbeHandler{GRPC: &v1.GRPCAction{Port: int32(port)}},
@@ -113,4 +103,16 @@ func TestProbesOverThePodNetwork(t *testing.T) {
 		{ID: web, Name: "web", State: kubecontainer.StateRunning, StartedAt: now},
 		{ID: grpcID, Name: "grpc", State: kubecontainer.StateRunning, StartedAt: now}}})
 	waitFor(t, "both ready over the pod IP "+ip, func() bool { return m.Ready(&cs[0], web) && m.Ready(&cs[1], grpcID) })
+}
+
+// freePort is a loopback TCP port nothing listens on now, for a server in a host-network container.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	return port
 }
