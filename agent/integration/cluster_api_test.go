@@ -30,6 +30,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/nodelet/nodelet/agent/internal/crirt"
 	"github.com/nodelet/nodelet/internal/testutil"
 )
 
@@ -352,7 +353,7 @@ func (e *env) startAgentProcess(ip string, port int, extra ...string) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	cmd := exec.Command(buildNodelet(e.t), args...)
+	cmd := exec.Command(crirt.Binary(e.t), args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

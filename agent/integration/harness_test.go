@@ -6,7 +6,6 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -146,45 +145,13 @@ func (r *criRuntime) stop(t testing.TB) {
 	testutil.UnmountUnder(r.dir)
 }
 
-// buildNodelet builds the nodelet binary once per test process. The agent's tests reach nodelet's
-// runtime only as a separate process over its CRI socket, never by importing it.
-var nodeletBin struct {
-	dir, path string
-	err       error
-}
-
 func TestMain(m *testing.M) {
 	if js := os.Getenv(childAgentEnv); js != "" {
 		os.Exit(runChildAgent(js))
 	}
 	code := m.Run()
-	if nodeletBin.dir != "" {
-		os.RemoveAll(nodeletBin.dir)
-	}
+	crirt.RemoveBinary()
 	os.Exit(code)
-}
-
-func buildNodelet(t testing.TB) string {
-	t.Helper()
-	if nodeletBin.path == "" && nodeletBin.err == nil {
-		dir, err := os.MkdirTemp("", "nodelet-bin-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodeletBin.dir = dir
-		out := filepath.Join(dir, "nodelet")
-		cmd := exec.Command("go", "build", "-o", out, "github.com/nodelet/nodelet/cmd/nodelet")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			nodeletBin.err = fmt.Errorf("go build ./cmd/nodelet: %v\n%s", err, b)
-		} else {
-			nodeletBin.path = out
-		}
-	}
-	if nodeletBin.err != nil {
-		t.Fatal(nodeletBin.err)
-	}
-	return nodeletBin.path
 }
 
 // startNodeletRuntime runs `nodelet runtime` with its own root, state and socket under dir, pulling
@@ -192,7 +159,7 @@ func buildNodelet(t testing.TB) string {
 func startNodeletRuntime(t testing.TB, dir, reg string, mirrored ...string) *criRuntime {
 	t.Helper()
 	testutil.Require(t, "runc", "conmon")
-	bin := buildNodelet(t)
+	bin := crirt.Binary(t)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}

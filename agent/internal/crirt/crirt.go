@@ -1,6 +1,7 @@
-// Package crirt starts nodelet's own runtime binary for the agent managers' end-to-end tests and
-// serves them busybox images from an in-process registry. The tests reach the runtime only over
-// its CRI socket, as the agent does; nothing here imports the runtime's packages.
+// Package crirt starts nodelet's own runtime binary (or Debian's containerd) for the agent's
+// end-to-end and integration tests and serves them busybox images from an in-process registry.
+// The tests reach the runtime only over its CRI socket, as the agent does; nothing here imports
+// the runtime's packages.
 package crirt
 
 import (
@@ -54,17 +55,21 @@ type Runtime struct {
 
 var build struct {
 	once sync.Once
+	dir  string
 	path string
 	err  error
 }
 
-func binary(t testing.TB) string {
+// Binary builds the nodelet binary once per test process and returns its path. The agent's tests
+// reach nodelet's runtime only as a separate process over its CRI socket, never by importing it.
+func Binary(t testing.TB) string {
 	build.once.Do(func() {
 		dir, err := os.MkdirTemp("", "nodelet-mgr-bin-")
 		if err != nil {
 			build.err = err
 			return
 		}
+		build.dir = dir
 		build.path = filepath.Join(dir, "nodelet")
 		cmd := exec.Command("go", "build", "-o", build.path, "github.com/nodelet/nodelet/cmd/nodelet")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -76,6 +81,13 @@ func binary(t testing.TB) string {
 		t.Fatal(build.err)
 	}
 	return build.path
+}
+
+// RemoveBinary deletes what Binary built; a TestMain calls it after m.Run.
+func RemoveBinary() {
+	if build.dir != "" {
+		os.RemoveAll(build.dir)
+	}
 }
 
 // Start runs the runtime with its root under root (may be a small filesystem of the test's) and its
@@ -95,7 +107,7 @@ func StartWithNetwork(t testing.TB, root, bridge, subnet string) *Runtime {
 
 func start(t testing.TB, root, bridge, subnet string) *Runtime {
 	testutil.Require(t, "runc", "conmon", "busybox")
-	bin := binary(t)
+	bin := Binary(t)
 	dir := t.TempDir()
 	r := &Runtime{dir: dir, Root: root, registry: ServeRegistry(t)}
 	sock := filepath.Join(dir, "rt.sock")
