@@ -265,12 +265,7 @@ func tarLayer(t testing.TB, files map[string][]byte) ggcrv1.Layer {
 		tw.Write(b)
 	}
 	tw.Close()
-	data := buf.Bytes()
-	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
+	return layerOf(t, buf.Bytes())
 }
 
 // BusyboxLayer is a layer of the host's busybox-static rootfs, every file owned by root.
@@ -312,7 +307,11 @@ func BusyboxLayer(t testing.TB) ggcrv1.Layer {
 		t.Fatal(err)
 	}
 	tw.Close()
-	data := buf.Bytes()
+	return layerOf(t, buf.Bytes())
+}
+
+// layerOf is the (uncompressed) tar data as an image layer.
+func layerOf(t testing.TB, data []byte) ggcrv1.Layer {
 	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
 	if err != nil {
 		t.Fatal(err)
