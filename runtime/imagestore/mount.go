@@ -252,6 +252,12 @@ func (s *Store) unmountAndDelete(id string) error {
 			}
 		}
 	}
+	// Idmapped layer mounts are detached right after the overlay is mounted on them; one left by
+	// a crash in between must go before anything is removed, or RemoveAll would reach into the
+	// shared layers through it.
+	if err := UnmountIdmapDir(filepath.Join(dir, "idmap")); err != nil {
+		return fmt.Errorf("remove rootfs of %s: %w", id, err)
+	}
 	// Remove the record last: while it exists, the image stays in use.
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {

@@ -95,8 +95,19 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	for _, o := range opts {
 		o(s)
 	}
-	for _, d := range []string{"", "blobs/sha256", "layers", "l", "images", "rootfs", "tmp"} {
+	// A container in its own user namespace runs as a mapped id that must reach its rootfs
+	// (rootfs/<id>/merged) by path: the store (and the parents it makes) and the rootfs dir are
+	// searchable by others, not listable; the rest stays private.
+	if err := os.MkdirAll(abs, 0o711); err != nil {
+		return nil, fmt.Errorf("image store: %w", err)
+	}
+	for _, d := range []string{"blobs/sha256", "layers", "l", "images", "rootfs", "tmp"} {
 		if err := os.MkdirAll(filepath.Join(abs, d), 0o700); err != nil {
+			return nil, fmt.Errorf("image store: %w", err)
+		}
+	}
+	for _, d := range []string{"", "rootfs"} {
+		if err := os.Chmod(filepath.Join(abs, d), 0o711); err != nil {
 			return nil, fmt.Errorf("image store: %w", err)
 		}
 	}

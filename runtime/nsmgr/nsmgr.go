@@ -24,10 +24,13 @@ const (
 	IPC Kind = "ipc"
 	UTS Kind = "uts"
 	PID Kind = "pid"
+	// User is a pod's own user namespace (see PinFrom); the pod's other namespaces are then
+	// owned by it.
+	User Kind = "user"
 )
 
 // Kinds lists every kind a Manager may pin.
-var Kinds = []Kind{Net, IPC, UTS, PID}
+var Kinds = []Kind{Net, IPC, UTS, PID, User}
 
 var cloneFlag = map[Kind]int{Net: unix.CLONE_NEWNET, IPC: unix.CLONE_NEWIPC, UTS: unix.CLONE_NEWUTS}
 
@@ -143,6 +146,56 @@ func (m *Manager) PinPID(id string, pid int) (string, error) {
 		return "", err
 	}
 	return p, nil
+}
+
+// PinFrom pins the namespaces of kinds that process pid is in (e.g. a helper born in a new user
+// namespace with net, ipc and uts namespaces owned by it). On error nothing of it remains.
+func (m *Manager) PinFrom(id string, pid int, kinds []Kind) (map[Kind]string, error) {
+	if err := validID(id); err != nil {
+		return nil, err
+	}
+	paths := map[Kind]string{}
+	for _, k := range kinds {
+		p := m.Path(k, id)
+		paths[k] = p
+		if err := bindNS("/proc/"+strconv.Itoa(pid)+"/ns/"+string(k), p); err != nil {
+			for _, p := range paths {
+				_ = unpin(p)
+			}
+			return nil, err
+		}
+	}
+	return paths, nil
+}
+
+// Setup joins the pinned net, uts and ipc namespaces of paths (those present) on a fresh thread
+// and sets the hostname (with uts), brings up loopback (with net) and writes the sysctls there:
+// what Pin does for namespaces it creates itself.
+func Setup(paths map[Kind]string, hostname string, sysctls map[string]string) error {
+	var join []string
+	for _, k := range []Kind{Net, IPC, UTS} {
+		if p := paths[k]; p != "" {
+			join = append(join, p)
+		}
+	}
+	return Do(join, func() error {
+		if paths[UTS] != "" && hostname != "" {
+			if err := unix.Sethostname([]byte(hostname)); err != nil {
+				return fmt.Errorf("sethostname: %w", err)
+			}
+		}
+		if paths[Net] != "" {
+			if err := loopbackUp(); err != nil {
+				return fmt.Errorf("loopback up: %w", err)
+			}
+		}
+		for k, v := range sysctls {
+			if err := WriteSysctl(k, v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 func bindNS(src, target string) error {

@@ -29,6 +29,9 @@ type SpecInput struct {
 	IPCNSPath string
 	UTSNSPath string
 	PIDNSPath string
+	// UserNSPath is the pod's own user namespace, mapped as the sandbox config's userns_options
+	// say; its other namespaces are owned by it.
+	UserNSPath string
 	// TargetPIDNSPath is the PID namespace of the container a debug container targets
 	// (NamespaceMode TARGET), e.g. /proc/<its pid>/ns/pid.
 	TargetPIDNSPath string
@@ -204,6 +207,14 @@ func setNamespaces(s *specs.Spec, in SpecInput) error {
 	default:
 		ns = append(ns, specs.LinuxNamespace{Type: specs.PIDNamespace})
 	}
+	if in.UserNSPath != "" {
+		// runc and crun join the user namespace first, then the others (owned by it), and want
+		// the mappings even for a namespace they join.
+		ns = append(ns, specs.LinuxNamespace{Type: specs.UserNamespace, Path: in.UserNSPath})
+		u := in.Sandbox.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions()
+		s.Linux.UIDMappings = idMappings(u.GetUids())
+		s.Linux.GIDMappings = idMappings(u.GetGids())
+	}
 	s.Linux.Namespaces = ns
 	if in.UTSNSPath != "" {
 		// The pod's UTS namespace already has it; runsc, which does not use the host's namespace
@@ -374,4 +385,12 @@ func WriteBundle(dir string, s *specs.Spec) error {
 		return err
 	}
 	return nil
+}
+
+func idMappings(m []*runtimeapi.IDMapping) []specs.LinuxIDMapping {
+	out := make([]specs.LinuxIDMapping, 0, len(m))
+	for _, e := range m {
+		out = append(out, specs.LinuxIDMapping{ContainerID: e.GetContainerId(), HostID: e.GetHostId(), Size: e.GetLength()})
+	}
+	return out
 }

@@ -90,6 +90,12 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 			_ = os.RemoveAll(bundle)
 		}
 	}()
+	rootPath := rootfs.Path
+	if sb.UserNSPath != "" {
+		if err := s.idmapRootfs(id, sb.UserNSPath, sb.Config.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions()); err != nil {
+			return nil, err
+		}
+	}
 
 	logPath := ""
 	if dir := sbCfg.GetLogDirectory(); dir != "" && cfg.GetLogPath() != "" {
@@ -138,8 +144,8 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 		return nil, err
 	}
 	spec, err := oci.Generate(oci.SpecInput{
-		ID: id, Config: specCfg, Sandbox: sbCfg, Rootfs: rootfs.Path, Image: rootfs.Config,
-		NetNSPath: sb.NetNSPath, IPCNSPath: sb.IPCNSPath, UTSNSPath: sb.UTSNSPath, PIDNSPath: sb.PIDNSPath,
+		ID: id, Config: specCfg, Sandbox: sbCfg, Rootfs: rootPath, Image: rootfs.Config,
+		NetNSPath: sb.NetNSPath, IPCNSPath: sb.IPCNSPath, UTSNSPath: sb.UTSNSPath, PIDNSPath: sb.PIDNSPath, UserNSPath: sb.UserNSPath,
 		TargetPIDNSPath: targetPIDNS, ShmPath: sb.ShmPath, SandboxDir: sb.Dir, CgroupsPath: cgroupPath, MinOOMScoreAdj: s.ctr.minOOM,
 	})
 	if err != nil {
@@ -156,7 +162,7 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 	c := &store.Container{
 		ID: id, Name: name, SandboxID: sb.ID, Config: cfg, CreatedAt: time.Now().UnixNano(), Handler: sb.Handler,
 		Image: cfg.GetImage().GetImage(), ImageID: rootfs.ImageID, ImageRef: rootfs.ImageRef,
-		Bundle: bundle, Rootfs: rootfs.Path, ImageVolumes: imageVols, LogPath: logPath, CgroupPath: cgroupPath, StopSignal: stopSignal,
+		Bundle: bundle, Rootfs: rootPath, ImageVolumes: imageVols, LogPath: logPath, CgroupPath: cgroupPath, StopSignal: stopSignal,
 		User: containerUser(spec.Process.User),
 		Status: store.ContainerStatus{
 			State:     runtimeapi.ContainerState_CONTAINER_CREATED,

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // A pod that shares one PID namespace among its containers needs a process to hold it and to reap
@@ -28,8 +29,12 @@ func startInfra(catatonit string) (pid int, startTime uint64, exited <-chan stru
 	cmd := exec.Command(catatonit, "-P")
 	cmd.Env = []string{}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID, Setsid: true}
+	return runInfra(cmd)
+}
+
+func runInfra(cmd *exec.Cmd) (pid int, startTime uint64, exited <-chan struct{}, err error) {
 	if err := cmd.Start(); err != nil {
-		return 0, 0, nil, fmt.Errorf("start %s: %w", catatonit, err)
+		return 0, 0, nil, fmt.Errorf("start %s: %w", cmd.Path, err)
 	}
 	done := make(chan struct{})
 	go func() {
@@ -44,6 +49,31 @@ func startInfra(catatonit string) (pid int, startTime uint64, exited <-chan stru
 		return 0, 0, nil, err
 	}
 	return pid, startTime, done, nil
+}
+
+// startInfraUserns starts `catatonit -P` in new user, net, ipc, uts and PID namespaces, the user
+// namespace mapped as u says (setgroups stays allowed: containers set their groups). It runs
+// as the mapped root, so catatonit must be executable by others.
+func startInfraUserns(catatonit string, u *runtimeapi.UserNamespace) (pid int, startTime uint64, exited <-chan struct{}, err error) {
+	if catatonit == "" {
+		return 0, 0, nil, errors.New("catatonit is not configured: a pod with its own user namespace needs it")
+	}
+	idmap := func(m []*runtimeapi.IDMapping) []syscall.SysProcIDMap {
+		out := make([]syscall.SysProcIDMap, 0, len(m))
+		for _, e := range m {
+			out = append(out, syscall.SysProcIDMap{ContainerID: int(e.GetContainerId()), HostID: int(e.GetHostId()), Size: int(e.GetLength())})
+		}
+		return out
+	}
+	cmd := exec.Command(catatonit, "-P")
+	cmd.Env = []string{}
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | syscall.CLONE_NEWPID,
+		Setsid:      true,
+		UidMappings: idmap(u.GetUids()), GidMappings: idmap(u.GetGids()),
+		GidMappingsEnableSetgroups: true,
+	}
+	return runInfra(cmd)
 }
 
 // procStartTime reads field 22 of /proc/<pid>/stat (after the command name, which may hold spaces

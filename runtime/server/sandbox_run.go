@@ -50,6 +50,14 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 		return nil, err
 	}
 	nsOpts := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
+	if nsOpts.GetUsernsOptions() != nil && nsOpts.GetUsernsOptions().GetMode() == runtimeapi.NamespaceMode_POD {
+		if !usernsCapable(s.cfg.Handlers[handler]) {
+			return nil, invalid("runtime handler %q does not support user namespaces", handler)
+		}
+		if !s.usernsRootfsReachable() {
+			return nil, invalid("user namespaces are not supported here: the image store's rootfs dir is not searchable by others (a parent dir of the runtime's root is private), so a mapped root cannot reach its rootfs")
+		}
+	}
 	hostNet := nsOpts.GetNetwork() == runtimeapi.NamespaceMode_NODE
 	hostIPC := nsOpts.GetIpc() == runtimeapi.NamespaceMode_NODE
 	sharedPID := nsOpts.GetPid() == runtimeapi.NamespaceMode_POD
@@ -188,6 +196,9 @@ func (s *Server) makeNamespaces(sb *store.Sandbox, hostname string, ownNet, ownI
 	if ownIPC {
 		kinds = append(kinds, nsmgr.IPC)
 	}
+	if u := sb.Config.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions(); u != nil && u.GetMode() == runtimeapi.NamespaceMode_POD {
+		return s.makeUsernsNamespaces(sb, hostname, sharedPID, u)
+	}
 	var infraPID int
 	var infraStart uint64
 	var exited <-chan struct{}
@@ -213,6 +224,47 @@ func (s *Server) makeNamespaces(sb *store.Sandbox, hostname string, ownNet, ownI
 	if !sharedPID {
 		return nil
 	}
+	return s.adoptInfra(sb, infraPID, infraStart, exited)
+}
+
+// makeUsernsNamespaces makes the namespaces of a pod with its own user namespace. A thread of a
+// multithreaded process cannot unshare a user namespace, so a helper process (catatonit) is born
+// in new user, net, ipc, uts and PID namespaces, the kernel making the others owned by the user
+// namespace, with the pod's mappings written by the parent before it runs. Its namespaces are
+// pinned; it stays as the pod's init when the pod shares its PID namespace, else it is killed.
+func (s *Server) makeUsernsNamespaces(sb *store.Sandbox, hostname string, sharedPID bool, u *runtimeapi.UserNamespace) error {
+	infraPID, infraStart, exited, err := startInfraUserns(s.cfg.CatatonitPath, u)
+	if err != nil {
+		return fmt.Errorf("sandbox namespaces: %w", err)
+	}
+	paths, err := s.sb.ns.PinFrom(sb.ID, infraPID, []nsmgr.Kind{nsmgr.User, nsmgr.Net, nsmgr.UTS, nsmgr.IPC})
+	if err == nil {
+		if err = nsmgr.Setup(paths, hostname, sb.Config.GetLinux().GetSysctls()); err != nil {
+			s.undo("unpin namespaces", s.sb.ns.Remove(sb.ID))
+		}
+	}
+	if err != nil {
+		_ = killInfra(infraPID, infraStart, exited)
+		if _, ok := errors.AsType[*nsmgr.SysctlError](err); ok {
+			return fmt.Errorf("sandbox namespaces: %w (%w)", err, errdefs.ErrInvalidArgument)
+		}
+		return fmt.Errorf("sandbox namespaces: %w", err)
+	}
+	sb.NetNSPath, sb.UTSNSPath, sb.IPCNSPath, sb.UserNSPath = paths[nsmgr.Net], paths[nsmgr.UTS], paths[nsmgr.IPC], paths[nsmgr.User]
+	if !sharedPID {
+		if err := killInfra(infraPID, infraStart, exited); err != nil {
+			s.undo("unpin namespaces", s.sb.ns.Remove(sb.ID))
+			return err
+		}
+		return nil
+	}
+	return s.adoptInfra(sb, infraPID, infraStart, exited)
+}
+
+// adoptInfra makes the started catatonit the pod's init: its reaper is recorded, it moves into
+// the pod cgroup and its PID namespace is pinned. On error the init is killed and the pins gone.
+func (s *Server) adoptInfra(sb *store.Sandbox, infraPID int, infraStart uint64, exited <-chan struct{}) (retErr error) {
+	var err error
 	s.sb.mu.Lock()
 	s.sb.infraExited[sb.ID] = exited
 	s.sb.mu.Unlock()

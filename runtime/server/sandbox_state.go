@@ -134,7 +134,7 @@ func (s *Server) initSandboxes(ctx context.Context) error {
 // lostNamespaces names what a ready sandbox no longer has (a reboot empties the state dir; a
 // killed catatonit ends the PID namespace), or "" when all is in place.
 func lostNamespaces(sb *store.Sandbox) string {
-	for _, p := range []string{sb.NetNSPath, sb.IPCNSPath, sb.UTSNSPath, sb.PIDNSPath} {
+	for _, p := range []string{sb.NetNSPath, sb.IPCNSPath, sb.UTSNSPath, sb.PIDNSPath, sb.UserNSPath} {
 		if p != "" && !nsmgr.IsPinned(p) {
 			return p
 		}

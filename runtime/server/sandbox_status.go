@@ -59,6 +59,7 @@ func sandboxInfo(sb *store.Sandbox) string {
 		"ipcnsPath":      sb.IPCNSPath,
 		"utsnsPath":      sb.UTSNSPath,
 		"pidnsPath":      sb.PIDNSPath,
+		"usernsPath":     sb.UserNSPath,
 		"shmPath":        sb.ShmPath,
 		"cgroupParent":   sb.CgroupParent,
 		"sandboxDir":     sb.Dir,

@@ -25,6 +25,7 @@ type sandboxInfo struct {
 	IPCNSPath    string `json:"ipcnsPath"`
 	UTSNSPath    string `json:"utsnsPath"`
 	PIDNSPath    string `json:"pidnsPath"`
+	UserNSPath   string `json:"usernsPath"`
 	ShmPath      string `json:"shmPath"`
 	CgroupParent string `json:"cgroupParent"`
 	SandboxDir   string `json:"sandboxDir"`
@@ -73,7 +74,7 @@ func assertGone(t *testing.T, e *servertest.Env, info sandboxInfo) {
 	if m := testutil.MountsUnder(e.Config.State, e.Config.Root); len(m) > 0 {
 		t.Errorf("mounts left: %v", m)
 	}
-	for _, p := range []string{info.NetNSPath, info.IPCNSPath, info.UTSNSPath, info.PIDNSPath, info.ShmPath, info.SandboxDir} {
+	for _, p := range []string{info.NetNSPath, info.IPCNSPath, info.UTSNSPath, info.PIDNSPath, info.UserNSPath, info.ShmPath, info.SandboxDir} {
 		if p == "" {
 			continue
 		}

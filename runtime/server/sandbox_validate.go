@@ -81,11 +81,8 @@ func validateSandboxConfig(cfg *runtimeapi.PodSandboxConfig) error {
 	if m := ns.GetPid(); m == runtimeapi.NamespaceMode_TARGET {
 		return invalid("pid namespace mode TARGET is for containers, not sandboxes")
 	}
-	// Status does not announce user namespace support, so a kubelet never asks for one; running
-	// such a pod without one would silently give it the host's root. Unset options mean the
-	// host's user namespace (POD is the enum's zero value, hence the nil check).
-	if u := ns.GetUsernsOptions(); u != nil && u.Mode == runtimeapi.NamespaceMode_POD {
-		return invalid("user namespaces are not supported")
+	if err := validUserns(ns); err != nil {
+		return err
 	}
 	for _, m := range []runtimeapi.NamespaceMode{ns.GetNetwork(), ns.GetIpc()} {
 		if m != runtimeapi.NamespaceMode_POD && m != runtimeapi.NamespaceMode_NODE {
@@ -215,4 +212,41 @@ func hasDotDot(p string) bool {
 		}
 	}
 	return false
+}
+
+// validUserns checks a pod's user namespace request. Unset options mean the host's user namespace
+// (POD is the enum's zero value, hence the nil check). A pod of its own (POD) gets one uid and
+// one gid mapping, each mapping container id 0 (as containerd and the kubelet do: a single
+// range starting at 0), and owns its network, IPC and PID namespaces: a container in a user
+// namespace cannot join the host's.
+func validUserns(ns *runtimeapi.NamespaceOption) error {
+	u := ns.GetUsernsOptions()
+	if u == nil {
+		return nil
+	}
+	switch u.GetMode() {
+	case runtimeapi.NamespaceMode_NODE:
+		if len(u.GetUids()) > 0 || len(u.GetGids()) > 0 {
+			return invalid("user namespace mode NODE takes no id mappings")
+		}
+		return nil
+	case runtimeapi.NamespaceMode_POD:
+	default:
+		return invalid("user namespace mode must be POD or NODE, not %s", u.GetMode())
+	}
+	for what, m := range map[string][]*runtimeapi.IDMapping{"uid": u.GetUids(), "gid": u.GetGids()} {
+		if len(m) != 1 {
+			return invalid("user namespace: want exactly one %s mapping, got %d", what, len(m))
+		}
+		if m[0].GetContainerId() != 0 {
+			return invalid("user namespace: the %s mapping must start at container id 0, not %d", what, m[0].GetContainerId())
+		}
+		if m[0].GetLength() == 0 || uint64(m[0].GetHostId())+uint64(m[0].GetLength()) > 1<<32-1 {
+			return invalid("user namespace: %s mapping of length %d from host id %d is out of range", what, m[0].GetLength(), m[0].GetHostId())
+		}
+	}
+	if ns.GetNetwork() != runtimeapi.NamespaceMode_POD || ns.GetIpc() != runtimeapi.NamespaceMode_POD || ns.GetPid() == runtimeapi.NamespaceMode_NODE {
+		return invalid("a pod with its own user namespace needs its own network, IPC and PID namespaces")
+	}
+	return nil
 }

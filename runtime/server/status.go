@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -22,11 +23,18 @@ func (s *Server) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*ru
 		// ContainerStatus reports the user and the Strict policy is honoured by the OCI spec.
 		Features: &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: true},
 	}
-	for name := range s.cfg.Handlers {
-		resp.RuntimeHandlers = append(resp.RuntimeHandlers, &runtimeapi.RuntimeHandler{
-			Name:     name,
-			Features: &runtimeapi.RuntimeHandlerFeatures{RecursiveReadOnlyMounts: true},
-		})
+	userns := s.usernsRootfsReachable()
+	features := func(h Handler) *runtimeapi.RuntimeHandlerFeatures {
+		return &runtimeapi.RuntimeHandlerFeatures{RecursiveReadOnlyMounts: true, UserNamespaces: userns && usernsCapable(h)}
+	}
+	// The default handler is listed under "" too, as containerd does: a client that names no
+	// handler (critest without --runtime-handler, a pod without runtimeClassName) finds its
+	// features there.
+	if h, ok := s.cfg.Handlers[s.cfg.DefaultHandler]; ok {
+		resp.RuntimeHandlers = append(resp.RuntimeHandlers, &runtimeapi.RuntimeHandler{Name: "", Features: features(h)})
+	}
+	for name, h := range s.cfg.Handlers {
+		resp.RuntimeHandlers = append(resp.RuntimeHandlers, &runtimeapi.RuntimeHandler{Name: name, Features: features(h)})
 	}
 	if req.GetVerbose() {
 		info, _ := json.Marshal(map[string]any{
@@ -49,4 +57,16 @@ func (s *Server) RuntimeConfig(ctx context.Context, req *runtimeapi.RuntimeConfi
 // it only needs remembering for Status' verbose info.
 func (s *Server) UpdateRuntimeConfig(ctx context.Context, req *runtimeapi.UpdateRuntimeConfigRequest) (*runtimeapi.UpdateRuntimeConfigResponse, error) {
 	return &runtimeapi.UpdateRuntimeConfigResponse{}, nil
+}
+
+// usernsCapable reports whether pods of handler h may have their own user namespace: runc and crun
+// join the pod's pinned user namespace (the rootfs is idmapped by the runtime itself, so neither
+// needs idmapped-mount support of its own). runsc (gVisor) is left out: its sandbox does not use
+// the host's namespaces for its guest.
+func usernsCapable(h Handler) bool {
+	switch filepath.Base(h.Path) {
+	case "runc", "crun":
+		return true
+	}
+	return false
 }

@@ -25,6 +25,9 @@ type Sandbox struct {
 	NetNSPath string `json:"netnsPath,omitempty"`
 	IPCNSPath string `json:"ipcnsPath,omitempty"`
 	UTSNSPath string `json:"utsnsPath,omitempty"`
+	// UserNSPath is the pod's own user namespace (userns_options mode POD), which owns its
+	// net, ipc, uts and shared PID namespaces; empty when the pod uses the host's.
+	UserNSPath string `json:"usernsPath,omitempty"`
 	// PIDNSPath is the pod's shared PID namespace (held by catatonit, InfraPID) when the pod
 	// shares one; empty otherwise.
 	PIDNSPath string `json:"pidnsPath,omitempty"`

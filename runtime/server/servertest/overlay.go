@@ -25,6 +25,7 @@ type OverlayProvider struct {
 
 // NewOverlayProvider serves lower (a rootfs folder) as every image, with overlays under dir.
 func NewOverlayProvider(lower, dir string) *OverlayProvider {
+	_ = os.MkdirAll(dir, 0o755)
 	return &OverlayProvider{lower: lower, dir: dir}
 }
 
@@ -72,7 +73,47 @@ func (p *OverlayProvider) RemoveRootfs(ctx context.Context, containerID string) 
 	if err := unix.Unmount(merged, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("unmount rootfs of %s: %w", containerID, err)
 	}
+	if err := imagestore.UnmountIdmapDir(filepath.Join(base, "idmap")); err != nil {
+		return err
+	}
 	return os.RemoveAll(base)
+}
+
+// RootfsDir is where the overlays live (the server checks a mapped root can reach them).
+func (p *OverlayProvider) RootfsDir() string { return p.dir }
+
+// RemountIdmapped remounts a container's overlay on an idmapped mount of the lower folder, as
+// imagestore.Store does for pods with their own user namespace.
+func (p *OverlayProvider) RemountIdmapped(containerID, usernsPath string, rootUID, rootGID int) error {
+	if err := store.ValidID(containerID); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	base := filepath.Join(p.dir, containerID)
+	userns, err := os.Open(usernsPath)
+	if err != nil {
+		return err
+	}
+	defer userns.Close()
+	idmap := filepath.Join(base, "idmap")
+	if err := os.MkdirAll(idmap, 0o700); err != nil {
+		return err
+	}
+	defer imagestore.UnmountIdmapDir(idmap)
+	lower := filepath.Join(idmap, "0")
+	if err := imagestore.AttachIdmapped(p.lower, lower, userns); err != nil {
+		return err
+	}
+	if err := os.Chown(filepath.Join(base, "upper"), rootUID, rootGID); err != nil {
+		return err
+	}
+	merged := filepath.Join(base, "merged")
+	if err := unix.Unmount(merged, 0); err != nil {
+		return err
+	}
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", lower, filepath.Join(base, "upper"), filepath.Join(base, "work"))
+	return unix.Mount("overlay", merged, "overlay", 0, opts)
 }
 
 // mounted reports whether path is a mount point (its device differs from its parent's, or a
