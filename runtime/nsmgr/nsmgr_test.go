@@ -2,7 +2,9 @@ package nsmgr
 
 import (
 	"os"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -125,5 +127,65 @@ func TestSandboxSysctlPath(t *testing.T) {
 		if (err == nil) != tc.ok || got != tc.want {
 			t.Errorf("SysctlPath(%q) = %q, %v", tc.key, got, err)
 		}
+	}
+}
+
+// TestPinFromUserns pins the namespaces of a process born in its own user namespace (with net
+// and uts namespaces owned by it), sets them up from outside, and unpins them without leaks.
+func TestPinFromUserns(t *testing.T) {
+	testutil.Require(t, "sleep")
+	dir := t.TempDir()
+	testutil.CheckNoLeaks(t, dir)
+	m, err := New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(testutil.LookPath("sleep"), "60")
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET | syscall.CLONE_NEWUTS,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: 300000, Size: 1000}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: 300000, Size: 1000}},
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	paths, err := m.PinFrom("uns", cmd.Process.Pid, []Kind{User, Net, UTS})
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []Kind{User, Net, UTS} {
+		if !IsPinned(paths[k]) {
+			t.Errorf("%s not pinned after its process died", k)
+		}
+	}
+	if err := Setup(paths, "uns-host", map[string]string{"net.ipv4.ip_unprivileged_port_start": "55"}); err != nil {
+		t.Fatal(err)
+	}
+	err = Do([]string{paths[Net], paths[UTS]}, func() error {
+		var u unix.Utsname
+		if err := unix.Uname(&u); err != nil {
+			return err
+		}
+		if h := unix.ByteSliceToString(u.Nodename[:]); h != "uns-host" {
+			t.Errorf("hostname = %q", h)
+		}
+		if v := readSysctl(t, "net.ipv4.ip_unprivileged_port_start"); v != "55" {
+			t.Errorf("sysctl = %q", v)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := m.List(); err != nil || len(got["uns"]) != 3 {
+		t.Errorf("List = %v, %v", got, err)
+	}
+	if err := m.Remove("uns"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := m.List(); err != nil || len(got) != 0 {
+		t.Errorf("after Remove List = %v, %v", got, err)
 	}
 }

@@ -116,6 +116,17 @@ func TestPodUserNamespace(t *testing.T) {
 				t.Errorf("user namespaces: %s and %s (host %s)", ns1, ns2, hostNS)
 			}
 
+			// A daemon restart keeps the pod: its user namespace pin is recorded and checked, and a
+			// container created afterwards joins the same namespace.
+			e.Restart()
+			if st, _ := podStatus(t, e, sb); st.State != runtimeapi.PodSandboxState_SANDBOX_READY {
+				t.Fatalf("after restart the pod is %v", st.State)
+			}
+			c3 := e.RunContainer(sb, pod, servertest.ContainerConfig("three", "sleep", "1002"))
+			if ns3 := exec(c3, "readlink", "/proc/self/ns/user"); ns3 != ns1 {
+				t.Errorf("container made after a restart is in user namespace %s, want %s", ns3, ns1)
+			}
+
 			if _, err := e.Runtime.StopPodSandbox(e.Ctx(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb}); err != nil {
 				t.Fatal(err)
 			}
