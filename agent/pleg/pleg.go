@@ -207,15 +207,18 @@ func (g *GenericPLEG) followStream(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// A gRPC server stream reports failure only on the first Recv, so the stream counts as healthy
-	// until then; if it fails at once, watchEvents flips back and kicks a relist right away.
-	g.streaming.Store(true)
+	// The stream counts as healthy only from its first event: until then the runtime may not have
+	// subscribed us yet, and whatever happened before it did is seen only by relisting, so relisting
+	// stays fast until then, and one more relist follows the first event to catch anything that
+	// fell in the gap.
 	for {
 		ev, err := stream.Recv()
 		if err != nil {
 			return err
 		}
-		g.streaming.Store(true)
+		if !g.streaming.Swap(true) {
+			g.kickRelist()
+		}
 		g.lastActive.Store(time.Now().UnixNano())
 		g.handleEvent(ev)
 	}

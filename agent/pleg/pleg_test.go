@@ -53,11 +53,12 @@ func TestEventsFromStreamThenRelistFallback(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go g.Run(ctx)
+	// Until the stream brings its first event, fast relisting covers what it might have missed.
+	id := startContainer(t, cri.Runtime(), "u1", "a")
+	waitFor(t, g, "u1", ContainerStarted, id)
 	for !g.Streaming() {
 		time.Sleep(5 * time.Millisecond)
 	}
-	id := startContainer(t, cri.Runtime(), "u1", "a")
-	waitFor(t, g, "u1", ContainerStarted, id)
 	cri.ExitContainer(id, 3)
 	waitFor(t, g, "u1", ContainerDied, id)
 
