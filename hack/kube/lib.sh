@@ -27,6 +27,8 @@ nl_init() {
   NL_NAME=$1
   [ "$(id -u)" = 0 ] || nl_die "run as root (it starts container runtimes): sudo $0"
   NL_WORK=$(mktemp -d "/tmp/nodelet-$NL_NAME.XXXXXX")
+  # A user-namespaced pod's mapped root must be able to reach its rootfs below this dir.
+  chmod 0711 "$NL_WORK"
   # crictl otherwise warns on every call that /etc/crictl.yaml is missing.
   printf 'timeout: 60\n' >"$NL_WORK/crictl.yaml"
   export CRI_CONFIG_FILE=$NL_WORK/crictl.yaml
