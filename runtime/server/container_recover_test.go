@@ -87,17 +87,7 @@ func TestContainerRecoverLostMonitor(t *testing.T) {
 	pod := e.PodWithLogs("lost")
 	sb := e.RunPod(pod, "")
 	id := e.RunContainer(sb, pod, servertest.ContainerConfig("orphan", "sleep", "1000"))
-	resp, err := e.Runtime.ContainerStatus(e.Ctx(), &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var info struct {
-		Pid       int `json:"pid"`
-		ConmonPid int `json:"conmonPid"`
-	}
-	if err := json.Unmarshal([]byte(resp.Info["info"]), &info); err != nil || info.Pid == 0 || info.ConmonPid == 0 {
-		t.Fatalf("info %q: %v", resp.Info["info"], err)
-	}
+	info := containerPids(t, e, id)
 	e.Server.CloseContainers()
 	e.Stop()
 	for _, pid := range []int{info.ConmonPid, info.Pid} {
@@ -125,17 +115,7 @@ func TestContainerMonitorDeath(t *testing.T) {
 	pod := e.PodWithLogs("monitor")
 	sb := e.RunPod(pod, "")
 	id := e.RunContainer(sb, pod, servertest.ContainerConfig("orphan", "sleep", "1000"))
-	resp, err := e.Runtime.ContainerStatus(e.Ctx(), &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var info struct {
-		Pid       int `json:"pid"`
-		ConmonPid int `json:"conmonPid"`
-	}
-	if err := json.Unmarshal([]byte(resp.Info["info"]), &info); err != nil || info.Pid == 0 || info.ConmonPid == 0 {
-		t.Fatalf("info %q: %v", resp.Info["info"], err)
-	}
+	info := containerPids(t, e, id)
 	for _, pid := range []int{info.ConmonPid, info.Pid} {
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatalf("kill %d: %v", pid, err)
@@ -145,4 +125,20 @@ func TestContainerMonitorDeath(t *testing.T) {
 	if st.Reason != "Unknown" || st.ExitCode != 255 {
 		t.Fatalf("status: %+v", st)
 	}
+}
+
+// containerPids reads the container's and its conmon's PIDs from the verbose status.
+func containerPids(t *testing.T, e *servertest.Env, id string) (info struct {
+	Pid       int `json:"pid"`
+	ConmonPid int `json:"conmonPid"`
+}) {
+	t.Helper()
+	resp, err := e.Runtime.ContainerStatus(e.Ctx(), &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(resp.Info["info"]), &info); err != nil || info.Pid == 0 || info.ConmonPid == 0 {
+		t.Fatalf("info %q: %v", resp.Info["info"], err)
+	}
+	return info
 }
