@@ -32,12 +32,31 @@ fi
 # Pieces the interop tests need that apt cannot install side by side (Debian's dynamic busybox).
 bash "$here/hack/install-extras.sh"
 
-# Go: the module needs Go >= 1.26. Debian's golang is older, but any Go >= 1.21 fetches the right
-# toolchain through the module proxy by itself (GOTOOLCHAIN=auto).
+# Go: the module needs Go >= 1.26. Debian 12's golang-go is 1.19, too old even to switch toolchains
+# itself, so when no Go >= 1.21 is on the machine the Go toolchain is fetched as what it also is, a
+# module (golang.org/toolchain) from the Go module proxy, and linked into /usr/local/bin. A Go >= 1.21
+# fetches the exact toolchain go.mod asks for by itself (GOTOOLCHAIN=auto).
+GO_TOOLCHAIN=go1.26.8
 export PATH=$PATH:/usr/local/go/bin:/root/go/bin
-if ! command -v go >/dev/null; then
-  say "apt-get install golang-go (it will fetch the Go toolchain go.mod asks for)"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go >/dev/null
+go_minor() { go version 2>/dev/null | sed -n 's/.*go1\.\([0-9]*\).*/\1/p'; }
+if [ "$(go_minor || true)" = "" ] || [ "$(go_minor)" -lt 21 ]; then
+  dest=/usr/local/lib/nodelet-go/$GO_TOOLCHAIN
+  if [ ! -x "$dest/bin/go" ]; then
+    command -v unzip >/dev/null || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq unzip >/dev/null; }
+    say "fetching the Go toolchain $GO_TOOLCHAIN from the Go module proxy"
+    tmp=$(mktemp -d)
+    proxy=${GOPROXY:-https://proxy.golang.org}; proxy=${proxy%%,*}
+    curl -fsSL -o "$tmp/go.zip" "$proxy/golang.org/toolchain/@v/v0.0.1-$GO_TOOLCHAIN.linux-amd64.zip"
+    unzip -q "$tmp/go.zip" -d "$tmp/x"
+    mkdir -p "$(dirname "$dest")"
+    rm -rf "$dest"
+    mv "$tmp/x/golang.org/toolchain@v0.0.1-$GO_TOOLCHAIN.linux-amd64" "$dest"
+    chmod +x "$dest"/bin/* "$dest"/pkg/tool/*/* 2>/dev/null || true
+    rm -rf "$tmp"
+  fi
+  ln -sf "$dest/bin/go" /usr/local/bin/go
+  ln -sf "$dest/bin/gofmt" /usr/local/bin/gofmt
+  hash -r
 fi
 export GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
 export GOFLAGS=${GOFLAGS:--buildvcs=false}
