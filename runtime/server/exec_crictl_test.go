@@ -126,8 +126,10 @@ func TestCrictlPortForward(t *testing.T) {
 	e := servertest.Start(t)
 	pod := servertest.PodConfig("crictl-pf")
 	sb := e.RunPod(pod, "")
-	e.RunContainer(sb, pod, servertest.ContainerConfig("web", "sh", "-c",
+	web := e.RunContainer(sb, pod, servertest.ContainerConfig("web", "sh", "-c",
 		"mkdir -p /tmp/www && echo via-crictl > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www"))
+	// A refused connection ends crictl's port-forward session, so forward only once httpd listens.
+	e.WaitListening(web, 8080)
 
 	l, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
@@ -162,17 +164,13 @@ func TestCrictlPortForward(t *testing.T) {
 		t.Fatal("crictl port-forward never reported forwarding")
 	}
 	client := &http.Client{Timeout: 30 * time.Second}
-	var body []byte
-	eventually(t, "httpd answers through crictl port-forward", func() bool {
-		r, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/index.html", local))
-		if err != nil {
-			return false
-		}
-		defer r.Body.Close()
-		body, _ = io.ReadAll(r.Body)
-		return r.StatusCode == 200
-	})
-	if string(body) != "via-crictl\n" {
-		t.Fatalf("body %q", body)
+	r, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/index.html", local))
+	if err != nil {
+		t.Fatalf("GET through crictl port-forward: %v", err)
+	}
+	body, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	if r.StatusCode != 200 || string(body) != "via-crictl\n" {
+		t.Fatalf("GET through crictl port-forward: %s %q", r.Status, body)
 	}
 }

@@ -196,8 +196,10 @@ func TestPortForward(t *testing.T) {
 	e := servertest.Start(t)
 	pod := servertest.PodConfig("pf")
 	sb := e.RunPod(pod, "")
-	e.RunContainer(sb, pod, servertest.ContainerConfig("web", "sh", "-c",
+	web := e.RunContainer(sb, pod, servertest.ContainerConfig("web", "sh", "-c",
 		"mkdir -p /tmp/www && echo hello-from-pod > /tmp/www/index.html && exec httpd -f -p 127.0.0.1:8080 -h /tmp/www"))
+	// A refused connection ends the port-forward session, so forward only once httpd listens.
+	e.WaitListening(web, 8080)
 
 	resp, err := e.Runtime.PortForward(e.Ctx(), &runtimeapi.PortForwardRequest{PodSandboxId: sb, Port: []int32{8080}})
 	if err != nil {
@@ -223,18 +225,14 @@ func TestPortForward(t *testing.T) {
 		t.Fatal(err)
 	}
 	client := &http.Client{Timeout: 30 * time.Second}
-	var body []byte
-	eventually(t, "httpd answers through the forwarded port", func() bool {
-		r, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/index.html", ports[0].Local))
-		if err != nil {
-			return false
-		}
-		defer r.Body.Close()
-		body, _ = io.ReadAll(r.Body)
-		return r.StatusCode == 200
-	})
-	if string(body) != "hello-from-pod\n" {
-		t.Fatalf("body %q", body)
+	r, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/index.html", ports[0].Local))
+	if err != nil {
+		t.Fatalf("GET through the forwarded port: %v", err)
+	}
+	body, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	if r.StatusCode != 200 || string(body) != "hello-from-pod\n" {
+		t.Fatalf("GET through the forwarded port: %s %q", r.Status, body)
 	}
 	if _, err := e.Runtime.PortForward(e.Ctx(), &runtimeapi.PortForwardRequest{PodSandboxId: "missing"}); err == nil {
 		t.Fatal("port-forward to a missing sandbox got a URL")

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/internal/testutil"
 )
 
 // ContainerConfig is a minimal container running the busybox image with cmd (the image's sh
@@ -89,6 +91,25 @@ func (e *Env) WaitLog(path, want string) string {
 		}
 		if time.Now().After(deadline) {
 			e.t.Fatalf("log %s never contained %q; it has:\n%s", path, want, b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// WaitListening polls, through ExecSync in the container, until a socket in its network namespace
+// listens on port. A server a container starts is not listening when StartContainer returns, and
+// a port-forward session ends at the first refused connection.
+func (e *Env) WaitListening(id string, port int) {
+	e.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		resp, err := e.Runtime.ExecSync(e.Ctx(), &runtimeapi.ExecSyncRequest{ContainerId: id,
+			Cmd: []string{"cat", "/proc/net/tcp", "/proc/net/tcp6"}, Timeout: 30})
+		if err == nil && testutil.TCPListening(resp.Stdout, port) {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("container %s: nothing listens on port %d: %v", id, port, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
