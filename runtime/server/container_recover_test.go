@@ -24,6 +24,7 @@ func TestContainerRecoverAfterDaemonKill(t *testing.T) {
 	waiter := e.RunContainer(sb, pod, servertest.ContainerConfig("waiter", "sh", "-c", "while [ ! -e /tmp/go ]; do sleep 0.05; done; exit 42"))
 	tickLog := e.Status(ticker).LogPath
 	e.WaitLog(tickLog, "tick 1")
+	waiterPid := containerPids(t, e, waiter).Pid
 
 	e.Server.CloseContainers() // the old daemon's watchers die with it
 	e.Stop()
@@ -37,7 +38,11 @@ func TestContainerRecoverAfterDaemonKill(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(500 * time.Millisecond) // the waiter polls every 50 ms
+	// The waiter must be gone before the restart, or the test would not prove an exit that
+	// happened while no daemon ran; its conmon reaps it.
+	for syscall.Kill(waiterPid, 0) == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
 	sizeDown, _ := os.Stat(tickLog)
 
 	e.Restart()

@@ -86,6 +86,9 @@ func runSleeper(e *servertest.Env, name string) (string, string) {
 	return sb, e.RunContainer(sb, pod, servertest.ContainerConfig("sleeper", "sleep", "1000"))
 }
 
+// waitForResize prints the terminal's size once it differs from the first one waitForSize saw.
+const waitForResize = `for i in $(seq 1200); do r=$(busybox stty size); [ "$r" != "$s" ] && break; sleep 0.05; done; echo "resized $r"`
+
 func TestExecStreams(t *testing.T) {
 	e := servertest.Start(t)
 	_, id := runSleeper(e, "exec")
@@ -111,7 +114,7 @@ func TestExecStreams(t *testing.T) {
 	t.Run("tty with resize", func(t *testing.T) {
 		resp, err := e.Runtime.Exec(e.Ctx(), &runtimeapi.ExecRequest{
 			ContainerId: id, Tty: true, Stdin: true, Stdout: true,
-			Cmd: []string{"sh", "-c", `[ -t 0 ] && echo is-a-tty; ` + waitForSize + `; read l; busybox stty size; echo "got $l"`},
+			Cmd: []string{"sh", "-c", `[ -t 0 ] && echo is-a-tty; ` + waitForSize + `; ` + waitForResize + `; read l; echo "got $l"`},
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -126,8 +129,8 @@ func TestExecStreams(t *testing.T) {
 		}()
 		eventually(t, "first size", func() bool { return strings.Contains(out.String(), "size 40 100") })
 		q <- &remotecommand.TerminalSize{Width: 120, Height: 50}
-		eventually(t, "resize taken", func() bool { return len(q) == 0 })
-		time.Sleep(200 * time.Millisecond) // let the SIGWINCH reach the runtime before the line
+		// The shell reports the new size itself, so the line is typed only after it took effect.
+		eventually(t, "resize taken", func() bool { return strings.Contains(out.String(), "resized 50 120") })
 		io.WriteString(stdinW, "typed\r")
 		select {
 		case err := <-errc:

@@ -56,7 +56,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestRunWithTerminal(t *testing.T) {
 	testutil.Require(t, "busybox")
 	bb := testutil.LookPath("busybox")
-	cmd := exec.Command(bb, "sh", "-c", `[ -t 0 ] && echo tty; stty size; read line; stty size; echo "got $line"; exit 7`)
+	cmd := exec.Command(bb, "sh", "-c", `[ -t 0 ] && echo tty; s=$(stty size); echo "$s"; while [ "$(stty size)" = "$s" ]; do sleep 0.01; done; echo "resized $(stty size)"; read line; echo "got $line"; exit 7`)
 	stdinR, stdinW := io.Pipe()
 	out := &syncBuffer{}
 	resize := make(chan TerminalSize, 2)
@@ -65,10 +65,8 @@ func TestRunWithTerminal(t *testing.T) {
 	go func() { errc <- RunWithTerminal(context.Background(), cmd, stdinR, out, resize, nil) }()
 	waitFor(t, "first size printed", func() bool { return strings.Contains(out.String(), "40 100") })
 	resize <- TerminalSize{Width: 120, Height: 50}
-	// The resize goroutine applies it before the shell can read the line only if it ran first;
-	// the line goes once the channel is drained and the ioctl had time to land.
-	waitFor(t, "resize taken", func() bool { return len(resize) == 0 })
-	time.Sleep(50 * time.Millisecond)
+	// The shell reports the new size itself, so the line goes only once the ioctl landed.
+	waitFor(t, "resize taken", func() bool { return strings.Contains(out.String(), "resized 50 120") })
 	io.WriteString(stdinW, "hello\r")
 	var err error
 	select {
