@@ -205,10 +205,15 @@ func TestDecodeRejects(t *testing.T) {
 
 func TestManifestURLSource(t *testing.T) {
 	body := "apiVersion: v1\nkind: PodList\nitems:\n- metadata: {name: a}\n  spec: {containers: [{name: c, image: busybox:1}]}\n- metadata: {name: b}\n  spec: {containers: [{name: c, image: busybox:1}]}\n"
+	const bad = "not: [valid"
 	var mu sync.Mutex
+	badServed := 0
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
+		if body == bad {
+			badServed++
+		}
 		w.Write([]byte(body))
 	}))
 	defer srv.Close()
@@ -219,9 +224,22 @@ func TestManifestURLSource(t *testing.T) {
 	go s.Run(ctx)
 	r.waitFor(t, "two pods", func(p []*v1.Pod) bool { return len(p) == 2 && p[0].Annotations[ConfigSourceAnnotation] == "http" })
 	mu.Lock()
-	body = "not: [valid"
+	body = bad
 	mu.Unlock()
-	time.Sleep(50 * time.Millisecond)
+	// The source polls one request at a time, so a second bad fetch means the first was handled.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		n := badServed
+		mu.Unlock()
+		if n >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the source never fetched the bad body twice")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	r.mu.Lock()
 	last := r.sets[len(r.sets)-1]
 	r.mu.Unlock()
