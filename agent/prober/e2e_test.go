@@ -36,6 +36,8 @@ func TestProbesInRealContainer(t *testing.T) {
 		LivenessProbe:  probe(v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"test", "-e", "/tmp/alive"}}}),
 	}
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "probes", UID: "uid-probes"}, Spec: v1.PodSpec{Containers: []v1.Container{c}}}
+	// The startup probe allows one failure; it must not meet httpd before it listens.
+	rt.WaitListening(t, id, port)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	m := New(ctx, rt.RS, nil, nil)
@@ -94,6 +96,8 @@ func TestProbesOverThePodNetwork(t *testing.T) {
 		{Name: "grpc", ReadinessProbe: probe(v1.ProbeHandler{GRPC: &v1.GRPCAction{Port: 9090}})},
 	}
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "net", UID: "uid-net"}, Spec: v1.PodSpec{Containers: cs}}
+	// The startup probe allows one failure; it must not meet httpd before it listens.
+	rt.WaitListening(t, web, 8080)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	m := New(ctx, rt.RS, nil, nil)

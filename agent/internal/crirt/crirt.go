@@ -457,3 +457,22 @@ var health struct {
 	bin  []byte
 	err  error
 }
+
+// WaitListening polls, through ExecSync in the container, until a socket in its network namespace
+// listens on port; the limit guards a hang only. A server a container starts is not listening
+// when StartContainer returns, and a probe or a port-forward that meets a refused connection fails.
+func (r *Runtime) WaitListening(t testing.TB, id string, port int) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := r.RS.ExecSync(context.Background(), &runtimeapi.ExecSyncRequest{ContainerId: id,
+			Cmd: []string{"cat", "/proc/net/tcp", "/proc/net/tcp6"}, Timeout: 30})
+		if err == nil && testutil.TCPListening(resp.Stdout, port) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("container %s: nothing listens on port %d: %v", id, port, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
