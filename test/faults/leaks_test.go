@@ -26,7 +26,7 @@ type holdings struct {
 	RSS     int64    // resident memory of the daemon, bytes
 }
 
-// holdingsOf measures what d holds now.
+// holdings measures what d holds now.
 func (d *daemon) holdings() holdings {
 	h := holdings{Mounts: testutil.MountsUnder(d.base)}
 	for _, dir := range []string{d.root, d.state} {
