@@ -69,6 +69,10 @@ func (m *Manager) startContainer(ctx context.Context, sandboxID string, sandboxC
 	if err != nil {
 		return err
 	}
+	if err := m.verifyRunAsNonRoot(ctx, pod, c, imageRef); err != nil {
+		m.Recorder.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
+		return err
+	}
 	restartCount := 0
 	if cs := status.FindContainerStatusByName(c.Name); cs != nil {
 		restartCount = cs.RestartCount + 1
