@@ -35,6 +35,7 @@ import (
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
 	"github.com/nodelet/nodelet/agent/credentials"
 	"github.com/nodelet/nodelet/agent/images"
+	"github.com/nodelet/nodelet/agent/internal/sysctl"
 	"github.com/nodelet/nodelet/agent/kuberuntime"
 	"github.com/nodelet/nodelet/agent/nodestatus"
 	"github.com/nodelet/nodelet/agent/pleg"
@@ -86,6 +87,7 @@ type Agent struct {
 	events   *eventLog
 	vols     *volumemanager.Manager
 	imageGC  *images.ImageGC
+	sysctls  *sysctl.Allowlist
 
 	runtimeName atomic.Value // string
 	mu          sync.Mutex
@@ -102,7 +104,11 @@ func New(cfg agentconfig.Config, opts Options) (*Agent, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	a := &Agent{cfg: cfg, log: log, opts: opts, reasons: kubecontainer.NewReasonCache()}
+	sysctls, err := sysctl.New(cfg.AllowedUnsafeSysctls)
+	if err != nil {
+		return nil, fmt.Errorf("allowedUnsafeSysctls: %w", err)
+	}
+	a := &Agent{cfg: cfg, log: log, opts: opts, reasons: kubecontainer.NewReasonCache(), sysctls: sysctls}
 	a.runtimeName.Store("")
 
 	conn := opts.RuntimeConn
@@ -331,9 +337,13 @@ func (a *Agent) learnRuntime(ctx context.Context) error {
 	}
 }
 
-// admit rejects new pods beyond --max-pods.
+// admit rejects new pods whose sysctls the node does not allow (SysctlForbidden), then those
+// beyond --max-pods, in the kubelet's order.
 func (a *Agent) admit(workers *podworkers.PodWorkers) syncloop.Admit {
 	return func(pod *v1.Pod, active []*v1.Pod) error {
+		if err := a.sysctls.Admit(pod); err != nil {
+			return &syncloop.AdmitError{Reason: sysctl.ForbiddenReason, Message: err.Error()}
+		}
 		n := 0
 		for _, p := range active {
 			if p.UID != pod.UID && !workers.IsPodKnownFinished(p.UID) {

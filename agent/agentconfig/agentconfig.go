@@ -15,6 +15,8 @@ import (
 	"github.com/spf13/pflag"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/nodelet/nodelet/agent/internal/sysctl"
 )
 
 // Defaults. The agent keeps its state apart from the runtime's (/var/lib/nodelet/runtime) so either
@@ -80,6 +82,9 @@ type Config struct {
 	MinimumContainerTTL time.Duration
 	MaxPerPodContainer  int // dead containers kept per container of a live pod; <0 no limit
 	MaxContainers       int // dead containers kept in all; <0 no limit
+
+	// AllowedUnsafeSysctls are sysctls (or prefixes ending in "*") pods may set beyond the safe set.
+	AllowedUnsafeSysctls []string
 }
 
 // Default is the configuration with no flags and no file.
@@ -151,6 +156,7 @@ func AddFlags(fs *pflag.FlagSet) *Flags {
 	fs.DurationVar(&c.MinimumContainerTTL, "minimum-container-ttl-duration", c.MinimumContainerTTL, "a dead container younger than this is not collected")
 	fs.IntVar(&c.MaxPerPodContainer, "maximum-dead-containers-per-container", c.MaxPerPodContainer, "dead containers kept per container (<0: no limit)")
 	fs.IntVar(&c.MaxContainers, "maximum-dead-containers", c.MaxContainers, "dead containers kept in all (<0: no limit)")
+	fs.StringSliceVar(&c.AllowedUnsafeSysctls, "allowed-unsafe-sysctls", nil, "unsafe sysctls or patterns ending in * (e.g. 'kernel.msg*,net.core.somaxconn') pods may set")
 	return f
 }
 
@@ -225,6 +231,8 @@ func (f *Flags) Config() (Config, error) {
 			cfg.MaxPerPodContainer = c.MaxPerPodContainer
 		case "maximum-dead-containers":
 			cfg.MaxContainers = c.MaxContainers
+		case "allowed-unsafe-sysctls":
+			cfg.AllowedUnsafeSysctls = c.AllowedUnsafeSysctls
 		}
 	})
 	if err != nil {
@@ -287,6 +295,9 @@ func Complete(c *Config) error {
 	}
 	if h, l := c.ImageGCHighThresholdPercent, c.ImageGCLowThresholdPercent; h < 0 || h > 100 || l < 0 || l > 100 || l > h {
 		errs = append(errs, fmt.Errorf("image GC thresholds high %d%% low %d%%: want 0 ≤ low ≤ high ≤ 100", h, l))
+	}
+	if _, err := sysctl.New(c.AllowedUnsafeSysctls); err != nil {
+		errs = append(errs, fmt.Errorf("allowedUnsafeSysctls: %w", err))
 	}
 	return errors.Join(errs...)
 }
@@ -372,5 +383,8 @@ func ApplyKubeletConfiguration(c *Config, data []byte) error {
 		c.ImageGCLowThresholdPercent = int(*kc.ImageGCLowThresholdPercent)
 	}
 	set(&c.ImageMinimumGCAge, kc.ImageMinimumGCAge.Duration)
+	if len(kc.AllowedUnsafeSysctls) > 0 {
+		c.AllowedUnsafeSysctls = kc.AllowedUnsafeSysctls
+	}
 	return nil
 }

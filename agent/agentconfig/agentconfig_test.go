@@ -1,14 +1,18 @@
 package agentconfig
 
 import (
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/nodelet/nodelet/agent/internal/sysctl"
 )
 
 func load(t *testing.T, file string, args ...string) (Config, error) {
@@ -100,5 +104,35 @@ func TestImageAndContainerGCSettings(t *testing.T) {
 		if _, err := load(t, header+bad); err == nil {
 			t.Errorf("accepted %q", bad)
 		}
+	}
+}
+
+func TestAllowedUnsafeSysctls(t *testing.T) {
+	cases := []struct {
+		name    string
+		file    string
+		args    []string
+		want    []string
+		wantErr bool
+	}{
+		{name: "none", want: nil},
+		{name: "file", file: header + "allowedUnsafeSysctls: [\"kernel.msg*\", net.core.somaxconn]\n", want: []string{"kernel.msg*", "net.core.somaxconn"}},
+		{name: "flag wins", file: header + "allowedUnsafeSysctls: [\"kernel.msg*\"]\n", args: []string{"--allowed-unsafe-sysctls=net.*"}, want: []string{"net.*"}},
+		{name: "not namespaced", args: []string{"--allowed-unsafe-sysctls=kernel.panic"}, wantErr: true},
+		{name: "malformed", file: header + "allowedUnsafeSysctls: [\"*\"]\n", wantErr: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := load(t, c.file, c.args...)
+			if c.wantErr {
+				if !errors.Is(err, sysctl.ErrInvalidPattern) {
+					t.Fatalf("err %v, want ErrInvalidPattern", err)
+				}
+				return
+			}
+			if err != nil || !slices.Equal(cfg.AllowedUnsafeSysctls, c.want) {
+				t.Fatalf("got %q, %v; want %q", cfg.AllowedUnsafeSysctls, err, c.want)
+			}
+		})
 	}
 }

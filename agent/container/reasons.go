@@ -17,6 +17,7 @@ const (
 	ReasonErrImageNeverPull  = "ErrImageNeverPull"
 	ReasonInvalidImageName   = "InvalidImageName"
 	ReasonCreateContainerErr = "CreateContainerError"
+	ReasonCreateConfigError  = "CreateContainerConfigError"
 	ReasonRunContainerError  = "RunContainerError"
 	ReasonPreStartHookError  = "PreStartHookError"
 )
@@ -29,9 +30,10 @@ var (
 	ErrImageNeverPull    = errors.New(ReasonErrImageNeverPull)
 	ErrInvalidImageName  = errors.New(ReasonInvalidImageName)
 	ErrCreateContainer   = errors.New(ReasonCreateContainerErr)
+	ErrCreateConfig      = errors.New(ReasonCreateConfigError)
 	ErrRunContainer      = errors.New(ReasonRunContainerError)
 	errorsInReasonsOrder = []error{ErrCrashLoopBackOff, ErrImagePullBackOff, ErrImagePull, ErrImageNeverPull,
-		ErrInvalidImageName, ErrCreateContainer, ErrRunContainer}
+		ErrInvalidImageName, ErrCreateConfig, ErrCreateContainer, ErrRunContainer}
 )
 
 // ReasonFor names the reason an error carries, or "" when it carries none of the known ones.

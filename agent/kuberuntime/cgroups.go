@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodelet/nodelet/agent/internal/podpath"
 )
 
 // cgroupMounts are where cgroup hierarchies are mounted: every v1 controller folder, the v2 unified
@@ -16,7 +18,8 @@ const cgroupFS = "/sys/fs/cgroup"
 // pod would leave empty <root>/<qos>/pod<uid> folders behind. Removal fails harmlessly on a cgroup
 // that still has processes, and is retried at the pod's next removal pass.
 func (m *Manager) removePodCgroups(uid types.UID) {
-	if m.CgroupRoot == "" {
+	// A UID that is not one path element never got a cgroup, and joined it would climb out of the QoS one.
+	if m.CgroupRoot == "" || podpath.Element("pod UID", string(uid)) != nil {
 		return
 	}
 	bases := []string{cgroupFS}

@@ -3,8 +3,6 @@ package kuberuntime
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
+	"github.com/nodelet/nodelet/agent/internal/podpath"
 	"github.com/nodelet/nodelet/agent/lifecycle"
 )
 
@@ -70,6 +69,10 @@ func (m *Manager) startContainer(ctx context.Context, sandboxID string, sandboxC
 	if err != nil {
 		return err
 	}
+	if err := m.verifyRunAsNonRoot(ctx, pod, c, imageRef); err != nil {
+		m.Recorder.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
+		return err
+	}
 	restartCount := 0
 	if cs := status.FindContainerStatusByName(c.Name); cs != nil {
 		restartCount = cs.RestartCount + 1
@@ -79,7 +82,11 @@ func (m *Manager) startContainer(ctx context.Context, sandboxID string, sandboxC
 		m.Recorder.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
 		return fmt.Errorf("%w: %v", kubecontainer.ErrCreateContainer, err)
 	}
-	if err := os.MkdirAll(filepath.Join(sandboxCfg.LogDirectory, c.Name), 0o755); err != nil {
+	logDir, err := podpath.ContainerLogDir(sandboxCfg.LogDirectory, c.Name)
+	if err == nil {
+		err = makeLogDir(logDir)
+	}
+	if err != nil {
 		return fmt.Errorf("%w: container log directory: %v", kubecontainer.ErrCreateContainer, err)
 	}
 	created, err := m.Runtime.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{

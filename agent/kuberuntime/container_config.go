@@ -13,6 +13,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/agent/internal/podpath"
 )
 
 // The paths the kubelet masks and makes read-only in every unprivileged container. Runtimes such as
@@ -233,6 +235,28 @@ func resourceFieldRef(c *v1.Container, r *v1.ResourceFieldSelector) string {
 	return q.String()
 }
 
+// emptyDirPath is the emptyDir's folder, which the volume manager made; without one (tests, a
+// bare runtime manager) it is made here, under parents closed to other users of the host.
+func (m *Manager) emptyDirPath(pod *v1.Pod, name string) (string, error) {
+	if m.RootDir == "" {
+		return "", errors.New("emptyDir needs a root dir")
+	}
+	host, err := podpath.VolumeDir(m.RootDir, pod.UID, podpath.EmptyDirPlugin, name)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(filepath.Dir(host), 0o750); err != nil {
+		return "", err
+	}
+	if err := os.Mkdir(host, 0o777); errors.Is(err, os.ErrExist) {
+		return host, nil
+	} else if err != nil {
+		return "", err
+	}
+	// Containers running as any user write there, as with the kubelet; Mkdir's mode passed the umask.
+	return host, os.Chmod(host, 0o777)
+}
+
 // makeMounts maps volumeMounts to host paths: emptyDir under the root dir, hostPath as is, the
 // volume manager's folders for the rest; a subPath (or subPathExpr, expanded with the container's
 // env) becomes a bind mount the volume manager made of the opened path.
@@ -247,14 +271,14 @@ func (m *Manager) makeMounts(pod *v1.Pod, c *v1.Container, env map[string]string
 		if !ok {
 			return nil, fmt.Errorf("volume mount %q: no such volume", vm.Name)
 		}
+		if err := podpath.Element("volume name", vol.Name); err != nil {
+			return nil, err
+		}
 		var host string
 		switch {
 		case vol.EmptyDir != nil:
-			if m.RootDir == "" {
-				return nil, fmt.Errorf("volume %q: emptyDir needs a root dir", vol.Name)
-			}
-			host = filepath.Join(m.RootDir, "pods", string(pod.UID), "volumes", "kubernetes.io~empty-dir", vol.Name)
-			if err := os.MkdirAll(host, 0o777); err != nil {
+			var err error
+			if host, err = m.emptyDirPath(pod, vol.Name); err != nil {
 				return nil, fmt.Errorf("volume %q: %w", vol.Name, err)
 			}
 		case vol.HostPath != nil:

@@ -5,18 +5,31 @@ import (
 	"fmt"
 	"os"
 	"path"
-	"path/filepath"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
+	"github.com/nodelet/nodelet/agent/internal/podpath"
 )
 
-// PodLogsDir is the upstream layout <root>/<namespace>_<name>_<uid>.
-func (m *Manager) podLogsDir(pod *v1.Pod) string {
-	return filepath.Join(m.PodLogsDir, fmt.Sprintf("%s_%s_%s", pod.Namespace, pod.Name, pod.UID))
+// podLogsDir is the upstream layout <root>/<namespace>_<name>_<uid>; a namespace, name or UID that
+// is not one path element is refused (podpath.ErrUnsafe).
+func (m *Manager) podLogsDir(pod *v1.Pod) (string, error) {
+	return podpath.LogDir(m.PodLogsDir, pod.Namespace, pod.Name, pod.UID)
+}
+
+// Log folders are 0750: logs hold whatever the containers print (tokens, keys), and other users of
+// the host have no business reading them. MkdirAll's mode does not touch a folder that exists (one
+// made 0755 by an older version), hence the chmod.
+const logDirMode = 0o750
+
+func makeLogDir(dir string) error {
+	if err := os.MkdirAll(dir, logDirMode); err != nil {
+		return err
+	}
+	return os.Chmod(dir, logDirMode)
 }
 
 // podHostname is the sandbox's hostname; a hostNetwork pod shares the node's UTS namespace, where
@@ -43,6 +56,8 @@ func qosClass(pod *v1.Pod) v1.PodQOSClass {
 	return kubecontainer.PodQOSClass(pod)
 }
 
+// podCgroupParent is <root>/<qos>/pod<uid>; the UID was checked to be one path element with the
+// log folder, so it cannot climb out of the QoS cgroup.
 func (m *Manager) podCgroupParent(pod *v1.Pod) string {
 	if m.CgroupRoot == "" {
 		return ""
@@ -77,13 +92,17 @@ func namespaceOptions(pod *v1.Pod) *runtimeapi.NamespaceOption {
 }
 
 // generatePodSandboxConfig translates the pod into the CRI sandbox config.
-func (m *Manager) generatePodSandboxConfig(pod *v1.Pod, attempt uint32) *runtimeapi.PodSandboxConfig {
+func (m *Manager) generatePodSandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSandboxConfig, error) {
+	logDir, err := m.podLogsDir(pod)
+	if err != nil {
+		return nil, err
+	}
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{
 			Name: pod.Name, Namespace: pod.Namespace, Uid: string(pod.UID), Attempt: attempt,
 		},
 		Hostname:     podHostname(pod),
-		LogDirectory: m.podLogsDir(pod),
+		LogDirectory: logDir,
 		DnsConfig:    m.DNS.PodDNS(pod),
 		Labels:       newSandboxLabels(pod),
 		Annotations:  copyMap(pod.Annotations),
@@ -131,7 +150,7 @@ func (m *Manager) generatePodSandboxConfig(pod *v1.Pod, attempt uint32) *runtime
 		}
 	}
 	cfg.Linux = linux
-	return cfg
+	return cfg, nil
 }
 
 func seccompProfile(sp *v1.SeccompProfile) *runtimeapi.SecurityProfile {
@@ -156,8 +175,11 @@ func copyMap(in map[string]string) map[string]string {
 
 // createPodSandbox makes the pod's log directory and runs its sandbox.
 func (m *Manager) createPodSandbox(ctx context.Context, pod *v1.Pod, attempt uint32) (string, *runtimeapi.PodSandboxConfig, error) {
-	cfg := m.generatePodSandboxConfig(pod, attempt)
-	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
+	cfg, err := m.generatePodSandboxConfig(pod, attempt)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := makeLogDir(cfg.LogDirectory); err != nil {
 		return "", nil, fmt.Errorf("create pod log directory: %w", err)
 	}
 	handler, err := m.runtimeHandler(ctx, pod)

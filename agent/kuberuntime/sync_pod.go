@@ -10,6 +10,7 @@ import (
 
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
 	"github.com/nodelet/nodelet/agent/containergc"
+	"github.com/nodelet/nodelet/agent/internal/podpath"
 )
 
 // SyncPod brings the pod in the runtime to its spec, in steps:
@@ -49,6 +50,10 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *kubecontaine
 	m.pruneDeadContainers(ctx, pod, status)
 
 	// Step 4.
+	if err := checkPathNames(pod); err != nil {
+		m.Recorder.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
+		return err
+	}
 	sandboxID, podIPs := plan.SandboxID, status.IPs
 	if plan.CreateSandbox {
 		id, _, err := m.createPodSandbox(ctx, pod, plan.Attempt)
@@ -65,7 +70,10 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *kubecontaine
 			podIPs = sandboxIPs(st.Status)
 		}
 	}
-	sandboxCfg := m.generatePodSandboxConfig(pod, plan.Attempt)
+	sandboxCfg, err := m.generatePodSandboxConfig(pod, plan.Attempt)
+	if err != nil {
+		return err
+	}
 
 	// Step 5.
 	if c := plan.NextInitContainerToStart; c != nil {
@@ -94,6 +102,28 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *kubecontaine
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkPathNames refuses a pod whose namespace, name, UID, container or volume names would not be
+// one path element of the folders made for it, before anything of it exists. The config sources
+// validate pods; this holds when a source misses something.
+func checkPathNames(pod *v1.Pod) error {
+	if _, err := podpath.LogDir("", pod.Namespace, pod.Name, pod.UID); err != nil {
+		return err
+	}
+	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range cs {
+			if err := podpath.Element("container name", cs[i].Name); err != nil {
+				return err
+			}
+		}
+	}
+	for i := range pod.Spec.Volumes {
+		if err := podpath.Element("volume name", pod.Spec.Volumes[i].Name); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // start applies the crash-loop back-off, then starts c; the outcome goes to the reason cache.

@@ -95,7 +95,10 @@ func TestGenerateConfigs(t *testing.T) {
 	c.Command = []string{"sh", "-c", "$(B)"}
 	pod.Spec.Volumes = []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
 	c.VolumeMounts = []v1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}
-	sb := f.m.generatePodSandboxConfig(pod, 0)
+	sb, err := f.m.generatePodSandboxConfig(pod, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if sb.Hostname != "web" || len(sb.PortMappings) != 1 || sb.PortMappings[0].HostPort != 8080 {
 		t.Errorf("sandbox config %v", sb)
 	}

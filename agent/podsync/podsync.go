@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
+	"github.com/nodelet/nodelet/agent/internal/podpath"
 	"github.com/nodelet/nodelet/agent/podmanager"
 	"github.com/nodelet/nodelet/agent/podworkers"
 	"github.com/nodelet/nodelet/agent/status"
@@ -242,10 +242,16 @@ func (s *Syncer) removePodDir(uid types.UID) error {
 		}
 		return nil
 	}
-	if s.RootDir != "" {
-		if err := os.RemoveAll(filepath.Join(s.RootDir, "pods", string(uid))); err != nil {
-			return fmt.Errorf("remove pod dir: %w", err)
-		}
+	if s.RootDir == "" {
+		return nil
+	}
+	// Refused rather than cleaned: RemoveAll of a joined "../../x" would delete a host folder.
+	dir, err := podpath.PodDir(s.RootDir, uid)
+	if err != nil {
+		return fmt.Errorf("remove pod dir: %w", err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("remove pod dir: %w", err)
 	}
 	return nil
 }

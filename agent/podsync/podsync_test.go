@@ -2,13 +2,18 @@ package podsync
 
 import (
 	"context"
+	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
 	"github.com/nodelet/nodelet/agent/internal/fakecri"
+	"github.com/nodelet/nodelet/agent/internal/podpath"
 	"github.com/nodelet/nodelet/agent/kuberuntime"
 	"github.com/nodelet/nodelet/agent/podmanager"
 	"github.com/nodelet/nodelet/agent/podworkers"
@@ -73,5 +78,28 @@ func TestSyncPodPublishesStatusRightAfterStart(t *testing.T) {
 	}
 	if cri.RunningContainer("c") == "" {
 		t.Fatal("re-added pod not running")
+	}
+}
+
+// TestRemovePodDirRefusesClimbingUID: an orphan reported by the runtime with UID "../../decoy"
+// must not have base/decoy removed as its pod folder.
+func TestRemovePodDirRefusesClimbingUID(t *testing.T) {
+	for _, uid := range []types.UID{"../../decoy", "..", "a/../../../decoy"} {
+		t.Run(string(uid), func(t *testing.T) {
+			s, _, _ := newSyncer(t)
+			base := t.TempDir()
+			s.RootDir = filepath.Join(base, "root")
+			decoy := filepath.Join(base, "decoy")
+			if err := os.MkdirAll(decoy, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			os.WriteFile(filepath.Join(decoy, "keep"), []byte("k"), 0o644)
+			if err := s.removePodDir(uid); !errors.Is(err, podpath.ErrUnsafe) {
+				t.Fatalf("removePodDir: %v, want ErrUnsafe", err)
+			}
+			if b, err := os.ReadFile(filepath.Join(decoy, "keep")); err != nil || string(b) != "k" {
+				t.Fatalf("decoy harmed: %q %v", b, err)
+			}
+		})
 	}
 }

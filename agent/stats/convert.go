@@ -7,8 +7,11 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/nodelet/nodelet/agent/internal/podpath"
 )
 
 func tsOr(ts int64, now metav1.Time) metav1.Time {
@@ -141,32 +144,28 @@ func (p *Provider) addStorage(ps *statsapi.PodStats, now metav1.Time) {
 			inodes += *c.Rootfs.InodesUsed
 		}
 	}
-	dir := filepath.Join(p.opts.LogDir, ps.PodRef.Namespace+"_"+ps.PodRef.Name+"_"+ps.PodRef.UID)
-	var logBytes, logInodes uint64
-	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		logInodes++
-		if fi, err := d.Info(); err == nil && d.Type().IsRegular() {
-			logBytes += uint64(fi.Size())
-		}
-		return nil
-	})
-	used += logBytes
-	inodes += logInodes
+	// A pod whose names cannot be path elements has no log folder: nothing outside LogDir is walked.
+	if dir, err := podpath.LogDir(p.opts.LogDir, ps.PodRef.Namespace, ps.PodRef.Name, types.UID(ps.PodRef.UID)); err == nil {
+		logBytes, logInodes := du(dir)
+		used += logBytes
+		inodes += logInodes
+	}
 	ps.EphemeralStorage = &statsapi.FsStats{Time: now, UsedBytes: &used, InodesUsed: &inodes}
 }
 
 // addVolumes reports each volume the agent made for the pod under
 // RootDir/pods/<uid>/volumes/<plugin>/<name>: its usage, and its filesystem's capacity.
 func (p *Provider) addVolumes(ps *statsapi.PodStats, now metav1.Time) {
-	plugins, err := os.ReadDir(filepath.Join(p.opts.RootDir, "pods", ps.PodRef.UID, "volumes"))
+	volumes, err := podpath.VolumesDir(p.opts.RootDir, types.UID(ps.PodRef.UID))
+	if err != nil {
+		return
+	}
+	plugins, err := os.ReadDir(volumes)
 	if err != nil {
 		return
 	}
 	for _, plugin := range plugins {
-		dir := filepath.Join(p.opts.RootDir, "pods", ps.PodRef.UID, "volumes", plugin.Name())
+		dir := filepath.Join(volumes, plugin.Name())
 		vols, err := os.ReadDir(dir)
 		if err != nil {
 			continue

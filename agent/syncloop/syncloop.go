@@ -6,6 +6,7 @@ package syncloop
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -67,6 +68,12 @@ type MirrorDeleter interface {
 
 // Admit decides whether a new pod may run; a non-nil error rejects it (e.g. max pods reached).
 type Admit func(pod *v1.Pod, active []*v1.Pod) error
+
+// AdmitError rejects a pod with its own status reason (SysctlForbidden…); any other error from
+// Admit is OutOfpods.
+type AdmitError struct{ Reason, Message string }
+
+func (e *AdmitError) Error() string { return e.Message }
 
 // Deps are what the loop routes between.
 type Deps struct {
@@ -173,7 +180,12 @@ func (l *SyncLoop) handleUpdate(u config.PodUpdate) {
 				if err := l.Admit(p, l.Pods.GetPods()); err != nil {
 					l.Log.Warn("pod rejected", "pod", kubecontainer.FormatPod(p), "err", err)
 					if l.Reject != nil {
-						l.Reject(p, "OutOfpods", err.Error())
+						reason, msg := "OutOfpods", err.Error()
+						var ae *AdmitError
+						if errors.As(err, &ae) {
+							reason, msg = ae.Reason, ae.Message
+						}
+						l.Reject(p, reason, msg)
 					}
 					continue
 				}

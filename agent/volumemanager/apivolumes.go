@@ -3,6 +3,8 @@ package volumemanager
 // API-backed volumes — secret, configMap, downwardAPI and projected ones, service account tokens
 // included — are materialized as files under pods/<uid>/volumes/kubernetes.io~<plugin>/<name> in
 // the kubelet's atomic ..data layout (WriteAtomic), which the runtime manager bind mounts read-only.
+// Each lives on its own tmpfs, as the kubelet keeps secrets and projected volumes: their content
+// never reaches a disk, and it goes when the pod's folder is torn down.
 // Their objects come from the apiserver, or in standalone mode from Objects (the manifest folder).
 
 import (
@@ -16,11 +18,14 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodelet/nodelet/agent/internal/podpath"
 )
 
 // ErrNoAPIServer: the pod needs objects from an apiserver and the agent runs without one.
@@ -54,13 +59,15 @@ func plugin(v *v1.Volume) string {
 	return ""
 }
 
-// Path returns where an API-backed volume of the pod lives; false for other kinds.
+// Path returns where an API-backed volume of the pod lives; false for other kinds, and for a UID or
+// name that cannot be a path element (Prepare reports why).
 func (m *Manager) Path(pod *v1.Pod, name string) (string, bool) {
 	for i := range pod.Spec.Volumes {
 		v := &pod.Spec.Volumes[i]
 		if v.Name == name {
 			if p := plugin(v); p != "" {
-				return filepath.Join(m.RootDir, "pods", string(pod.UID), "volumes", p, name), true
+				dir, err := podpath.VolumeDir(m.RootDir, pod.UID, p, name)
+				return dir, err == nil
 			}
 		}
 	}
@@ -92,12 +99,69 @@ func (m *Manager) prepareAPIVolumes(ctx context.Context, pod *v1.Pod) error {
 		if err != nil {
 			return fmt.Errorf("volume %q: %w", v.Name, err)
 		}
-		dir, _ := m.Path(pod, v.Name)
+		dir, err := m.apiVolumeDir(pod, v, tmpfsSize(files))
+		if err != nil {
+			return fmt.Errorf("volume %q: %w", v.Name, err)
+		}
 		if _, err := WriteAtomic(dir, files); err != nil {
 			return fmt.Errorf("volume %q: %w", v.Name, err)
 		}
 	}
 	return nil
+}
+
+// Sizing of an API volume's tmpfs. The size is a cap, not a reservation: tmpfs takes memory only
+// for what is written. It must hold two generations at once (the old one stays until ..data has
+// swapped), each file rounded up to a page, plus the folders.
+const (
+	tmpfsPage    = 4096
+	tmpfsMinSize = 4 << 20
+)
+
+func tmpfsSize(files map[string]File) int64 {
+	var n int64
+	for p, f := range files {
+		n += (int64(len(f.Data)) + tmpfsPage - 1) / tmpfsPage * tmpfsPage
+		n += int64(strings.Count(p, "/")+1) * tmpfsPage
+	}
+	return max(2*n+tmpfsMinSize, tmpfsMinSize)
+}
+
+// apiVolumeDir makes the volume's folder under 0750 parents and mounts its tmpfs (mode 0755, so
+// containers running as any user read it through their bind mount), or grows the one mounted when
+// the new content needs more room.
+func (m *Manager) apiVolumeDir(pod *v1.Pod, v *v1.Volume, size int64) (string, error) {
+	parent, err := m.pluginDir(pod.UID, plugin(v))
+	if err != nil {
+		return "", err
+	}
+	if err := podpath.Element("volume name", v.Name); err != nil {
+		return "", err
+	}
+	dir := filepath.Join(parent, v.Name)
+	if err := os.Mkdir(dir, 0o750); err != nil && !errors.Is(err, os.ErrExist) {
+		return "", err
+	}
+	mounted, err := m.isMountPoint(dir)
+	if err != nil {
+		return "", err
+	}
+	if !mounted {
+		if err := m.mounter().MountTmpfs(dir, size, 0o755); err != nil {
+			return "", fmt.Errorf("tmpfs: %w", err)
+		}
+		return dir, nil
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return "", err
+	}
+	if int64(st.Blocks)*st.Bsize < size {
+		if err := m.mounter().ResizeTmpfs(dir, size); err != nil {
+			return "", fmt.Errorf("grow tmpfs: %w", err)
+		}
+	}
+	return dir, nil
 }
 
 // Forget drops cached tokens of a pod that is gone.

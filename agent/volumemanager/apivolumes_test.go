@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/nodelet/nodelet/internal/testutil"
 )
 
 func read(t *testing.T, path string) string {
@@ -26,6 +28,7 @@ func read(t *testing.T, path string) string {
 }
 
 func TestPrepareWritesAPIVolumes(t *testing.T) {
+	testutil.Require(t)
 	client := fake.NewSimpleClientset(
 		&v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns"}, Data: map[string][]byte{"password": []byte("hunter2")}},
 		&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-root-ca.crt", Namespace: "ns"}, Data: map[string]string{"ca.crt": "CA", "other": "x"}},
@@ -37,6 +40,7 @@ func TestPrepareWritesAPIVolumes(t *testing.T) {
 			Token: "token-1", ExpirationTimestamp: metav1.NewTime(time.Now().Add(time.Hour))}}, nil
 	})
 	m := &Manager{Client: client, RootDir: t.TempDir()}
+	t.Cleanup(func() { m.TearDown("u1") })
 	optional := true
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u1", Labels: map[string]string{"app": "x"}},
 		Spec: v1.PodSpec{Volumes: []v1.Volume{
@@ -89,6 +93,7 @@ func TestPrepareErrors(t *testing.T) {
 	}
 	client := fake.NewSimpleClientset(&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns"}, Data: map[string]string{"k": "v"}})
 	m := &Manager{Client: client, RootDir: t.TempDir()}
+	t.Cleanup(func() { m.TearDown("u1") })
 	for name, v := range map[string]v1.Volume{
 		"missing config map": {Name: "c", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "nope"}}}},
 		"escaping path": {Name: "c", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{

@@ -43,7 +43,7 @@ func TestVolumesInRealContainers(t *testing.T) {
 			t.Errorf("mounts left: %v", mps)
 		}
 	})
-	data := m.EmptyDirPath(pod.UID, "data")
+	data := emptyDir(t, m, pod, "data")
 	sub, err := ExpandSubPathExpr("logs/$(POD_NAME)", map[string]string{"POD_NAME": "web-0"})
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +55,7 @@ func TestVolumesInRealContainers(t *testing.T) {
 	p := rt.RunPod(t, "vol", string(pod.UID), filepath.Join(t.TempDir(), "logs"))
 	id := rt.Start(t, p, "app", 0, image, []string{"sleep", "3600"},
 		&runtimeapi.Mount{ContainerPath: "/data", HostPath: data},
-		&runtimeapi.Mount{ContainerPath: "/mem", HostPath: m.EmptyDirPath(pod.UID, "mem")},
+		&runtimeapi.Mount{ContainerPath: "/mem", HostPath: emptyDir(t, m, pod, "mem")},
 		&runtimeapi.Mount{ContainerPath: "/host", HostPath: hostDir, Readonly: true},
 		&runtimeapi.Mount{ContainerPath: "/logs", HostPath: logs})
 
@@ -80,9 +80,9 @@ func TestVolumesInRealContainers(t *testing.T) {
 		}
 	}
 	// Listing what a mount of the bind target shows proves no host folder was reached.
-	if entries, _ := os.ReadDir(filepath.Join(m.PodDir(pod.UID), "volume-subpaths", "data", "second")); len(entries) > 0 {
+	if entries, _ := os.ReadDir(filepath.Join(podDir(t, m, pod), "volume-subpaths", "data", "second")); len(entries) > 0 {
 		for _, e := range entries {
-			if mps := testutil.MountsUnder(filepath.Join(m.PodDir(pod.UID), "volume-subpaths", "data", "second", e.Name())); len(mps) > 0 {
+			if mps := testutil.MountsUnder(filepath.Join(podDir(t, m, pod), "volume-subpaths", "data", "second", e.Name())); len(mps) > 0 {
 				t.Fatalf("a mount was made for a refused subPath: %v", mps)
 			}
 		}

@@ -1,42 +1,66 @@
 package volumemanager
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodelet/nodelet/agent/internal/podpath"
 )
 
 // setUpEmptyDir makes the folder; for medium Memory it mounts a tmpfs there once, sized by
 // sizeLimit (else the kernel's default of half the RAM), so the pod's writes count against memory
 // and vanish with the pod.
 func (m *Manager) setUpEmptyDir(pod *v1.Pod, v *v1.Volume) error {
-	dir := m.EmptyDirPath(pod.UID, v.Name)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	parent, err := m.pluginDir(pod.UID, podpath.EmptyDirPlugin)
+	if err != nil {
 		return err
 	}
-	// World-writable as the kubelet makes it, so containers running as any user can write.
+	if err := podpath.Element("volume name", v.Name); err != nil {
+		return err
+	}
+	dir := filepath.Join(parent, v.Name)
+	if err := os.Mkdir(dir, 0o750); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	// World-writable as the kubelet makes it, so containers running as any user can write; the
+	// 0750 folders above keep other users of the host out.
 	if err := os.Chmod(dir, 0o777); err != nil {
 		return err
 	}
 	if v.EmptyDir.Medium != v1.StorageMediumMemory {
 		return nil
 	}
-	mps, err := m.mounter().MountPoints(dir)
-	if err != nil {
+	if mounted, err := m.isMountPoint(dir); err != nil || mounted {
 		return err
-	}
-	for _, mp := range mps {
-		if mp == dir {
-			return nil
-		}
 	}
 	var size int64
 	if v.EmptyDir.SizeLimit != nil {
 		size = v.EmptyDir.SizeLimit.Value()
 	}
-	if err := m.mounter().MountTmpfs(dir, size); err != nil {
+	if err := m.mounter().MountTmpfs(dir, size, 0o777); err != nil {
 		return fmt.Errorf("tmpfs: %w", err)
 	}
 	return nil
+}
+
+// isMountPoint reports whether dir itself is mounted on.
+func (m *Manager) isMountPoint(dir string) (bool, error) {
+	mps, err := m.mounter().MountPoints(dir)
+	if err != nil {
+		return false, err
+	}
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		real = dir
+	}
+	for _, mp := range mps {
+		if mp == dir || mp == real {
+			return true, nil
+		}
+	}
+	return false, nil
 }

@@ -7,7 +7,13 @@
 // Layout under RootDir, as the kubelet's, so tools that know it find their way:
 //
 //	pods/<uid>/volumes/kubernetes.io~empty-dir/<name>        emptyDir (tmpfs mount point for Memory)
+//	pods/<uid>/volumes/kubernetes.io~secret/<name>           secret, configMap, downwardAPI, projected: a tmpfs each
 //	pods/<uid>/volume-subpaths/<volume>/<container>/<index>  bind mount of one volumeMount's subPath
+//
+// Every path is built by package podpath, so a UID or volume name that is not one path element
+// fails the pod's sync before anything is made, chmodded or removed. pods, pods/<uid> and the
+// folders down to each plugin's are 0750 root-owned: other users of the host cannot reach a pod's
+// volumes, while containers, which get the volume folder itself bind mounted, never see them.
 //
 // Set up before the pod's containers start; torn down after they are gone. A pod folder whose pod
 // the agent no longer knows is an orphan, removed by CleanupOrphans once nothing is mounted in it.
@@ -18,7 +24,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -27,6 +32,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/nodelet/nodelet/agent/internal/podpath"
 )
 
 // ErrMounted: a pod folder still holds a mount, so it is not removed (a bind mount of a host folder
@@ -61,7 +68,10 @@ type ObjectSource interface {
 
 // Mounter is the part of mount(2) the manager needs, so tests can check decisions without root.
 type Mounter interface {
-	MountTmpfs(target string, sizeBytes int64) error
+	// MountTmpfs mounts a nosuid, nodev tmpfs of sizeBytes (0: the kernel's default) whose root has mode.
+	MountTmpfs(target string, sizeBytes int64, mode os.FileMode) error
+	// ResizeTmpfs remounts the tmpfs at target with a new size, keeping its files.
+	ResizeTmpfs(target string, sizeBytes int64) error
 	BindFd(fdPath, target string) error
 	Unmount(target string) error
 	// MountPoints lists mount points under dir (dir included), deepest first.
@@ -75,19 +85,79 @@ func (m *Manager) mounter() Mounter {
 	return kernelMounter{}
 }
 
-// PodDir is pods/<uid>.
-func (m *Manager) PodDir(uid types.UID) string {
-	return filepath.Join(m.RootDir, "pods", string(uid))
+// PodDir is pods/<uid>; a UID that is not one path element is refused (podpath.ErrUnsafe).
+func (m *Manager) PodDir(uid types.UID) (string, error) {
+	return podpath.PodDir(m.RootDir, uid)
 }
 
 // EmptyDirPath is where an emptyDir volume of the pod lives.
-func (m *Manager) EmptyDirPath(uid types.UID, name string) string {
-	return filepath.Join(m.PodDir(uid), "volumes", "kubernetes.io~empty-dir", name)
+func (m *Manager) EmptyDirPath(uid types.UID, name string) (string, error) {
+	return podpath.VolumeDir(m.RootDir, uid, podpath.EmptyDirPlugin, name)
+}
+
+// checkNames refuses a pod whose UID or volume names cannot be path elements, before anything of
+// it is made on disk.
+func checkNames(pod *v1.Pod) error {
+	if err := podpath.Element("pod UID", string(pod.UID)); err != nil {
+		return err
+	}
+	for i := range pod.Spec.Volumes {
+		if err := podpath.Element("volume name", pod.Spec.Volumes[i].Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// privateDir makes dir (mode 0750) or brings an existing one back to 0750; a folder made by an
+// older version with 0755 is closed to other users too.
+func privateDir(dir string) error {
+	if err := os.Mkdir(dir, 0o750); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	st, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s is not a folder", dir)
+	}
+	if st.Mode().Perm() == 0o750 {
+		return nil
+	}
+	return os.Chmod(dir, 0o750)
+}
+
+// pluginDir makes pods, pods/<uid>, volumes and volumes/<plugin>, each 0750, and returns the last.
+func (m *Manager) pluginDir(uid types.UID, plugin string) (string, error) {
+	if err := os.MkdirAll(m.RootDir, 0o750); err != nil {
+		return "", err
+	}
+	dirs := []func() (string, error){
+		func() (string, error) { return podpath.PodsDir(m.RootDir), nil },
+		func() (string, error) { return podpath.PodDir(m.RootDir, uid) },
+		func() (string, error) { return podpath.VolumesDir(m.RootDir, uid) },
+		func() (string, error) { return podpath.PluginDir(m.RootDir, uid, plugin) },
+	}
+	var dir string
+	for _, d := range dirs {
+		var err error
+		if dir, err = d(); err != nil {
+			return "", err
+		}
+		if err := privateDir(dir); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
 }
 
 // SetUp makes the pod's emptyDir volumes and checks its hostPath volumes. It is idempotent, so
 // every sync may call it; an error names the volume and keeps the pod's containers from starting.
 func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod) error {
+	if err := checkNames(pod); err != nil {
+		return err
+	}
 	for i := range pod.Spec.Volumes {
 		v := &pod.Spec.Volumes[i]
 		var err error
@@ -108,7 +178,11 @@ func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod) error {
 // the files: a pod that finished but is not deleted gives its memory back, as with the kubelet.
 // Call it once the pod's containers are gone: a running container may still use the mounts.
 func (m *Manager) Unmount(uid types.UID) error {
-	mps, err := m.mounter().MountPoints(m.PodDir(uid))
+	dir, err := m.PodDir(uid)
+	if err != nil {
+		return err
+	}
+	mps, err := m.mounter().MountPoints(dir)
 	if err != nil {
 		return err
 	}
@@ -124,7 +198,10 @@ func (m *Manager) Unmount(uid types.UID) error {
 // TearDown unmounts everything under the pod's folder and removes it. Call it once the pod's
 // containers are gone.
 func (m *Manager) TearDown(uid types.UID) error {
-	dir := m.PodDir(uid)
+	dir, err := m.PodDir(uid)
+	if err != nil {
+		return err
+	}
 	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -144,7 +221,7 @@ func (m *Manager) TearDown(uid types.UID) error {
 // agent no longer has and whose containers are surely gone). It returns the UIDs it removed;
 // folders that fail stay for the next round.
 func (m *Manager) CleanupOrphans(keep func(types.UID) bool) ([]types.UID, error) {
-	entries, err := os.ReadDir(filepath.Join(m.RootDir, "pods"))
+	entries, err := os.ReadDir(podpath.PodsDir(m.RootDir))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}

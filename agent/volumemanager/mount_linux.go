@@ -13,12 +13,16 @@ import (
 
 type kernelMounter struct{}
 
-func (kernelMounter) MountTmpfs(target string, size int64) error {
-	opts := "mode=0777"
+func (kernelMounter) MountTmpfs(target string, size int64, mode os.FileMode) error {
+	opts := "mode=" + strconv.FormatUint(uint64(mode.Perm()), 8)
 	if size > 0 {
 		opts += ",size=" + strconv.FormatInt(size, 10)
 	}
 	return unix.Mount("tmpfs", target, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts)
+}
+
+func (kernelMounter) ResizeTmpfs(target string, size int64) error {
+	return unix.Mount("tmpfs", target, "tmpfs", unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NODEV, "size="+strconv.FormatInt(size, 10))
 }
 
 func (kernelMounter) BindFd(fdPath, target string) error {

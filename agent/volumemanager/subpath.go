@@ -10,14 +10,16 @@ import (
 
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodelet/nodelet/agent/internal/podpath"
 )
 
 // ErrBadSubPath: a subPath that is absolute, climbs with "..", or resolves outside its volume.
 var ErrBadSubPath = errors.New("invalid subPath")
 
 // SubPathDir is where the bind mount of one volumeMount's subPath goes.
-func (m *Manager) SubPathDir(pod *v1.Pod, volume, container string, index int) string {
-	return filepath.Join(m.PodDir(pod.UID), "volume-subpaths", volume, container, strconv.Itoa(index))
+func (m *Manager) SubPathDir(pod *v1.Pod, volume, container string, index int) (string, error) {
+	return podpath.SubPathDir(m.RootDir, pod.UID, volume, container, index)
 }
 
 // SubPath returns a host path that holds exactly volumeHostPath/subPath for the runtime to mount.
@@ -32,7 +34,20 @@ func (m *Manager) SubPath(pod *v1.Pod, container string, index int, volume, volu
 	if err := validSubPath(subPath); err != nil {
 		return "", err
 	}
-	target := m.SubPathDir(pod, volume, container, index)
+	target, err := m.SubPathDir(pod, volume, container, index)
+	if err != nil {
+		return "", err
+	}
+	podDir, err := m.PodDir(pod.UID)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(podpath.PodsDir(m.RootDir), 0o750); err != nil {
+		return "", err
+	}
+	if err := privateDir(podDir); err != nil {
+		return "", err
+	}
 	if mps, err := m.mounter().MountPoints(target); err != nil {
 		return "", err
 	} else if len(mps) > 0 {

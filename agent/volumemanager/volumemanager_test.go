@@ -153,7 +153,7 @@ func TestSubPathSymlinkEscape(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.TearDown(pod.UID) })
-	vol := m.EmptyDirPath(pod.UID, "data")
+	vol := emptyDir(t, m, pod, "data")
 	os.Symlink(host, filepath.Join(vol, "escape"))
 	os.Symlink("/", filepath.Join(vol, "root"))
 	os.Symlink("../../../../../../../../..", filepath.Join(vol, "dots"))
@@ -227,7 +227,7 @@ func TestEmptyDirMemoryAndTearDown(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	mem := m.EmptyDirPath(pod.UID, "mem")
+	mem := emptyDir(t, m, pod, "mem")
 	if mps := testutil.MountsUnder(mem); len(mps) != 1 {
 		t.Fatalf("mounts at %s: %v", mem, mps)
 	}
@@ -238,7 +238,7 @@ func TestEmptyDirMemoryAndTearDown(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(mem, "big"), make([]byte, 2<<20), 0o644); !errors.Is(err, unix.ENOSPC) {
 		t.Fatalf("writing past sizeLimit: %v", err)
 	}
-	if fi, _ := os.Stat(m.EmptyDirPath(pod.UID, "disk")); fi == nil || fi.Mode().Perm() != 0o777 {
+	if fi, _ := os.Stat(emptyDir(t, m, pod, "disk")); fi == nil || fi.Mode().Perm() != 0o777 {
 		t.Fatalf("disk emptyDir %v", fi)
 	}
 	// A subPath bind inside, then teardown removes all and leaves the hostPath folder alone.
@@ -256,7 +256,7 @@ func TestEmptyDirMemoryAndTearDown(t *testing.T) {
 	if mps := testutil.MountsUnder(root); len(mps) > 0 {
 		t.Fatalf("mounts left: %v", mps)
 	}
-	if _, err := os.Stat(m.PodDir(pod.UID)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(podDir(t, m, pod)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("pod dir kept: %v", err)
 	}
 	if b, _ := os.ReadFile(hostFile); string(b) != "k" {
@@ -397,14 +397,32 @@ func TestUnmountKeepsFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.TearDown(pod.UID) })
-	os.WriteFile(filepath.Join(m.EmptyDirPath(pod.UID, "disk"), "result"), []byte("done"), 0o644)
+	os.WriteFile(filepath.Join(emptyDir(t, m, pod, "disk"), "result"), []byte("done"), 0o644)
 	if err := m.Unmount(pod.UID); err != nil {
 		t.Fatal(err)
 	}
 	if mps := testutil.MountsUnder(m.RootDir); len(mps) > 0 {
 		t.Fatalf("mounts left: %v", mps)
 	}
-	if b, _ := os.ReadFile(filepath.Join(m.EmptyDirPath(pod.UID, "disk"), "result")); string(b) != "done" {
+	if b, _ := os.ReadFile(filepath.Join(emptyDir(t, m, pod, "disk"), "result")); string(b) != "done" {
 		t.Fatalf("disk emptyDir lost its file: %q", b)
 	}
+}
+
+func emptyDir(t testing.TB, m *Manager, pod *v1.Pod, name string) string {
+	t.Helper()
+	p, err := m.EmptyDirPath(pod.UID, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func podDir(t testing.TB, m *Manager, pod *v1.Pod) string {
+	t.Helper()
+	p, err := m.PodDir(pod.UID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -36,6 +36,7 @@ type Server struct {
 	containers map[string]*runtimeapi.ContainerStatus
 	sandboxOf  map[string]string
 	images     map[string]string // name → id
+	imageUsers map[string]string // name → the user its config names
 	pullErrs   map[string]error
 	needAuth   map[string]string // image → user whose credentials a pull needs
 	startErrs  map[string]error  // container name → error on StartContainer
@@ -55,6 +56,7 @@ func Start(t testing.TB) *Server {
 		containers: map[string]*runtimeapi.ContainerStatus{},
 		sandboxOf:  map[string]string{},
 		images:     map[string]string{},
+		imageUsers: map[string]string{},
 		pullErrs:   map[string]error{},
 		needAuth:   map[string]string{},
 		startErrs:  map[string]error{},
@@ -138,6 +140,14 @@ func (s *Server) AddImage(name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.images[name] = "sha256:" + fmt.Sprintf("%064x", len(s.images)+1)
+}
+
+// SetImageUser makes ImageStatus of the image report user as its config's User ("1000", "0:0",
+// "nobody", "" for none), numeric users as a uid, as runtimes do.
+func (s *Server) SetImageUser(name, user string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.imageUsers[name] = user
 }
 
 // FailPull makes pulls of name fail with err (nil clears).

@@ -2,6 +2,8 @@ package fakecri
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -244,12 +246,24 @@ func (s *Server) GetContainerEvents(_ *runtimeapi.GetEventsRequest, stream grpc.
 func (s *Server) ImageStatus(_ context.Context, r *runtimeapi.ImageStatusRequest) (*runtimeapi.ImageStatusResponse, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	name := r.Image.GetImage()
-	id, ok := s.images[name]
-	if !ok {
+	ref := r.Image.GetImage()
+	id := s.imageID(ref)
+	if id == "" {
 		return &runtimeapi.ImageStatusResponse{}, nil
 	}
-	return &runtimeapi.ImageStatusResponse{Image: &runtimeapi.Image{Id: id, RepoTags: []string{name}, Size: 1}}, nil
+	img := &runtimeapi.Image{Id: id, Size: 1}
+	for name, i := range s.images {
+		if i == id {
+			img.RepoTags = append(img.RepoTags, name)
+			user, _, _ := strings.Cut(s.imageUsers[name], ":")
+			if uid, err := strconv.ParseInt(user, 10, 64); err == nil {
+				img.Uid = &runtimeapi.Int64Value{Value: uid}
+			} else {
+				img.Username = user
+			}
+		}
+	}
+	return &runtimeapi.ImageStatusResponse{Image: img}, nil
 }
 
 func (s *Server) PullImage(_ context.Context, r *runtimeapi.PullImageRequest) (*runtimeapi.PullImageResponse, error) {
