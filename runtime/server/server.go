@@ -82,6 +82,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
+	warnKnownEscapes(ctx, cfg.Handlers, cfg.Logger)
 	s := &Server{
 		cfg:        cfg,
 		log:        cfg.Logger,
