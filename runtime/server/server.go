@@ -4,6 +4,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -44,7 +45,10 @@ type Config struct {
 	// StreamingAddr is where the exec/attach/port-forward server listens; "" means 127.0.0.1 on a
 	// free port, so streams are reachable only from this machine unless asked otherwise.
 	StreamingAddr string
-	Logger        *slog.Logger
+	// StreamingTLS makes the streaming server speak HTTPS; without it the server listens on
+	// loopback only.
+	StreamingTLS *tls.Config
+	Logger       *slog.Logger
 }
 
 // Server implements runtimeapi.RuntimeServiceServer. It only wires parts together: the state of
