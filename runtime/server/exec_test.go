@@ -196,8 +196,13 @@ func TestPortForward(t *testing.T) {
 	e := servertest.Start(t)
 	pod := servertest.PodConfig("pf")
 	sb := e.RunPod(pod, "")
-	e.RunContainer(sb, pod, servertest.ContainerConfig("web", "sh", "-c",
+	web := e.RunContainer(sb, pod, servertest.ContainerConfig("web", "sh", "-c",
 		"mkdir -p /tmp/www && echo hello-from-pod > /tmp/www/index.html && exec httpd -f -p 127.0.0.1:8080 -h /tmp/www"))
+	// The forwarder gives up on its first refused connection, so httpd must listen before it.
+	eventually(t, "httpd listens in the pod", func() bool {
+		r, err := e.Runtime.ExecSync(e.Ctx(), &runtimeapi.ExecSyncRequest{ContainerId: web, Cmd: []string{"wget", "-q", "-O", "/dev/null", "http://127.0.0.1:8080/index.html"}, Timeout: 30})
+		return err == nil && r.ExitCode == 0
+	})
 
 	resp, err := e.Runtime.PortForward(e.Ctx(), &runtimeapi.PortForwardRequest{PodSandboxId: sb, Port: []int32{8080}})
 	if err != nil {
