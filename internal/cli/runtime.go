@@ -22,6 +22,7 @@ type runtimeFlags struct {
 	catatonit      string
 	cgroupParent   string
 	streamingAddr  string
+	streamingTLS   tlsFiles
 	registry       registryFlags
 	cniConfDir     string
 	cniBinDirs     []string
@@ -38,7 +39,8 @@ func (r *runtimeFlags) register(cmd *cobra.Command) {
 	f.StringVar(&r.conmon, "conmon", "", "conmon binary (default: found in PATH)")
 	f.StringVar(&r.catatonit, "catatonit", "", "catatonit binary, the init of pods that share a PID namespace (default: found in PATH)")
 	f.StringVar(&r.cgroupParent, "cgroup-parent", "/nodelet", "cgroup parent of pods whose config names none")
-	f.StringVar(&r.streamingAddr, "streaming-address", "127.0.0.1:0", "host:port of the exec/attach/port-forward server")
+	f.StringVar(&r.streamingAddr, "streaming-address", "127.0.0.1:0", "host:port of the exec/attach/port-forward server; beyond loopback it needs --streaming-tls-cert-file")
+	r.streamingTLS.bind(f)
 	f.StringVar(&r.cniConfDir, "cni-conf-dir", cni.DefaultConfDir, "CNI network configs; the first valid .conflist is used")
 	f.StringSliceVar(&r.cniBinDirs, "cni-bin-dir", cni.DefaultBinDirs, "CNI plugin folders, searched in order")
 	f.BoolVar(&r.noDefaultCNI, "no-default-network", false, "do not write the default bridge config into an empty --cni-conf-dir")
@@ -66,6 +68,10 @@ func (r *runtimeFlags) config(root, state string, log *slog.Logger) (server.Conf
 		CgroupParent:   r.cgroupParent,
 		StreamingAddr:  r.streamingAddr,
 		Logger:         log,
+	}
+	var err error
+	if cfg.StreamingTLS, err = r.streamingTLS.config(r.streamingAddr); err != nil {
+		return cfg, err
 	}
 	if len(r.handlers) == 0 {
 		for _, h := range handlerDefaults {

@@ -78,6 +78,9 @@ func (s *Store) RemountIdmapped(containerID, usernsPath string, rootUID, rootGID
 	if err := os.Chown(s.path(dir, "upper"), rootUID, rootGID); err != nil {
 		return err
 	}
+	if err := shareWithMappedRoot(s.path(dir), rootGID); err != nil {
+		return err
+	}
 	rw := dir
 	merged := s.path(dir, "merged")
 	if err := unix.Unmount(merged, 0); err != nil && !errors.Is(err, unix.EINVAL) {
@@ -98,6 +101,16 @@ func (s *Store) RemountIdmapped(containerID, usernsPath string, rootUID, rootGID
 		return fmt.Errorf("mount idmapped overlay for %s: %w", containerID, err)
 	}
 	return nil
+}
+
+// shareWithMappedRoot lets the pod's mapped root search the private rootfs dir, through which
+// the OCI runtime (from inside the user namespace) reaches merged/: group search for the
+// namespace's root group, nothing for anyone else.
+func shareWithMappedRoot(dir string, rootGID int) error {
+	if err := os.Chown(dir, 0, rootGID); err != nil {
+		return err
+	}
+	return os.Chmod(dir, 0o710)
 }
 
 // AttachIdmapped mounts a clone of the mount at src (just that subtree, without submounts) on

@@ -72,10 +72,8 @@ func (s *Store) PrepareRootfs(ctx context.Context, containerID, image string) (_
 			}
 			rec.Layers = append(rec.Layers, l.ChainID)
 		}
-		for _, d := range []string{"upper", "work", "merged"} {
-			if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-				return nil, err
-			}
+		if err := makeRootfsDirs(dir); err != nil {
+			return nil, err
 		}
 		defer func() {
 			if retErr != nil {
@@ -97,10 +95,8 @@ func (s *Store) PrepareRootfs(ctx context.Context, containerID, image string) (_
 	merged := filepath.Join(dir, "merged")
 	if mounted, _ := mountinfo.Mounted(merged); !mounted {
 		// After a reboot or a half-finished removal the record may outlive its directories.
-		for _, d := range []string{"upper", "work", "merged"} {
-			if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-				return nil, err
-			}
+		if err := makeRootfsDirs(dir); err != nil {
+			return nil, err
 		}
 		if err := s.mountOverlay(rec); err != nil {
 			return nil, err
@@ -113,6 +109,25 @@ func (s *Store) PrepareRootfs(ctx context.Context, containerID, image string) (_
 	c := cfg.Config
 	c.Volumes = vols
 	return &Rootfs{Path: merged, ImageID: rec.ImageID, ImageRef: rec.ImageRef, Config: c}, nil
+}
+
+// makeRootfsDirs makes a container's rootfs dir private. Its overlay cannot be mounted nosuid
+// (the container's own setuid programs must work), so the image's setuid-root files are
+// reachable through merged/ by anyone who can walk to it: the 0700 dir is what keeps other host
+// users out. upper/ is 0755 because the container's / takes its mode from it.
+func makeRootfsDirs(dir string) error {
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	for _, d := range []struct {
+		name string
+		mode os.FileMode
+	}{{"upper", 0o755}, {"work", 0o700}, {"merged", 0o755}} {
+		if err := os.Mkdir(filepath.Join(dir, d.name), d.mode); err != nil && !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *Store) readRootfsRecord(id string) (*rootfsRecord, error) {
@@ -189,6 +204,8 @@ func (s *Store) mountOverlayOpts(target, opts string) error {
 			return
 		}
 		// nodev: device files an image carries cannot be opened through the container's rootfs.
+		// Not nosuid: setuid programs of the image must work inside the container; the private
+		// rootfs dir (makeRootfsDirs) keeps host users from running them through this mount.
 		errc <- unix.Mount("overlay", target, "overlay", unix.MS_NODEV, opts)
 	}()
 	return <-errc

@@ -95,24 +95,63 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	for _, o := range opts {
 		o(s)
 	}
-	// A container in its own user namespace runs as a mapped id that must reach its rootfs
-	// (rootfs/<id>/merged) by path: the store (and the parents it makes) and the rootfs dir are
-	// searchable by others, not listable; the rest stays private.
-	if err := os.MkdirAll(abs, 0o711); err != nil {
+	if err := s.makeDirs(); err != nil {
 		return nil, fmt.Errorf("image store: %w", err)
-	}
-	for _, d := range []string{"blobs/sha256", "layers", "l", "images", "rootfs", "tmp"} {
-		if err := os.MkdirAll(filepath.Join(abs, d), 0o700); err != nil {
-			return nil, fmt.Errorf("image store: %w", err)
-		}
-	}
-	for _, d := range []string{"", "rootfs"} {
-		if err := os.Chmod(filepath.Join(abs, d), 0o711); err != nil {
-			return nil, fmt.Errorf("image store: %w", err)
-		}
 	}
 	s.cleanTmp()
 	return s, nil
+}
+
+// storeDirModes: the unpacked layers hold the images' setuid files and devices, and a rootfs is
+// a live container's file system, so no other host user may reach into either. A container in
+// its own user namespace runs as a mapped id that must reach its rootfs (rootfs/<id>/merged) by
+// path: the store root and rootfs/ are searchable by others, not listable, and each
+// rootfs/<id> is private (see PrepareRootfs and RemountIdmapped). The modes are set again on
+// every start, so a store made by an older, laxer version is tightened too.
+var storeDirModes = []struct {
+	name string
+	mode os.FileMode
+}{
+	{"", 0o711},
+	{"blobs", 0o700},
+	{"blobs/sha256", 0o700},
+	{"layers", 0o700},
+	{"l", 0o700},
+	{"images", 0o700},
+	{"rootfs", 0o711},
+	{"tmp", 0o700},
+}
+
+func (s *Store) makeDirs() error {
+	for _, d := range storeDirModes {
+		p := s.path(d.name)
+		if err := os.MkdirAll(p, d.mode); err != nil {
+			return err
+		}
+		if err := os.Chmod(p, d.mode); err != nil {
+			return err
+		}
+	}
+	return s.tightenRootfsDirs()
+}
+
+// tightenRootfsDirs takes away what others (and the group, but for search) may do in the rootfs
+// dirs of containers prepared by an older version, which made them 0755.
+func (s *Store) tightenRootfsDirs() error {
+	ents, err := os.ReadDir(s.path("rootfs"))
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		fi, err := e.Info()
+		if err != nil || !fi.IsDir() || fi.Mode().Perm()&0o067 == 0 {
+			continue
+		}
+		if err := os.Chmod(s.path("rootfs", e.Name()), fi.Mode().Perm()&^0o067); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Root is the directory the store lives in.

@@ -39,14 +39,29 @@ type Manager struct {
 	dir string
 }
 
-// New makes the pin dirs under dir (typically <state>/ns).
+// New makes the pin dirs under dir (typically <state>/ns). They are private, and made so again
+// if an older version left them open: an open pin keeps a pod's namespace alive and tells
+// about it, and only root (the OCI runtimes, the CNI plugins, this daemon) needs them, opening
+// them before it enters any pod's user namespace.
 func New(dir string) (*Manager, error) {
-	for _, k := range Kinds {
-		if err := os.MkdirAll(filepath.Join(dir, string(k)), 0o711); err != nil {
+	for _, d := range append([]string{""}, kindDirs()...) {
+		p := filepath.Join(dir, d)
+		if err := os.MkdirAll(p, 0o700); err != nil {
+			return nil, err
+		}
+		if err := os.Chmod(p, 0o700); err != nil {
 			return nil, err
 		}
 	}
 	return &Manager{dir: dir}, nil
+}
+
+func kindDirs() []string {
+	out := make([]string, len(Kinds))
+	for i, k := range Kinds {
+		out[i] = string(k)
+	}
+	return out
 }
 
 // Path is where the pin of kind for id lives (whether or not it exists).

@@ -3,6 +3,7 @@ package nsmgr
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -187,5 +188,30 @@ func TestPinFromUserns(t *testing.T) {
 	}
 	if got, err := m.List(); err != nil || len(got) != 0 {
 		t.Errorf("after Remove List = %v, %v", got, err)
+	}
+}
+
+// TestNewMakesPinDirsPrivate: pins of an older version's 0711 dirs become reachable by root only.
+func TestNewMakesPinDirsPrivate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ns")
+	if err := os.MkdirAll(filepath.Join(dir, "net"), 0o711); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range append([]string{""}, kindDirs()...) {
+		t.Run("/"+d, func(t *testing.T) {
+			st, err := os.Stat(filepath.Join(dir, d))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := st.Mode().Perm(); got != 0o700 {
+				t.Errorf("mode %o, want 700", got)
+			}
+		})
 	}
 }

@@ -7,15 +7,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
+	utilversion "k8s.io/apimachinery/pkg/util/version"
 
 	"github.com/nodelet/nodelet/runtime/errdefs"
 )
@@ -299,3 +302,80 @@ func (b *LimitedBuffer) Write(p []byte) (int, error) {
 
 // Bytes is what was kept.
 func (b *LimitedBuffer) Bytes() []byte { return b.buf.Bytes() }
+
+// escape is a container escape fixed upstream: versions for which affected is true have it.
+type escape struct {
+	cves     []string
+	affected func(v *utilversion.Version) bool
+}
+
+func below(v *utilversion.Version, fixed string) bool {
+	return v.LessThan(utilversion.MustParseSemantic(fixed))
+}
+
+// knownEscapes lists, per runtime name, the container escapes of its upstream releases.
+var knownEscapes = map[string][]escape{
+	"runc": {
+		{[]string{"CVE-2024-21626"}, func(v *utilversion.Version) bool { return below(v, "1.1.12") }},
+		{[]string{"CVE-2025-31133", "CVE-2025-52565", "CVE-2025-52881"}, func(v *utilversion.Version) bool {
+			switch {
+			case below(v, "1.2.8"):
+				return true
+			case v.Major() == 1 && v.Minor() == 3:
+				return below(v, "1.3.3")
+			case v.Major() == 1 && v.Minor() == 4:
+				return below(v, "1.4.0-rc.3")
+			}
+			return false
+		}},
+	},
+	"crun": {
+		{[]string{"CVE-2019-18837"}, func(v *utilversion.Version) bool { return below(v, "0.10.5") }},
+		{[]string{"CVE-2022-27650"}, func(v *utilversion.Version) bool { return below(v, "1.4.4") }},
+	},
+}
+
+// KnownEscapes reads the output of `<runtime> --version` ("runc version 1.1.5+ds1", "crun
+// version 1.8.1") and returns the runtime's name and version and the CVEs of container escapes
+// fixed in a later upstream release. Distributions backport such fixes without changing the
+// upstream version, so the answer is a reason to check, not a verdict. An unknown runtime or
+// an unreadable version gives no CVEs.
+func KnownEscapes(versionOutput string) (name, ver string, cves []string) {
+	line, _, _ := strings.Cut(strings.TrimSpace(versionOutput), "\n")
+	f := strings.Fields(line)
+	if len(f) < 3 || f[1] != "version" {
+		return "", "", nil
+	}
+	name, ver = f[0], f[2]
+	v, err := utilversion.ParseSemantic(ver)
+	if err != nil {
+		if v, err = utilversion.ParseGeneric(ver); err != nil {
+			return name, ver, nil
+		}
+	}
+	for _, e := range knownEscapes[name] {
+		if e.affected(v) {
+			cves = append(cves, e.cves...)
+		}
+	}
+	return name, ver, cves
+}
+
+// WarnKnownEscapes asks the runtime binary at path for its version and logs a warning naming
+// the container escapes its upstream version has. It is advice only: it never fails, and the
+// daemon runs it in the background so that start does not wait for it.
+func WarnKnownEscapes(ctx context.Context, path string, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, path, "--version").Output()
+	if err != nil {
+		log.Warn("could not read the OCI runtime's version", "runtime", path, "err", err)
+		return
+	}
+	name, ver, cves := KnownEscapes(string(out))
+	if len(cves) == 0 {
+		return
+	}
+	log.Warn("OCI runtime version has known container escapes; upgrade it unless your distribution backported the fixes (Debian's runc 1.1.5+ds1-1+deb12u* carries some: see its changelog)",
+		"runtime", path, "name", name, "version", ver, "cves", strings.Join(cves, ","))
+}

@@ -100,7 +100,7 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 	logPath := ""
 	if dir := sbCfg.GetLogDirectory(); dir != "" && cfg.GetLogPath() != "" {
 		logPath = filepath.Join(dir, cfg.GetLogPath())
-		if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
+		if err := privateLogDir(filepath.Dir(logPath)); err != nil {
 			return nil, fmt.Errorf("log dir: %w", err)
 		}
 	}

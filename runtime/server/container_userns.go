@@ -14,8 +14,9 @@ import (
 // while its image's files belong to host root: through the plain overlay it could not write
 // its own /etc, nor could the runtime make mount points in it. So its overlay is remounted on
 // idmapped mounts of its layers (mount_setattr MOUNT_ATTR_IDMAP with the pod's user namespace):
-// a file of host uid 0 is its uid 0. The rootfs path and its parents must be searchable by
-// others (the store makes its dirs 0711), as the OCI runtime resolves it as the mapped root.
+// a file of host uid 0 is its uid 0. The rootfs path's parents must be searchable by others
+// (the store makes its dirs 0711) and the container's own rootfs dir by the namespace's root
+// group (the store makes it 0710 for that group), as the OCI runtime resolves it as the mapped root.
 
 // idmapper is what an image store offers for such containers (imagestore.Store does).
 type idmapper interface {

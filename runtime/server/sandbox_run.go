@@ -112,7 +112,9 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 		}
 	}()
 
-	if err := os.MkdirAll(sb.Dir, 0o755); err != nil {
+	// Private: the pod's hosts and resolv.conf are its own business. The OCI runtime opens bind
+	// sources from the host, so even a pod in its own user namespace needs no way in.
+	if err := os.MkdirAll(sb.Dir, 0o700); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -284,8 +286,13 @@ func (s *Server) adoptInfra(sb *store.Sandbox, infraPID int, infraStart uint64, 
 	return nil
 }
 
+// mountShm mounts the pod's /dev/shm. It is 1777 inside, as programs expect, so its dir on the
+// host is private: other host users must not drop files into, nor read, a pod's shared memory.
 func mountShm(p string) error {
-	if err := os.MkdirAll(p, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return err
+	}
+	if err := os.Mkdir(p, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return err
 	}
 	opts := fmt.Sprintf("mode=1777,size=%d", shmSize)

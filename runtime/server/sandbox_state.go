@@ -92,6 +92,9 @@ func (s *Server) initSandboxes(ctx context.Context) error {
 		if err := os.MkdirAll(d, 0o711); err != nil {
 			return err
 		}
+		if err := tightenPodDirs(d); err != nil {
+			return err
+		}
 	}
 	records, bad, err := s.sandboxDB.Load()
 	if err != nil {

@@ -4,6 +4,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -44,7 +45,10 @@ type Config struct {
 	// StreamingAddr is where the exec/attach/port-forward server listens; "" means 127.0.0.1 on a
 	// free port, so streams are reachable only from this machine unless asked otherwise.
 	StreamingAddr string
-	Logger        *slog.Logger
+	// StreamingTLS makes the streaming server speak HTTPS; without it the server listens on
+	// loopback only.
+	StreamingTLS *tls.Config
+	Logger       *slog.Logger
 }
 
 // Server implements runtimeapi.RuntimeServiceServer. It only wires parts together: the state of
@@ -82,6 +86,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
+	warnKnownEscapes(ctx, cfg.Handlers, cfg.Logger)
 	s := &Server{
 		cfg:        cfg,
 		log:        cfg.Logger,

@@ -30,7 +30,7 @@ func (s *Server) streamingServer() (*streaming.Server, error) {
 	if s.stream.srv != nil {
 		return s.stream.srv, nil
 	}
-	srv, err := streaming.New(streaming.Config{Addr: s.cfg.StreamingAddr, Logger: s.log}, streamRuntime{s})
+	srv, err := streaming.New(streaming.Config{Addr: s.cfg.StreamingAddr, TLSConfig: s.cfg.StreamingTLS, Logger: s.log}, streamRuntime{s})
 	if err != nil {
 		return nil, fmt.Errorf("%v: %w", err, errdefs.ErrUnavailable)
 	}

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"sync"
 	"time"
@@ -35,6 +36,27 @@ type TerminalSize = remotecommand.TerminalSize
 // DefaultAddr keeps the server on loopback: its URLs carry bearer tokens and nothing checks who
 // presents them, so it must not face the network unless TLS and a trusted path are set up.
 const DefaultAddr = "127.0.0.1:0"
+
+// ErrPlainNonLoopback is returned for a plain-HTTP server asked to listen beyond loopback.
+var ErrPlainNonLoopback = errors.New("the streaming server listens beyond loopback only with TLS")
+
+// RequireLoopback refuses addr unless it is a loopback address ("localhost", 127.0.0.0/8, ::1).
+// Anyone who can reach the port and learn a URL gets a shell in a container: on the network the
+// URLs and streams must be encrypted. A host name other than localhost is refused, as it may
+// resolve anywhere.
+func RequireLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("streaming address %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("streaming address %q: %w", addr, ErrPlainNonLoopback)
+}
 
 // Config of a streaming server; the zero value is loopback on a random port, plain HTTP.
 type Config struct {
@@ -71,6 +93,11 @@ func New(cfg Config, rt Runtime) (*Server, error) {
 	}
 	if cfg.Addr == "" {
 		cfg.Addr = DefaultAddr
+	}
+	if cfg.TLSConfig == nil {
+		if err := RequireLoopback(cfg.Addr); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
