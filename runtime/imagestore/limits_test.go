@@ -118,10 +118,17 @@ func TestPickPlatformChecksManifestSize(t *testing.T) {
 }
 
 // mountSmallTmpfs mounts a tmpfs with few inodes for the test, unmounted when it ends.
-func mountSmallTmpfs(t *testing.T, inodes int) string {
+func mountSmallTmpfs(t testing.TB, inodes int) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "fs")
-	if err := os.Mkdir(dir, 0o700); err != nil {
+	mountTmpfs(t, dir, inodes)
+	return dir
+}
+
+// mountTmpfs mounts a tmpfs of inodes inodes on dir (made if missing) until the test ends.
+func mountTmpfs(t testing.TB, dir string, inodes int) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=2g,nr_inodes=%d,mode=0700", inodes)); err != nil {
@@ -132,7 +139,6 @@ func mountSmallTmpfs(t *testing.T, inodes int) string {
 			t.Errorf("unmount %s: %v", dir, err)
 		}
 	})
-	return dir
 }
 
 func freeInodes(t *testing.T, dir string) uint64 {
