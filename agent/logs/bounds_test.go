@@ -207,3 +207,32 @@ func waitGoroutines(t *testing.T, n int) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestReadLogsFollowShowsOpenLine: a follower sees a line being written before it ends (a progress
+// bar), and the unterminated last words of a container that exited.
+func TestReadLogsFollowShowsOpenLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "0.log")
+	writeFile(t, path, at(0)+" stdout F a\n")
+	var mu sync.Mutex
+	exited := false
+	out := &syncBuffer{ch: make(chan struct{}, 1)}
+	errc := make(chan error, 1)
+	go func() {
+		errc <- ReadLogs(context.Background(), path, Options{
+			Follow: true, TailLines: AllLines, Poll: 10 * time.Millisecond,
+			Done: func() bool { mu.Lock(); defer mu.Unlock(); return exited },
+		}, out)
+	}()
+	out.waitFor(t, "a\n")
+	appendFile(t, path, at(1)+" stdout P 10%\n")
+	out.waitFor(t, "a\n10%")
+	appendFile(t, path, at(2)+" stdout P  50%\n")
+	out.waitFor(t, "a\n10% 50%")
+	mu.Lock()
+	exited = true
+	mu.Unlock()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	out.waitFor(t, "a\n10% 50%")
+}

@@ -140,11 +140,13 @@ func follow(ctx context.Context, path string, opts Options, f **os.File, src **s
 				}
 			}
 		}
-		if done {
-			return nil
-		}
+		// A line still open goes out before waiting (a progress bar), and before the end: the
+		// container's last words need no newline.
 		if err := out.flushOpen(); err != nil {
 			return err
+		}
+		if done {
+			return nil
 		}
 		timer.Reset(poll)
 		select {
