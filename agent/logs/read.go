@@ -46,8 +46,9 @@ var errLimit = errors.New("log byte limit reached")
 // ReadLogs writes the log of the container whose CRI log file is path to w: its rotated files
 // (path.<time>[.gz], oldest first) and then path itself.
 //
-// A line the runtime split into partial ("P") fragments is written once, whole, with the time of its
-// first fragment, so tail counts and timestamps refer to what the program printed.
+// A line the runtime split into partial ("P") fragments is one line, with the time of its first
+// fragment, so tail counts and timestamps refer to what the program printed. Memory stays bounded
+// whatever the container wrote (see maxLineBytes), and reading ends as soon as ctx does.
 func ReadLogs(ctx context.Context, path string, opts Options, w io.Writer) error {
 	if opts.LimitBytes > 0 {
 		w = &limitWriter{w: w, left: opts.LimitBytes}
@@ -57,7 +58,7 @@ func ReadLogs(ctx context.Context, path string, opts Options, w io.Writer) error
 		out.tail = newRing(int(opts.TailLines))
 	}
 	err := readAll(ctx, path, opts, out)
-	if errors.Is(err, errLimit) {
+	if errors.Is(err, errLimit) || (ctx.Err() != nil && errors.Is(err, ctx.Err())) {
 		return nil
 	}
 	return err
@@ -78,7 +79,7 @@ func readAll(ctx context.Context, path string, opts Options, out *printer) error
 		if i == first {
 			off = offset
 		}
-		if err := readClosedFile(rotated[i], off, out); err != nil {
+		if err := readClosedFile(ctx, rotated[i], off, out); err != nil {
 			return err
 		}
 	}
@@ -96,7 +97,7 @@ func readAll(ctx context.Context, path string, opts Options, out *printer) error
 			return err
 		}
 	}
-	src := newSource(f)
+	src := newSource(ctx, f)
 	if err := src.drain(out); err != nil {
 		return err
 	}
@@ -121,6 +122,9 @@ func follow(ctx context.Context, path string, opts Options, f **os.File, src **s
 	timer := time.NewTimer(poll)
 	defer timer.Stop()
 	for {
+		if ctx.Err() != nil {
+			return nil
+		}
 		done := opts.Done != nil && opts.Done()
 		if err := (*src).drain(out); err != nil {
 			return err
@@ -131,10 +135,15 @@ func follow(ctx context.Context, path string, opts Options, f **os.File, src **s
 				nf, err := os.Open(path)
 				if err == nil {
 					(*f).Close()
-					*f, *src = nf, newSource(nf)
+					*f, *src = nf, newSource(ctx, nf)
 					continue
 				}
 			}
+		}
+		// A line still open goes out before waiting (a progress bar), and before the end: the
+		// container's last words need no newline.
+		if err := out.flushOpen(); err != nil {
+			return err
 		}
 		if done {
 			return nil
@@ -149,7 +158,7 @@ func follow(ctx context.Context, path string, opts Options, f **os.File, src **s
 	}
 }
 
-func readClosedFile(path string, offset int64, out *printer) error {
+func readClosedFile(ctx context.Context, path string, offset int64, out *printer) error {
 	f, err := os.Open(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -172,7 +181,7 @@ func readClosedFile(path string, offset int64, out *printer) error {
 		defer zr.Close()
 		r = zr
 	}
-	s := newSource(r)
+	s := newSource(ctx, r)
 	if err := s.drain(out); err != nil {
 		return err
 	}
@@ -207,23 +216,38 @@ func RotatedFiles(path string) ([]string, error) {
 	return out, nil
 }
 
+// Bounds on what one reader holds, whatever the container writes. A runtime splits a long line into
+// partial ("P") entries (conmon at 8 KiB, containerd at 16 KiB), so an entry longer than
+// maxEntryBytes comes from a broken or hostile writer: it is cut there and the rest of it dropped.
+// A program's line may be endless: streamed out, it goes in pieces of maxLineBytes as it comes;
+// kept for --tail, it is cut to maxLineBytes and still counts as one line. Below that size both
+// ways print the same whole lines.
+const (
+	maxEntryBytes = 64 << 10
+	maxLineBytes  = 256 << 10
+)
+
 // source yields complete lines of one file; a line still being written at EOF waits in pending.
 type source struct {
 	r       *bufio.Reader
 	pending []byte
 }
 
-func newSource(r io.Reader) *source { return &source{r: bufio.NewReaderSize(r, 64<<10)} }
+// newSource reads r until ctx ends: a client that goes away stops even a reader that never
+// reaches the end of the file, because the writer is faster.
+func newSource(ctx context.Context, r io.Reader) *source {
+	return &source{r: bufio.NewReaderSize(ctxReader{ctx, r}, 64<<10)}
+}
 
 func (s *source) drain(out *printer) error {
 	for {
 		chunk, err := s.r.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
-			s.pending = append(s.pending, chunk...)
+			s.keep(chunk)
 			continue
 		}
 		if err != nil {
-			s.pending = append(s.pending, chunk...)
+			s.keep(chunk)
 			if err == io.EOF {
 				return nil
 			}
@@ -231,7 +255,7 @@ func (s *source) drain(out *printer) error {
 		}
 		line := chunk[:len(chunk)-1]
 		if len(s.pending) > 0 {
-			s.pending = append(s.pending, line...)
+			s.keep(line)
 			line = s.pending
 		}
 		perr := out.line(line)
@@ -240,6 +264,12 @@ func (s *source) drain(out *printer) error {
 			return perr
 		}
 	}
+}
+
+// keep adds to the pending entry up to maxEntryBytes and drops the rest.
+func (s *source) keep(b []byte) {
+	room := maxEntryBytes - len(s.pending)
+	s.pending = append(s.pending, b[:min(len(b), max(room, 0))]...)
 }
 
 func (s *source) flushPending(out *printer) error {
@@ -251,17 +281,23 @@ func (s *source) flushPending(out *printer) error {
 	return err
 }
 
+// openLine is a stream's line whose partial fragments are still coming.
+type openLine struct {
+	ts      time.Time // of its first fragment
+	buf     []byte    // what is not written yet
+	on      bool
+	skip    bool // filtered out (by stream or time, decided on its first fragment)
+	started bool // its beginning has been written
+}
+
 // printer joins partial fragments into lines, filters them and writes them (or keeps the last
-// TailLines of them until flushTail).
+// TailLines of them until flushTail). A line is written whole when it is short, so lines of stdout
+// and stderr do not mix; a long one goes out in pieces as it comes, as the kubelet does.
 type printer struct {
 	w       io.Writer
 	opts    Options
 	tail    *ring
-	partial [2]struct {
-		ts  time.Time
-		buf []byte
-		on  bool
-	}
+	open    [2]openLine
 	scratch []byte
 }
 
@@ -271,43 +307,77 @@ func (p *printer) line(raw []byte) error {
 		slog.Debug("skipping malformed container log line", "err", err)
 		return nil
 	}
-	i := 0
+	ol := &p.open[0]
 	if e.stream == Stderr {
-		i = 1
+		ol = &p.open[1]
 	}
-	pb := &p.partial[i]
-	if e.partial {
-		if !pb.on {
-			pb.on, pb.ts, pb.buf = true, e.ts, pb.buf[:0]
+	if !ol.on {
+		*ol = openLine{ts: e.ts, buf: ol.buf[:0], on: true, skip: !p.keep(e.stream, e.ts)}
+	}
+	if !e.partial {
+		ol.on = false
+	}
+	if ol.skip {
+		return nil
+	}
+	if p.tail != nil {
+		ol.buf = append(ol.buf, e.content[:min(len(e.content), max(maxLineBytes-len(ol.buf), 0))]...)
+		if !e.partial {
+			p.tail.add(p.format(ol, true))
+			ol.buf = ol.buf[:0]
 		}
-		pb.buf = append(pb.buf, e.content...)
 		return nil
 	}
-	ts, content := e.ts, e.content
-	if pb.on {
-		pb.buf = append(pb.buf, e.content...)
-		ts, content = pb.ts, pb.buf
-		pb.on = false
-	}
-	if p.opts.Stream != "" && p.opts.Stream != e.stream {
+	ol.buf = append(ol.buf, e.content...)
+	if e.partial && len(ol.buf) < maxLineBytes {
 		return nil
 	}
-	if !p.opts.Since.IsZero() && ts.Before(p.opts.Since) {
-		return nil
+	return p.write(ol, !e.partial)
+}
+
+func (p *printer) keep(stream string, ts time.Time) bool {
+	if p.opts.Stream != "" && p.opts.Stream != stream {
+		return false
 	}
+	return p.opts.Since.IsZero() || !ts.Before(p.opts.Since)
+}
+
+// format renders what ol holds, with the time first if asked and the line has not begun yet.
+func (p *printer) format(ol *openLine, end bool) []byte {
 	p.scratch = p.scratch[:0]
-	if p.opts.Timestamps {
-		p.scratch = ts.UTC().AppendFormat(p.scratch, time.RFC3339Nano)
+	if p.opts.Timestamps && !ol.started {
+		p.scratch = ol.ts.UTC().AppendFormat(p.scratch, time.RFC3339Nano)
 		p.scratch = append(p.scratch, ' ')
 	}
-	p.scratch = append(p.scratch, content...)
-	p.scratch = append(p.scratch, '\n')
+	p.scratch = append(p.scratch, ol.buf...)
+	if end {
+		p.scratch = append(p.scratch, '\n')
+	}
+	return p.scratch
+}
+
+func (p *printer) write(ol *openLine, end bool) error {
+	b := p.format(ol, end)
+	ol.started, ol.buf = true, ol.buf[:0]
+	_, err := p.w.Write(b)
+	return err
+}
+
+// flushOpen writes what partial lines hold, so a follower sees a line being written (a progress
+// bar) before it ends.
+func (p *printer) flushOpen() error {
 	if p.tail != nil {
-		p.tail.add(p.scratch)
 		return nil
 	}
-	_, err := p.w.Write(p.scratch)
-	return err
+	for i := range p.open {
+		ol := &p.open[i]
+		if ol.on && !ol.skip && len(ol.buf) > 0 {
+			if err := p.write(ol, false); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func (p *printer) flushTail() error {
@@ -373,4 +443,17 @@ func (l *limitWriter) Write(p []byte) (int, error) {
 		err = errLimit
 	}
 	return n, err
+}
+
+// ctxReader ends a read once its context is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }

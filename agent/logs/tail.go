@@ -92,7 +92,8 @@ func tailStart(files []string, n int64) (int, int64) {
 }
 
 // eachLineBackward calls fn for each newline-terminated line of path, last first, with the offset
-// of its newline, until fn says stop. The unterminated end of the file (a line being written) is
+// of its newline, until fn says stop. A line longer than maxEntryBytes is given cut to its first
+// maxEntryBytes (which hold the time, stream and tag), so an endless line costs time, not memory. The unterminated end of the file (a line being written) is
 // not a line yet.
 func eachLineBackward(path string, fn func(line []byte, end int64) bool) (bool, error) {
 	f, err := os.Open(path)
@@ -135,7 +136,7 @@ func eachLineBackward(path string, fn func(line []byte, end int64) bool) (bool, 
 			lineEnd, carry, j = start+int64(i), nil, i
 		}
 		if lineEnd >= 0 {
-			carry = append(append([]byte{}, b[:j]...), carry...)
+			carry = prependBounded(carry, b[:j])
 		}
 		pos = start
 	}
@@ -143,4 +144,15 @@ func eachLineBackward(path string, fn func(line []byte, end int64) bool) (bool, 
 		return true, nil
 	}
 	return false, nil
+}
+
+// prependBounded returns left+carry cut to its first maxEntryBytes: going backwards, the start of a
+// line is what arrives last and the only part worth keeping.
+func prependBounded(carry, left []byte) []byte {
+	if len(left) >= maxEntryBytes {
+		return append(carry[:0], left[:maxEntryBytes]...)
+	}
+	keep := min(len(carry), maxEntryBytes-len(left))
+	out := make([]byte, 0, len(left)+keep)
+	return append(append(out, left...), carry[:keep]...)
 }

@@ -73,7 +73,8 @@ func (l *unixListener) Close() error {
 
 // ServeUnixListener is ServeUnix on a listener from ListenUnix.
 func (s *Server) ServeUnixListener(ctx context.Context, l net.Listener) error {
-	srv := &http.Server{Handler: auth.RequireRoot(s), ConnContext: auth.PeerCredContext, ReadHeaderTimeout: 10 * time.Second}
+	srv := s.httpServer(auth.RequireRoot(s))
+	srv.ConnContext = auth.PeerCredContext
 	return serve(ctx, srv, l)
 }
 
@@ -113,20 +114,52 @@ func (s *Server) ServeTLSListener(ctx context.Context, l net.Listener, opts TLSO
 		}
 		tlsConfig.Certificates = []tls.Certificate{cert}
 	}
-	srv := &http.Server{
-		Handler: filter.Wrap(s),
-		TLSConfig: &tls.Config{
-			Certificates:   tlsConfig.Certificates,
-			GetCertificate: tlsConfig.GetCertificate,
-			MinVersion:     tls.VersionTLS12,
-			// Certificates are checked by the authenticator, so a bad one is a 401, not a reset.
-			ClientAuth: tls.RequestClientCert,
-			// Streams upgrade HTTP/1.1 connections; HTTP/2 cannot carry them.
-			NextProtos: []string{"http/1.1"},
-		},
-		ReadHeaderTimeout: 10 * time.Second,
+	srv := s.httpServer(filter.Wrap(s))
+	srv.TLSConfig = &tls.Config{
+		Certificates:   tlsConfig.Certificates,
+		GetCertificate: tlsConfig.GetCertificate,
+		MinVersion:     tls.VersionTLS12,
+		// Certificates are checked by the authenticator, so a bad one is a 401, not a reset.
+		ClientAuth: tls.RequestClientCert,
+		// Streams upgrade HTTP/1.1 connections; HTTP/2 cannot carry them.
+		NextProtos: []string{"http/1.1"},
 	}
 	return serve(ctx, srv, tls.NewListener(l, srv.TLSConfig))
+}
+
+// httpServer bounds what a client may hold: slow headers, idle keep-alive connections and request
+// bodies. There is no ReadTimeout or WriteTimeout: exec, attach, port-forward and logs -f are
+// long-lived by design, and a deadline set before a hijack would cut them.
+func (s *Server) httpServer(h http.Handler) *http.Server {
+	l := s.d.Limits
+	return &http.Server{
+		Handler:           limitBody(h, l.MaxBodyBytes),
+		ReadHeaderTimeout: l.ReadHeaderTimeout,
+		IdleTimeout:       l.IdleTimeout,
+		MaxHeaderBytes:    1 << 20,
+	}
+}
+
+// limitBody refuses a body declared larger than max before anything else runs (authentication
+// included), and cuts one that turns out larger while it is read.
+func limitBody(h http.Handler, max int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > max {
+			tooLarge(w, max)
+			return
+		}
+		// A request without a body keeps http.NoBody: the stream proxy forwards the request, and a
+		// wrapped empty body would go out as a chunked one, corrupting the upgraded stream.
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = http.MaxBytesReader(w, r.Body, max)
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func tooLarge(w http.ResponseWriter, max int64) {
+	w.Header().Set("Connection", "close")
+	http.Error(w, fmt.Sprintf("request body larger than %d bytes", max), http.StatusRequestEntityTooLarge)
 }
 
 func serve(ctx context.Context, srv *http.Server, l net.Listener) error {

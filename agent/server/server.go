@@ -65,6 +65,32 @@ type Deps struct {
 	NodeLogDir string
 	// Config, when set, is /configz: the agent's effective configuration, under "kubeletconfig".
 	Config func() any
+	// Limits bound what one client may hold of the server; zero fields take the defaults.
+	Limits Limits
+}
+
+// Limits bound the connections and requests of the API's listeners.
+type Limits struct {
+	// ReadHeaderTimeout bounds how long a client may take to send a request's headers (10s).
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection with no request for that long (2m).
+	IdleTimeout time.Duration
+	// MaxBodyBytes refuses a larger request body with 413 (1 MiB). No endpoint takes a body of
+	// any size: streams carry their data after the upgrade, not in the body.
+	MaxBodyBytes int64
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.ReadHeaderTimeout <= 0 {
+		l.ReadHeaderTimeout = 10 * time.Second
+	}
+	if l.IdleTimeout <= 0 {
+		l.IdleTimeout = 2 * time.Minute
+	}
+	if l.MaxBodyBytes <= 0 {
+		l.MaxBodyBytes = 1 << 20
+	}
+	return l
 }
 
 // Server routes the API. It is an http.Handler without authentication: Serve* add what the
@@ -82,6 +108,7 @@ func New(d Deps) *Server {
 	if d.Metrics == nil {
 		d.Metrics = metrics.Registry
 	}
+	d.Limits = d.Limits.withDefaults()
 	s := &Server{d: d, mux: http.NewServeMux()}
 	s.routes()
 	return s

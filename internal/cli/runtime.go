@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/nodelet/nodelet/runtime/cni"
 	"github.com/nodelet/nodelet/runtime/server"
@@ -28,6 +29,7 @@ type runtimeFlags struct {
 	cniBinDirs     []string
 	noDefaultCNI   bool
 	noNetwork      bool
+	logMaxSize     string
 }
 
 func (r *runtimeFlags) register(cmd *cobra.Command) {
@@ -45,6 +47,11 @@ func (r *runtimeFlags) register(cmd *cobra.Command) {
 	f.StringSliceVar(&r.cniBinDirs, "cni-bin-dir", cni.DefaultBinDirs, "CNI plugin folders, searched in order")
 	f.BoolVar(&r.noDefaultCNI, "no-default-network", false, "do not write the default bridge config into an empty --cni-conf-dir")
 	f.BoolVar(&r.noNetwork, "no-network", false, "give pods loopback only (no CNI)")
+	// CRI-O's name: the kubelet's --container-log-max-size is the rotation size, which this is not.
+	f.StringVar(&r.logMaxSize, "log-size-max", "100Mi",
+		"largest a container's log file may grow, enforced by conmon even while no agent rotates it: "+
+			"conmon then starts the file afresh, dropping its content; keep it well above the agent's "+
+			"rotation size (containerLogMaxSize, 10Mi by default) (0 or -1: no limit)")
 	r.registry.bind(f)
 }
 
@@ -105,11 +112,29 @@ func (r *runtimeFlags) config(root, state string, log *slog.Logger) (server.Conf
 	if cfg.ConmonPath == "" {
 		return cfg, fmt.Errorf("conmon not found: apt-get install -y conmon (or hack/install.sh)")
 	}
+	logMax, err := logMaxSize(r.logMaxSize)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.ContainerLogMaxSize = logMax
 	cfg.CatatonitPath = r.catatonit
 	if cfg.CatatonitPath == "" {
 		cfg.CatatonitPath = lookBinary("catatonit")
 	}
 	return cfg, nil
+}
+
+// logMaxSize parses --log-size-max ("100Mi", "0", "-1"); 0 means no limit.
+func logMaxSize(v string) (int64, error) {
+	q, err := resource.ParseQuantity(v)
+	if err != nil {
+		return 0, fmt.Errorf("--log-size-max %q: %w", v, err)
+	}
+	n := q.Value()
+	if n < -1 {
+		return 0, fmt.Errorf("--log-size-max %q: want a size, 0 or -1", v)
+	}
+	return max(n, 0), nil
 }
 
 func lookBinary(name string) string {

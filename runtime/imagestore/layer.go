@@ -232,8 +232,10 @@ func syncTree(dir string) error {
 	return syscallSyncfs(int(f.Fd()))
 }
 
-// sizeGuard stops an unpack that grows past the layer size cap or would leave the store's
-// filesystem with less than reserve bytes free. It checks free space every 64 MiB.
+// sizeGuard stops an unpack that grows past the layer size cap, or would leave the store's
+// filesystem with less than reserve bytes or fewer than inodeReserve inodes free. It looks at the
+// filesystem every guardEvery bytes of tar: each entry takes at least a 512-byte header, so fewer
+// than guardEvery/512 files can appear between two looks, well inside inodeReserve.
 type sizeGuard struct {
 	r            io.Reader
 	max, reserve int64
@@ -241,6 +243,13 @@ type sizeGuard struct {
 	n, next      int64
 	err          error
 }
+
+const (
+	guardEvery = 256 << 10
+	// inodeReserve is what an unpack leaves free for everything else on the filesystem (the
+	// containers' writable layers, the daemons' own state).
+	inodeReserve = 4096
+)
 
 func (g *sizeGuard) Read(p []byte) (int, error) {
 	// The error is sticky and comes with no data: readers such as io.ReadFull drop an error that
@@ -254,15 +263,29 @@ func (g *sizeGuard) Read(p []byte) (int, error) {
 		g.err = fmt.Errorf("layer is larger than the %d-byte limit: %w", g.max, errdefs.ErrResourceExhausted)
 		return 0, g.err
 	}
-	if g.reserve > 0 && g.n >= g.next {
-		g.next = g.n + 64<<20
-		var st unix.Statfs_t
-		if unix.Fstatfs(int(g.dir.Fd()), &st) == nil && int64(st.Bavail)*st.Bsize < g.reserve {
-			g.err = fmt.Errorf("layer would leave less than %d bytes free on the image filesystem: %w", g.reserve, errdefs.ErrResourceExhausted)
+	if g.n >= g.next {
+		g.next = g.n + guardEvery
+		if g.err = g.checkFree(); g.err != nil {
 			return 0, g.err
 		}
 	}
 	return n, err
+}
+
+func (g *sizeGuard) checkFree() error {
+	var st unix.Statfs_t
+	if unix.Fstatfs(int(g.dir.Fd()), &st) != nil {
+		return nil // the unpack's own writes will report a real problem
+	}
+	if g.reserve > 0 && int64(st.Bavail)*st.Bsize < g.reserve {
+		return fmt.Errorf("layer would leave less than %d bytes free on the image filesystem: %w", g.reserve, errdefs.ErrResourceExhausted)
+	}
+	// Filesystems without a fixed inode table (btrfs) report none at all.
+	if st.Files > 0 && st.Ffree < inodeReserve {
+		return fmt.Errorf("layer would leave fewer than %d free inodes on the image filesystem (%d of %d free): %w",
+			inodeReserve, st.Ffree, st.Files, errdefs.ErrResourceExhausted)
+	}
+	return nil
 }
 
 // ctxReader stops a download or unpack promptly when its context ends.

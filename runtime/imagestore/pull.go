@@ -123,6 +123,9 @@ func (s *Store) pickPlatform(desc *remote.Descriptor) (v1.Image, error) {
 			continue
 		}
 		if m.Platform.Satisfies(s.platform) && m.MediaType.IsImage() {
+			if m.Size > maxManifestBytes {
+				return nil, fmt.Errorf("image index %s: manifest %s is %d bytes: %w", desc.Digest, m.Digest, m.Size, errManifestTooLarge)
+			}
 			return idx.Image(m.Digest)
 		}
 		have = append(have, m.Platform.String())
@@ -133,6 +136,9 @@ func (s *Store) pickPlatform(desc *remote.Descriptor) (v1.Image, error) {
 
 // classify maps registry errors to the runtime's error kinds.
 func classify(err error) error {
+	if errors.Is(err, errdefs.ErrResourceExhausted) {
+		return err // a limit of ours, not the registry's failure
+	}
 	var te *transport.Error
 	if errors.As(err, &te) {
 		switch te.StatusCode {
@@ -167,6 +173,15 @@ func (s *Store) store(ctx context.Context, img v1.Image, tag, repoDigest string,
 	rawMf, err := img.RawManifest()
 	if err != nil {
 		return nil, classify(err)
+	}
+	// The config is read whole: its size is checked against the manifest's word before any of it
+	// is fetched (the fetch itself then holds the registry to that word).
+	if mf.Config.Size < 0 {
+		return nil, fmt.Errorf("image config size %d: %w", mf.Config.Size, errdefs.ErrInvalidArgument)
+	}
+	if mf.Config.Size > maxConfigBytes {
+		return nil, fmt.Errorf("image config %s is %d bytes, more than the %d-byte limit: %w",
+			mf.Config.Digest, mf.Config.Size, maxConfigBytes, errdefs.ErrResourceExhausted)
 	}
 	rawCfg, err := img.RawConfigFile()
 	if err != nil {

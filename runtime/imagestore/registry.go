@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -143,7 +144,7 @@ func (s *Store) endpoints(r name.Reference) ([]endpoint, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, endpoint{ref: mr, mirror: true, rt: rt})
+		out = append(out, endpoint{ref: mr, mirror: true, rt: manifestLimit{rt}})
 	}
 	insecure := slices.Contains(s.reg.Insecure, r.Context().RegistryStr()) || slices.Contains(s.reg.Insecure, host)
 	ref := r
@@ -158,7 +159,7 @@ func (s *Store) endpoints(r name.Reference) ([]endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(out, endpoint{ref: ref, rt: rt}), nil
+	return append(out, endpoint{ref: ref, rt: manifestLimit{rt}}), nil
 }
 
 // transport builds the HTTP transport for one endpoint: the configured CAs, and no certificate
@@ -203,4 +204,53 @@ func (s *Store) transport(skipVerify bool) (http.RoundTripper, error) {
 	}
 	t.TLSClientConfig = tc
 	return t, nil
+}
+
+// Caps on the JSON documents of an image, which are read whole into memory. containers/image
+// (CRI-O's) allows 4 MiB for each; a config with a long history can grow past that, hence 8 MiB.
+// Layers are streamed to disk and bounded by WithMaxLayerSize and WithDiskReserve instead.
+const (
+	maxManifestBytes = 4 << 20
+	maxConfigBytes   = 8 << 20
+)
+
+// errManifestTooLarge says a registry sent a manifest or index above maxManifestBytes.
+var errManifestTooLarge = fmt.Errorf("manifest larger than %d bytes: %w", maxManifestBytes, errdefs.ErrResourceExhausted)
+
+// manifestLimit refuses a manifest response whose Content-Length is above maxManifestBytes, and
+// cuts one without a length once it passes the cap, so no registry makes a pull hold more.
+type manifestLimit struct{ rt http.RoundTripper }
+
+func (m manifestLimit) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := m.rt.RoundTrip(req)
+	if err != nil || !strings.Contains(req.URL.Path, "/manifests/") || req.Method != http.MethodGet {
+		return resp, err
+	}
+	if resp.ContentLength > maxManifestBytes {
+		resp.Body.Close()
+		return nil, fmt.Errorf("GET %s: Content-Length %d: %w", req.URL.Redacted(), resp.ContentLength, errManifestTooLarge)
+	}
+	resp.Body = &cappedBody{ReadCloser: resp.Body, left: maxManifestBytes}
+	return resp, nil
+}
+
+// cappedBody fails a read that goes past left bytes.
+type cappedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (c *cappedBody) Read(p []byte) (int, error) {
+	if c.left < 0 {
+		return 0, errManifestTooLarge
+	}
+	if int64(len(p)) > c.left+1 {
+		p = p[:c.left+1]
+	}
+	n, err := c.ReadCloser.Read(p)
+	c.left -= int64(n)
+	if c.left < 0 {
+		return 0, errManifestTooLarge
+	}
+	return n, err
 }

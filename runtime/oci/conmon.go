@@ -36,6 +36,9 @@ type Monitor struct {
 	ID         string
 	Bundle     string
 	LogPath    string // CRI-format (k8s-file) log
+	// LogSizeMax, when > 0, is conmon's --log-size-max: the log file never grows past it, even
+	// while no agent rotates it (see logSizeArgs).
+	LogSizeMax int64
 	ExitDir    string // conmon writes <ExitDir>/<ID> holding the exit code
 	Stdin      bool
 	StdinOnce  bool
@@ -63,6 +66,7 @@ func (m *Monitor) Create(ctx context.Context) (pid int, err error) {
 		"--full-attach",
 		"--log-level", "error",
 	}
+	args = append(args, logSizeArgs(m.LogSizeMax)...)
 	for _, a := range m.Runtime.GlobalArgs() {
 		args = append(args, "--runtime-arg", a)
 	}
@@ -123,6 +127,22 @@ func (m *Monitor) Create(ctx context.Context) (pid int, err error) {
 		m.KillConmon()
 		return 0, ctx.Err()
 	}
+}
+
+// logSizeArgs is the backstop against a container filling the disk while nobody rotates its log
+// (the agent stopped, or a kubelet that does not rotate). conmon 2.1 counts what it wrote since it
+// started; when the next entry would take the count past the cap it fsyncs, opens <log>.tmp
+// truncated, renames it over the log and starts counting from zero. The old content is gone
+// (readers holding it open finish it, as after a rotation), and the file stays below the cap (or
+// one entry, at most 8 KiB, when the cap is smaller). The count is not reset when the agent
+// rotates through ReopenContainerLog, so under rotation conmon also starts the live file afresh
+// every cap bytes of output, dropping what the agent had not rotated yet: the cap belongs well
+// above the agent's rotation size.
+func logSizeArgs(max int64) []string {
+	if max <= 0 {
+		return nil
+	}
+	return []string{"--log-size-max", strconv.FormatInt(max, 10)}
 }
 
 // ConmonPIDOf reads the monitor's PID from its pidfile in bundle; 0 when unknown.

@@ -183,6 +183,7 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 	mon := &oci.Monitor{
 		ConmonPath: s.cfg.ConmonPath, Runtime: rt, ID: id, Bundle: bundle, LogPath: monitorLog,
 		ExitDir: s.ctr.exitDir, Stdin: cfg.GetStdin(), StdinOnce: cfg.GetStdinOnce(), Tty: cfg.GetTty(),
+		LogSizeMax: s.cfg.ContainerLogMaxSize,
 	}
 	// From here the runtime may hold the container: undo through it, and drop the exit file the
 	// killed monitor may leave.

@@ -38,6 +38,8 @@ type Config struct {
 	DefaultHandler string
 	ConmonPath     string
 	CatatonitPath  string
+	// ContainerLogMaxSize caps each container's log file through conmon (0: no cap).
+	ContainerLogMaxSize int64
 	// CgroupParent is used for sandboxes whose config names none.
 	CgroupParent string
 	Images       RootfsProvider
