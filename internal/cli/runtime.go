@@ -48,7 +48,11 @@ func (r *runtimeFlags) register(cmd *cobra.Command) {
 	f.BoolVar(&r.noDefaultCNI, "no-default-network", false, "do not write the default bridge config into an empty --cni-conf-dir")
 	f.BoolVar(&r.noNetwork, "no-network", false, "give pods loopback only (no CNI)")
 	// CRI-O's name: the kubelet's --container-log-max-size is the rotation size, which this is not.
-	f.StringVar(&r.logMaxSize, "log-size-max", "100Mi",
+	// conmon counts bytes across the agent's rotations and truncates the live file when the count
+	// passes the cap, so each wrap drops at most what the agent had not rotated yet (its
+	// containerLogMaxSize, 10Mi by default): 1Gi keeps that loss under 1% for a chatty container
+	// while still bounding a container's disk use when no agent runs.
+	f.StringVar(&r.logMaxSize, "log-size-max", "1Gi",
 		"largest a container's log file may grow, enforced by conmon even while no agent rotates it: "+
 			"conmon then starts the file afresh, dropping its content; keep it well above the agent's "+
 			"rotation size (containerLogMaxSize, 10Mi by default) (0 or -1: no limit)")

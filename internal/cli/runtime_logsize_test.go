@@ -9,7 +9,7 @@ func TestLogMaxSize(t *testing.T) {
 		want    int64
 		wantErr bool
 	}{
-		{name: "default", in: "100Mi", want: 100 << 20},
+		{name: "default", in: "1Gi", want: 1 << 30},
 		{name: "plain bytes", in: "65536", want: 65536},
 		{name: "zero is no limit", in: "0", want: 0},
 		{name: "minus one is no limit", in: "-1", want: 0},
@@ -37,7 +37,7 @@ func TestRuntimeAndUpHaveLogSizeMax(t *testing.T) {
 				c = newUpCmd()
 			}
 			f := c.Flags().Lookup("log-size-max")
-			if f == nil || f.DefValue != "100Mi" {
+			if f == nil || f.DefValue != "1Gi" {
 				t.Fatalf("--log-size-max: %+v", f)
 			}
 		})
