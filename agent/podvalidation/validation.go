@@ -45,7 +45,7 @@ func ValidateUID(uid string, fld *field.Path) field.ErrorList {
 		return field.ErrorList{field.TooLong(fld, uid, MaxUIDLength)}
 	case !uidPattern.MatchString(uid):
 		return field.ErrorList{field.Invalid(fld, uid,
-			validation.RegexError("a static pod uid must be a single path element", uidPattern.String(), "3f2a9c1e-…", "web-1"))}
+			validation.RegexError("a static pod uid must be a single path element", uidPattern.String(), "3f2a9c1e-8b4d-4c2e-9f1a-1234567890ab", "web-1"))}
 	}
 	return nil
 }
