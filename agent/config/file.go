@@ -15,8 +15,9 @@ import (
 )
 
 // ManifestDirSource reads static pods from a folder (or one file): every regular file not starting with a dot,
-// each holding one or more Pod manifests. It re-reads on every fsnotify event and every Period as a
-// safety net; a file that does not parse or validate is logged and skipped, the others go on.
+// each holding one or more Pod manifests in at most MaxManifestSize bytes. It re-reads on every fsnotify
+// event and every Period as a safety net; a file that is not a bounded regular file, or does not parse
+// or validate, is logged and skipped, the others go on.
 type ManifestDirSource struct {
 	Path     string
 	NodeName string
@@ -108,7 +109,13 @@ func (s *ManifestDirSource) read() []*v1.Pod {
 			if strings.HasPrefix(e.Name(), ".") || e.IsDir() {
 				continue
 			}
-			files = append(files, filepath.Join(s.Path, e.Name()))
+			f := filepath.Join(s.Path, e.Name())
+			// A symlink to a directory is skipped like a directory; to anything else, it is
+			// followed and readManifestFile judges the target.
+			if fi, err := os.Stat(f); err == nil && fi.IsDir() {
+				continue
+			}
+			files = append(files, f)
 		}
 	} else {
 		files = []string{s.Path}
@@ -135,16 +142,22 @@ func (s *ManifestDirSource) read() []*v1.Pod {
 }
 
 func (s *ManifestDirSource) readFile(f string) ([]*v1.Pod, error) {
-	data, err := os.ReadFile(f)
+	data, err := readManifestFile(f)
 	if err != nil {
 		return nil, err
 	}
+	return podsFromManifest(data, FileSource, f, s.NodeName)
+}
+
+// podsFromManifest decodes, defaults and validates every pod of one manifest; one bad pod refuses
+// the whole file, so a half-applied file never runs.
+func podsFromManifest(data []byte, source, origin, nodeName string) ([]*v1.Pod, error) {
 	pods, err := decodeManifests(data)
 	if err != nil {
 		return nil, err
 	}
 	for i, p := range pods {
-		if err := applyDefaults(p, FileSource, fmt.Sprintf("%s#%d", f, i), s.NodeName); err != nil {
+		if err := applyDefaults(p, source, fmt.Sprintf("%s#%d", origin, i), nodeName); err != nil {
 			return nil, fmt.Errorf("pod %d: %w", i, err)
 		}
 	}
