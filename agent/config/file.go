@@ -55,7 +55,11 @@ func (s *ManifestDirSource) Run(ctx context.Context) error {
 		}
 	}
 	watch()
-	s.Set(FileSource, s.read())
+	pods, ok := s.readUnlessDone(ctx)
+	if !ok {
+		return nil
+	}
+	s.Set(FileSource, pods)
 	t := time.NewTicker(s.Period)
 	defer t.Stop()
 	for {
@@ -76,7 +80,24 @@ func (s *ManifestDirSource) Run(ctx context.Context) error {
 		}
 		// Editors write through temporary files and renames; gather a burst into one read.
 		drain(w.Events, 10*time.Millisecond)
-		s.Set(FileSource, s.read())
+		pods, ok := s.readUnlessDone(ctx)
+		if !ok {
+			return nil
+		}
+		s.Set(FileSource, pods)
+	}
+}
+
+// readUnlessDone reads the manifests but gives up waiting when ctx ends, so decoding a large
+// manifest never delays shutdown; a read left behind only finishes its work and is dropped.
+func (s *ManifestDirSource) readUnlessDone(ctx context.Context) ([]*v1.Pod, bool) {
+	done := make(chan []*v1.Pod, 1)
+	go func() { done <- s.read() }()
+	select {
+	case pods := <-done:
+		return pods, true
+	case <-ctx.Done():
+		return nil, false
 	}
 }
 

@@ -9,10 +9,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// MaxManifestSize bounds what a source reads of one manifest file or URL body. Real pod manifests
-// are a few KiB; a bound keeps a hostile or mistaken source (a symlink to /dev/zero, an endless
-// response) from growing the agent until it dies.
-const MaxManifestSize = 10 << 20
+// MaxManifestSize bounds what a source reads of one manifest file or URL body: the API server's
+// limit on a request body (3 MiB), so nothing it would take in one request is refused here. Real
+// static pods are a few KiB; the bound keeps a hostile or mistaken source (a symlink to /dev/zero,
+// an endless response) from growing the agent until it dies, and caps the decoding work too (a
+// manifest at the limit made of many small YAML nodes still costs a few hundred MiB of allocation).
+const MaxManifestSize = 3 << 20
 
 // Errors a source reports for a manifest it refuses; the other manifests go on.
 var (
