@@ -10,8 +10,13 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/nodelet/nodelet/agent/podvalidation"
 )
+
+// ErrInvalidPod: a pod from a file or URL fails the API server's validation.
+var ErrInvalidPod = errors.New("invalid pod")
 
 // applyDefaults makes a pod read from a file or URL runnable: it fills what the apiserver would have
 // defaulted, names it after the node as the kubelet does (<name>-<node>), and gives it a UID derived
@@ -19,7 +24,7 @@ import (
 // of the agent (its running containers are found again) and a changed manifest gets a new one.
 func applyDefaults(pod *v1.Pod, source, origin, nodeName string) error {
 	if pod.Name == "" {
-		return errors.New("pod has no metadata.name")
+		return fmt.Errorf("%w: %w", ErrInvalidPod, field.Required(field.NewPath("metadata", "name"), ""))
 	}
 	pod.Name = pod.Name + "-" + strings.ToLower(nodeName)
 	if pod.Namespace == "" {
@@ -89,40 +94,10 @@ func hasTag(image string) bool {
 	return strings.Contains(last, ":")
 }
 
-// validate catches what would otherwise fail deep in the runtime with a less clear message.
+// validate refuses, before any of its fields becomes a path, a pod the API server would refuse.
 func validate(pod *v1.Pod) error {
-	var errs []string
-	if msgs := validation.IsDNS1123Subdomain(pod.Name); len(msgs) > 0 {
-		errs = append(errs, fmt.Sprintf("metadata.name %q: %s", pod.Name, strings.Join(msgs, "; ")))
-	}
-	if msgs := validation.IsDNS1123Label(pod.Namespace); len(msgs) > 0 {
-		errs = append(errs, fmt.Sprintf("metadata.namespace %q: %s", pod.Namespace, strings.Join(msgs, "; ")))
-	}
-	if len(pod.Spec.Containers) == 0 {
-		errs = append(errs, "spec.containers: at least one container is required")
-	}
-	names := map[string]bool{}
-	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
-		for _, c := range list {
-			if msgs := validation.IsDNS1123Label(c.Name); len(msgs) > 0 {
-				errs = append(errs, fmt.Sprintf("container name %q: %s", c.Name, strings.Join(msgs, "; ")))
-			}
-			if names[c.Name] {
-				errs = append(errs, fmt.Sprintf("container name %q: duplicate", c.Name))
-			}
-			names[c.Name] = true
-			if c.Image == "" {
-				errs = append(errs, fmt.Sprintf("container %q: image is required", c.Name))
-			}
-		}
-	}
-	switch pod.Spec.RestartPolicy {
-	case v1.RestartPolicyAlways, v1.RestartPolicyOnFailure, v1.RestartPolicyNever:
-	default:
-		errs = append(errs, fmt.Sprintf("spec.restartPolicy %q: must be Always, OnFailure or Never", pod.Spec.RestartPolicy))
-	}
-	if len(errs) > 0 {
-		return errors.New(strings.Join(errs, ", "))
+	if errs := podvalidation.ValidateStaticPod(pod); len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrInvalidPod, errs.ToAggregate())
 	}
 	return nil
 }

@@ -15,8 +15,9 @@ import (
 )
 
 // ManifestDirSource reads static pods from a folder (or one file): every regular file not starting with a dot,
-// each holding one or more Pod manifests. It re-reads on every fsnotify event and every Period as a
-// safety net; a file that does not parse or validate is logged and skipped, the others go on.
+// each holding one or more Pod manifests in at most MaxManifestSize bytes. It re-reads on every fsnotify
+// event and every Period as a safety net; a file that is not a bounded regular file, or does not parse
+// or validate, is logged and skipped, the others go on.
 type ManifestDirSource struct {
 	Path     string
 	NodeName string
@@ -54,7 +55,11 @@ func (s *ManifestDirSource) Run(ctx context.Context) error {
 		}
 	}
 	watch()
-	s.Set(FileSource, s.read())
+	pods, ok := s.readUnlessDone(ctx)
+	if !ok {
+		return nil
+	}
+	s.Set(FileSource, pods)
 	t := time.NewTicker(s.Period)
 	defer t.Stop()
 	for {
@@ -75,7 +80,24 @@ func (s *ManifestDirSource) Run(ctx context.Context) error {
 		}
 		// Editors write through temporary files and renames; gather a burst into one read.
 		drain(w.Events, 10*time.Millisecond)
-		s.Set(FileSource, s.read())
+		pods, ok := s.readUnlessDone(ctx)
+		if !ok {
+			return nil
+		}
+		s.Set(FileSource, pods)
+	}
+}
+
+// readUnlessDone reads the manifests but gives up waiting when ctx ends, so decoding a large
+// manifest never delays shutdown; a read left behind only finishes its work and is dropped.
+func (s *ManifestDirSource) readUnlessDone(ctx context.Context) ([]*v1.Pod, bool) {
+	done := make(chan []*v1.Pod, 1)
+	go func() { done <- s.read() }()
+	select {
+	case pods := <-done:
+		return pods, true
+	case <-ctx.Done():
+		return nil, false
 	}
 }
 
@@ -108,7 +130,13 @@ func (s *ManifestDirSource) read() []*v1.Pod {
 			if strings.HasPrefix(e.Name(), ".") || e.IsDir() {
 				continue
 			}
-			files = append(files, filepath.Join(s.Path, e.Name()))
+			f := filepath.Join(s.Path, e.Name())
+			// A symlink to a directory is skipped like a directory; to anything else, it is
+			// followed and readManifestFile judges the target.
+			if fi, err := os.Stat(f); err == nil && fi.IsDir() {
+				continue
+			}
+			files = append(files, f)
 		}
 	} else {
 		files = []string{s.Path}
@@ -135,16 +163,22 @@ func (s *ManifestDirSource) read() []*v1.Pod {
 }
 
 func (s *ManifestDirSource) readFile(f string) ([]*v1.Pod, error) {
-	data, err := os.ReadFile(f)
+	data, err := readManifestFile(f)
 	if err != nil {
 		return nil, err
 	}
+	return podsFromManifest(data, FileSource, f, s.NodeName)
+}
+
+// podsFromManifest decodes, defaults and validates every pod of one manifest; one bad pod refuses
+// the whole file, so a half-applied file never runs.
+func podsFromManifest(data []byte, source, origin, nodeName string) ([]*v1.Pod, error) {
 	pods, err := decodeManifests(data)
 	if err != nil {
 		return nil, err
 	}
 	for i, p := range pods {
-		if err := applyDefaults(p, FileSource, fmt.Sprintf("%s#%d", f, i), s.NodeName); err != nil {
+		if err := applyDefaults(p, source, fmt.Sprintf("%s#%d", origin, i), nodeName); err != nil {
 			return nil, fmt.Errorf("pod %d: %w", i, err)
 		}
 	}

@@ -3,8 +3,8 @@ package config
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"time"
@@ -13,26 +13,38 @@ import (
 )
 
 // ManifestURLSource polls a URL for a Pod or PodList (the kubelet's --manifest-url). A failed fetch or a bad
-// body keeps the last good set, so a flaky server does not stop pods.
+// body keeps the last good set, so a flaky server does not stop pods. A body is read up to
+// MaxManifestSize and a request gets Timeout in all, so a hostile server can neither grow the agent
+// nor hold its source.
 type ManifestURLSource struct {
 	URL      string
 	Header   http.Header
 	NodeName string
 	Period   time.Duration // default 20s, the kubelet's httpCheckFrequency
+	Timeout  time.Duration // of one request, body included; default 10s
 	Set      func(source string, pods []*v1.Pod)
 	Client   *http.Client
 	Log      *slog.Logger
+	// Errors, when set, receives each refused body or pod once per change (tests and events read it).
+	Errors func(url string, err error)
 
-	last []byte
+	last     []byte
+	reported string // the error last reported, so a bad body is reported once, not every poll
 }
+
+// ErrHTTPStatus: the manifest URL answered with a status outside 2xx.
+var ErrHTTPStatus = errors.New("manifest url status")
 
 // Run polls until ctx ends.
 func (s *ManifestURLSource) Run(ctx context.Context) error {
 	if s.Period == 0 {
 		s.Period = 20 * time.Second
 	}
+	if s.Timeout == 0 {
+		s.Timeout = 10 * time.Second
+	}
 	if s.Client == nil {
-		s.Client = &http.Client{Timeout: 10 * time.Second}
+		s.Client = &http.Client{}
 	}
 	if s.Log == nil {
 		s.Log = slog.Default()
@@ -40,9 +52,11 @@ func (s *ManifestURLSource) Run(ctx context.Context) error {
 	t := time.NewTicker(s.Period)
 	defer t.Stop()
 	for {
-		if err := s.poll(ctx); err != nil && ctx.Err() == nil {
-			s.Log.Warn("manifest url", "url", s.URL, "err", err)
+		err := s.poll(ctx)
+		if ctx.Err() != nil {
+			return nil
 		}
+		s.report(err)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -51,25 +65,26 @@ func (s *ManifestURLSource) Run(ctx context.Context) error {
 	}
 }
 
+func (s *ManifestURLSource) report(err error) {
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	if msg == s.reported {
+		return
+	}
+	s.reported = msg
+	if err == nil {
+		return
+	}
+	s.Log.Error("manifest url", "url", s.URL, "err", err)
+	if s.Errors != nil {
+		s.Errors(s.URL, err)
+	}
+}
+
 func (s *ManifestURLSource) poll(ctx context.Context) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL, nil)
-	if err != nil {
-		return err
-	}
-	for k, vs := range s.Header {
-		for _, v := range vs {
-			req.Header.Add(k, v)
-		}
-	}
-	resp, err := s.Client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", s.URL, resp.Status)
-	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 10<<20))
+	data, err := s.fetch(ctx)
 	if err != nil {
 		return err
 	}
@@ -81,14 +96,45 @@ func (s *ManifestURLSource) poll(ctx context.Context) error {
 		return err
 	}
 	var good []*v1.Pod
+	var bad []error
 	for i, p := range pods {
 		if err := applyDefaults(p, HTTPSource, fmt.Sprintf("%s#%d", s.URL, i), s.NodeName); err != nil {
-			s.Log.Error("skipping bad pod from manifest url", "url", s.URL, "index", i, "err", err)
+			bad = append(bad, fmt.Errorf("pod %d: %w", i, err))
 			continue
 		}
 		good = append(good, p)
 	}
 	s.last = data
 	s.Set(HTTPSource, good)
-	return nil
+	return errors.Join(bad...)
+}
+
+func (s *ManifestURLSource) fetch(ctx context.Context) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL, nil)
+	if err != nil {
+		return nil, err
+	}
+	for k, vs := range s.Header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	resp, err := s.Client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, fmt.Errorf("%s: %w: %s", s.URL, ErrHTTPStatus, resp.Status)
+	}
+	if resp.ContentLength > MaxManifestSize {
+		return nil, fmt.Errorf("%s: %w: %d bytes, the limit is %d", s.URL, ErrManifestTooLarge, resp.ContentLength, MaxManifestSize)
+	}
+	data, err := readCapped(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", s.URL, err)
+	}
+	return data, nil
 }
