@@ -11,6 +11,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodelet/nodelet/agent/manifest"
 )
 
 // Sources, as the kubelet names them in the kubernetes.io/config.source annotation.
@@ -22,8 +24,8 @@ const (
 
 // Annotations the kubelet writes on pods from files and URLs.
 const (
-	ConfigSourceAnnotation = "kubernetes.io/config.source"
-	ConfigHashAnnotation   = "kubernetes.io/config.hash"
+	ConfigSourceAnnotation = manifest.ConfigSourceAnnotation
+	ConfigHashAnnotation   = manifest.ConfigHashAnnotation
 	ConfigMirrorAnnotation = "kubernetes.io/config.mirror"
 	ConfigSeenAnnotation   = "kubernetes.io/config.seen"
 )

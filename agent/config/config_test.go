@@ -14,6 +14,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/nodelet/nodelet/agent/manifest"
 )
 
 const podYAML = `apiVersion: v1
@@ -168,10 +170,10 @@ func TestManifestDirSource(t *testing.T) {
 }
 
 func TestUIDIsStableAcrossReads(t *testing.T) {
-	a, _ := decodeManifests([]byte(fmt.Sprintf(podYAML, "web", "busybox:1")))
-	b, _ := decodeManifests([]byte(fmt.Sprintf(podYAML, "web", "busybox:1")))
-	applyDefaults(a[0], FileSource, "/m/web.yaml#0", "n")
-	applyDefaults(b[0], FileSource, "/m/web.yaml#0", "n")
+	a, _ := manifest.Decode([]byte(fmt.Sprintf(podYAML, "web", "busybox:1")))
+	b, _ := manifest.Decode([]byte(fmt.Sprintf(podYAML, "web", "busybox:1")))
+	manifest.Default(a[0], FileSource, "/m/web.yaml#0", "n")
+	manifest.Default(b[0], FileSource, "/m/web.yaml#0", "n")
 	if a[0].UID != b[0].UID {
 		t.Fatal("same manifest, different UIDs")
 	}
@@ -188,10 +190,10 @@ func TestDecodeRejects(t *testing.T) {
 		"no image":          "kind: Pod\nmetadata: {name: x}\nspec: {containers: [{name: a}]}\n",
 	} {
 		t.Run(name, func(t *testing.T) {
-			pods, err := decodeManifests([]byte(body))
+			pods, err := manifest.Decode([]byte(body))
 			if err == nil {
 				for _, p := range pods {
-					if err = applyDefaults(p, FileSource, "f", "n"); err != nil {
+					if err = manifest.Default(p, FileSource, "f", "n"); err != nil {
 						break
 					}
 				}
@@ -272,7 +274,7 @@ func TestDecodeSkipsConfigMapsAndSecrets(t *testing.T) {
 	body := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\ndata: {a: b}\n---\n" +
 		"apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData: {k: v}\n---\n" +
 		fmt.Sprintf(podYAML, "web", "busybox:1")
-	pods, err := decodeManifests([]byte(body))
+	pods, err := manifest.Decode([]byte(body))
 	if err != nil || len(pods) != 1 || pods[0].Name != "web" {
 		t.Fatalf("pods %v, err %v; want just web", pods, err)
 	}

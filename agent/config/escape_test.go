@@ -12,6 +12,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodelet/nodelet/agent/manifest"
 )
 
 // errorLog records the errors a source reports, by file or URL.
@@ -135,8 +137,8 @@ spec:
 			defer stop()
 			r.waitFor(t, "only the good pod", onlyGood)
 			err := l.waitFor(t, "evil.yaml")
-			if !errors.Is(err, ErrInvalidPod) || !strings.Contains(err.Error(), tt.field) {
-				t.Fatalf("error %v, want ErrInvalidPod naming %s", err, tt.field)
+			if !errors.Is(err, manifest.ErrInvalidPod) || !strings.Contains(err.Error(), tt.field) {
+				t.Fatalf("error %v, want manifest.ErrInvalidPod naming %s", err, tt.field)
 			}
 			if b, err := os.ReadFile(filepath.Join(decoy, "keep")); err != nil || string(b) != "precious" {
 				t.Fatalf("decoy touched: %q, %v", b, err)

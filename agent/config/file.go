@@ -12,10 +12,12 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodelet/nodelet/agent/manifest"
 )
 
 // ManifestDirSource reads static pods from a folder (or one file): every regular file not starting with a dot,
-// each holding one or more Pod manifests in at most MaxManifestSize bytes. It re-reads on every fsnotify
+// each holding one or more Pod manifests in at most manifest.MaxSize bytes. It re-reads on every fsnotify
 // event and every Period as a safety net; a file that is not a bounded regular file, or does not parse
 // or validate, is logged and skipped, the others go on.
 type ManifestDirSource struct {
@@ -132,7 +134,7 @@ func (s *ManifestDirSource) read() []*v1.Pod {
 			}
 			f := filepath.Join(s.Path, e.Name())
 			// A symlink to a directory is skipped like a directory; to anything else, it is
-			// followed and readManifestFile judges the target.
+			// followed and manifest.Read judges the target.
 			if fi, err := os.Stat(f); err == nil && fi.IsDir() {
 				continue
 			}
@@ -163,24 +165,9 @@ func (s *ManifestDirSource) read() []*v1.Pod {
 }
 
 func (s *ManifestDirSource) readFile(f string) ([]*v1.Pod, error) {
-	data, err := readManifestFile(f)
+	data, err := manifest.Read(f)
 	if err != nil {
 		return nil, err
 	}
-	return podsFromManifest(data, FileSource, f, s.NodeName)
-}
-
-// podsFromManifest decodes, defaults and validates every pod of one manifest; one bad pod refuses
-// the whole file, so a half-applied file never runs.
-func podsFromManifest(data []byte, source, origin, nodeName string) ([]*v1.Pod, error) {
-	pods, err := decodeManifests(data)
-	if err != nil {
-		return nil, err
-	}
-	for i, p := range pods {
-		if err := applyDefaults(p, source, fmt.Sprintf("%s#%d", origin, i), nodeName); err != nil {
-			return nil, fmt.Errorf("pod %d: %w", i, err)
-		}
-	}
-	return pods, nil
+	return manifest.Pods(data, FileSource, f, s.NodeName)
 }

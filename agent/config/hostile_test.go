@@ -14,6 +14,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodelet/nodelet/agent/manifest"
 )
 
 // Files that are not bounded regular files are refused at once with a clear error, a good manifest
@@ -28,16 +30,16 @@ func TestManifestDirSourceRefusesHostileFiles(t *testing.T) {
 			if err := os.Symlink("/dev/zero", p); err != nil {
 				t.Fatal(err)
 			}
-		}, ErrNotRegularFile},
+		}, manifest.ErrNotRegularFile},
 		{"fifo", "fifo.yaml", func(t *testing.T, p string) {
 			if err := syscall.Mkfifo(p, 0o644); err != nil {
 				t.Fatal(err)
 			}
-		}, ErrNotRegularFile},
+		}, manifest.ErrNotRegularFile},
 		{"oversized", "big.yaml", func(t *testing.T, p string) {
 			line := "# " + strings.Repeat("x", 1021) + "\n"
-			writeFile(t, p, strings.Repeat(line, MaxManifestSize/len(line)+1))
-		}, ErrManifestTooLarge},
+			writeFile(t, p, strings.Repeat(line, manifest.MaxSize/len(line)+1))
+		}, manifest.ErrTooLarge},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -68,7 +70,7 @@ func TestReadManifestFileAcceptsSymlinkToRegularFile(t *testing.T) {
 	if err := os.Symlink(target, link); err != nil {
 		t.Fatal(err)
 	}
-	if b, err := readManifestFile(link); err != nil || string(b) != "kind: Pod\n" {
+	if b, err := manifest.Read(link); err != nil || string(b) != "kind: Pod\n" {
 		t.Fatalf("read %q, %v", b, err)
 	}
 }
@@ -87,11 +89,11 @@ func TestManifestURLSourceRefuses(t *testing.T) {
 					return
 				}
 			}
-		}, 0, ErrManifestTooLarge},
+		}, 0, manifest.ErrTooLarge},
 		{"declared too large", func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Length", fmt.Sprint(MaxManifestSize+1))
+			w.Header().Set("Content-Length", fmt.Sprint(manifest.MaxSize+1))
 			w.WriteHeader(http.StatusOK)
-		}, 0, ErrManifestTooLarge},
+		}, 0, manifest.ErrTooLarge},
 		{"server error", func(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "boom", http.StatusInternalServerError)
 		}, 0, ErrHTTPStatus},
@@ -103,7 +105,7 @@ func TestManifestURLSourceRefuses(t *testing.T) {
 		}, 50 * time.Millisecond, context.DeadlineExceeded},
 		{"invalid pod", func(w http.ResponseWriter, r *http.Request) {
 			w.Write([]byte("kind: Pod\nmetadata: {name: evil, uid: ../../decoy}\nspec: {containers: [{name: a, image: b}]}\n"))
-		}, 0, ErrInvalidPod},
+		}, 0, manifest.ErrInvalidPod},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,11 +10,13 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodelet/nodelet/agent/manifest"
 )
 
 // ManifestURLSource polls a URL for a Pod or PodList (the kubelet's --manifest-url). A failed fetch or a bad
 // body keeps the last good set, so a flaky server does not stop pods. A body is read up to
-// MaxManifestSize and a request gets Timeout in all, so a hostile server can neither grow the agent
+// manifest.MaxSize and a request gets Timeout in all, so a hostile server can neither grow the agent
 // nor hold its source.
 type ManifestURLSource struct {
 	URL      string
@@ -91,14 +93,14 @@ func (s *ManifestURLSource) poll(ctx context.Context) error {
 	if s.last != nil && bytes.Equal(data, s.last) {
 		return nil
 	}
-	pods, err := decodeManifests(data)
+	pods, err := manifest.Decode(data)
 	if err != nil {
 		return err
 	}
 	var good []*v1.Pod
 	var bad []error
 	for i, p := range pods {
-		if err := applyDefaults(p, HTTPSource, fmt.Sprintf("%s#%d", s.URL, i), s.NodeName); err != nil {
+		if err := manifest.Default(p, HTTPSource, fmt.Sprintf("%s#%d", s.URL, i), s.NodeName); err != nil {
 			bad = append(bad, fmt.Errorf("pod %d: %w", i, err))
 			continue
 		}
@@ -129,10 +131,10 @@ func (s *ManifestURLSource) fetch(ctx context.Context) ([]byte, error) {
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return nil, fmt.Errorf("%s: %w: %s", s.URL, ErrHTTPStatus, resp.Status)
 	}
-	if resp.ContentLength > MaxManifestSize {
-		return nil, fmt.Errorf("%s: %w: %d bytes, the limit is %d", s.URL, ErrManifestTooLarge, resp.ContentLength, MaxManifestSize)
+	if resp.ContentLength > manifest.MaxSize {
+		return nil, fmt.Errorf("%s: %w: %d bytes, the limit is %d", s.URL, manifest.ErrTooLarge, resp.ContentLength, manifest.MaxSize)
 	}
-	data, err := readCapped(resp.Body)
+	data, err := manifest.ReadCapped(resp.Body)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", s.URL, err)
 	}

@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
+
+	"github.com/nodelet/nodelet/agent/manifest"
 )
 
 // DirObjects serves ConfigMaps and Secrets placed beside the static pod manifests, so a standalone
@@ -57,9 +59,11 @@ func (d *DirObjects) load() (*objects, error) {
 		}
 	}
 	for _, p := range paths {
-		b, err := os.ReadFile(p)
+		// The same bounded, non-blocking read as the pod source's: a FIFO or a link to /dev/zero
+		// in the folder must not wedge or grow a pod's sync either.
+		b, err := manifest.Read(p)
 		if err != nil {
-			continue // removed meanwhile
+			continue // removed meanwhile, or refused (the pod source reports it)
 		}
 		for _, doc := range splitYAML(b) {
 			js, err := yaml.YAMLToJSON(doc)

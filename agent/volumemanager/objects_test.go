@@ -2,9 +2,12 @@ package volumemanager
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -86,5 +89,34 @@ func TestDirObjectsFromOneFile(t *testing.T) {
 	cm, err := (&DirObjects{Dir: f}).ConfigMap(context.Background(), "default", "c")
 	if err != nil || cm.Data["k"] != "v" {
 		t.Fatalf("%v %v", cm, err)
+	}
+}
+
+// A FIFO or a link to /dev/zero beside the manifests once wedged or grew every pod sync that read
+// a ConfigMap; they are skipped now and the other files still serve their objects.
+func TestDirObjectsSkipsHostileFiles(t *testing.T) {
+	dir := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo.yaml"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/dev/zero", filepath.Join(dir, "zero.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "objects.yaml"), []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: site}\ndata: {index.html: hello}\n"), 0o644)
+	done := make(chan error, 1)
+	go func() {
+		cm, err := (&DirObjects{Dir: dir}).ConfigMap(context.Background(), "default", "site")
+		if err == nil && cm.Data["index.html"] != "hello" {
+			err = fmt.Errorf("config map %v", cm.Data)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("reading the manifest folder blocked on a FIFO or an endless file")
 	}
 }

@@ -1,4 +1,4 @@
-package config
+package manifest
 
 import (
 	"bufio"
@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// decodeManifests reads one or more YAML documents (or JSON), each a Pod or a PodList.
-func decodeManifests(data []byte) ([]*v1.Pod, error) {
+// Decode reads one or more YAML documents (or JSON), each a Pod or a PodList.
+func Decode(data []byte) ([]*v1.Pod, error) {
 	r := utilyaml.NewYAMLReader(bufioReader(data))
 	var pods []*v1.Pod
 	for i := 0; ; i++ {

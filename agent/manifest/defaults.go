@@ -1,4 +1,4 @@
-package config
+package manifest
 
 import (
 	"crypto/md5"
@@ -18,11 +18,34 @@ import (
 // ErrInvalidPod: a pod from a file or URL fails the API server's validation.
 var ErrInvalidPod = errors.New("invalid pod")
 
-// applyDefaults makes a pod read from a file or URL runnable: it fills what the apiserver would have
+// Annotations the kubelet writes on pods from files and URLs: where the pod came from, and the
+// hash that is also its UID.
+const (
+	ConfigSourceAnnotation = "kubernetes.io/config.source"
+	ConfigHashAnnotation   = "kubernetes.io/config.hash"
+)
+
+// Pods decodes, defaults and validates every pod of one manifest read from source (the
+// kubernetes.io/config.source value) at origin (a file path or URL). One bad pod refuses the whole
+// manifest, so a half-applied file never runs.
+func Pods(data []byte, source, origin, nodeName string) ([]*v1.Pod, error) {
+	pods, err := Decode(data)
+	if err != nil {
+		return nil, err
+	}
+	for i, p := range pods {
+		if err := Default(p, source, fmt.Sprintf("%s#%d", origin, i), nodeName); err != nil {
+			return nil, fmt.Errorf("pod %d: %w", i, err)
+		}
+	}
+	return pods, nil
+}
+
+// Default makes a pod read from a file or URL runnable: it fills what the apiserver would have
 // defaulted, names it after the node as the kubelet does (<name>-<node>), and gives it a UID derived
 // from its content, the node and its origin, so the same manifest keeps the same UID across restarts
 // of the agent (its running containers are found again) and a changed manifest gets a new one.
-func applyDefaults(pod *v1.Pod, source, origin, nodeName string) error {
+func Default(pod *v1.Pod, source, origin, nodeName string) error {
 	if pod.Name == "" {
 		return fmt.Errorf("%w: %w", ErrInvalidPod, field.Required(field.NewPath("metadata", "name"), ""))
 	}
@@ -86,7 +109,7 @@ func applyDefaults(pod *v1.Pod, source, origin, nodeName string) error {
 	}
 	pod.Annotations[ConfigHashAnnotation] = string(pod.UID)
 	pod.Annotations[ConfigSourceAnnotation] = source
-	return validate(pod)
+	return Validate(pod)
 }
 
 func hasTag(image string) bool {
@@ -94,8 +117,8 @@ func hasTag(image string) bool {
 	return strings.Contains(last, ":")
 }
 
-// validate refuses, before any of its fields becomes a path, a pod the API server would refuse.
-func validate(pod *v1.Pod) error {
+// Validate refuses, before any of its fields becomes a path, a pod the API server would refuse.
+func Validate(pod *v1.Pod) error {
 	if errs := podvalidation.ValidateStaticPod(pod); len(errs) > 0 {
 		return fmt.Errorf("%w: %w", ErrInvalidPod, errs.ToAggregate())
 	}

@@ -1,7 +1,6 @@
-package config
+package manifest
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 )
@@ -16,9 +15,9 @@ func safeElement(s string) bool {
 // file and URL sources do. It must never panic, and a pod it lets through must have a uid, volume
 // names and container names that are safe path elements. Seeds: testdata/fuzz/FuzzPodsFromManifest.
 func FuzzPodsFromManifest(f *testing.F) {
-	f.Add([]byte(fmt.Sprintf(podYAML, "web", "busybox:1")))
+	f.Add([]byte("apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: app\n    image: busybox:1\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		pods, err := podsFromManifest(data, FileSource, "/etc/nodelet/manifests/fuzz.yaml", "node1")
+		pods, err := Pods(data, "file", "/etc/nodelet/manifests/fuzz.yaml", "node1")
 		if err != nil {
 			return
 		}

@@ -1,4 +1,7 @@
-package config
+// Package manifest turns static pod manifests (files of the manifest folder, URL bodies) into
+// validated, defaulted pods: it reads them bounded and without blocking, decodes them, fills what the
+// API server would default, and refuses what it would refuse, before any field becomes a path.
+package manifest
 
 import (
 	"errors"
@@ -9,26 +12,26 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// MaxManifestSize bounds what a source reads of one manifest file or URL body: the API server's
+// MaxSize bounds what a source reads of one manifest file or URL body: the API server's
 // limit on a request body (3 MiB), so nothing it would take in one request is refused here. Real
 // static pods are a few KiB; the bound keeps a hostile or mistaken source (a symlink to /dev/zero,
 // an endless response) from growing the agent until it dies, and caps the decoding work too (a
 // manifest at the limit made of many small YAML nodes still costs a few hundred MiB of allocation).
-const MaxManifestSize = 3 << 20
+const MaxSize = 3 << 20
 
 // Errors a source reports for a manifest it refuses; the other manifests go on.
 var (
-	// ErrManifestTooLarge: the file or body exceeds MaxManifestSize.
-	ErrManifestTooLarge = errors.New("manifest too large")
+	// ErrTooLarge: the file or body exceeds MaxSize.
+	ErrTooLarge = errors.New("manifest too large")
 	// ErrNotRegularFile: a FIFO, device or socket (or a symlink to one) where a manifest file belongs.
 	ErrNotRegularFile = errors.New("not a regular file")
 )
 
-// readManifestFile reads a regular file of at most MaxManifestSize bytes. It refuses anything
+// Read reads a regular file of at most MaxSize bytes. It refuses anything
 // else before reading a byte: it never blocks on a FIFO (the open is non-blocking and the opened
 // fd is checked, so a file swapped after the stat is caught too), never reads a device, and never
 // holds more than the limit in memory.
-func readManifestFile(path string) ([]byte, error) {
+func Read(path string) ([]byte, error) {
 	// Stat first so a device is never opened: opening some has side effects.
 	if fi, err := os.Stat(path); err != nil {
 		return nil, err
@@ -47,25 +50,25 @@ func readManifestFile(path string) ([]byte, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s: %w: %s", path, ErrNotRegularFile, fileKind(fi.Mode()))
 	}
-	if fi.Size() > MaxManifestSize {
-		return nil, fmt.Errorf("%s: %w: %d bytes, the limit is %d", path, ErrManifestTooLarge, fi.Size(), MaxManifestSize)
+	if fi.Size() > MaxSize {
+		return nil, fmt.Errorf("%s: %w: %d bytes, the limit is %d", path, ErrTooLarge, fi.Size(), MaxSize)
 	}
-	data, err := readCapped(f)
+	data, err := ReadCapped(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return data, nil
 }
 
-// readCapped reads r to its end, refusing (without reading further) once it passes MaxManifestSize;
+// ReadCapped reads r to its end, refusing (without reading further) once it passes MaxSize;
 // a regular file can grow after its fstat.
-func readCapped(r io.Reader) ([]byte, error) {
-	data, err := io.ReadAll(io.LimitReader(r, MaxManifestSize+1))
+func ReadCapped(r io.Reader) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxSize+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > MaxManifestSize {
-		return nil, fmt.Errorf("%w: more than %d bytes", ErrManifestTooLarge, MaxManifestSize)
+	if len(data) > MaxSize {
+		return nil, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, MaxSize)
 	}
 	return data, nil
 }
