@@ -163,14 +163,15 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 		ID: id, Name: name, SandboxID: sb.ID, Config: cfg, CreatedAt: time.Now().UnixNano(), Handler: sb.Handler,
 		Image: cfg.GetImage().GetImage(), ImageID: rootfs.ImageID, ImageRef: rootfs.ImageRef,
 		Bundle: bundle, Rootfs: rootPath, ImageVolumes: imageVols, LogPath: logPath, CgroupPath: cgroupPath, StopSignal: stopSignal,
-		User: containerUser(spec.Process.User),
+		User: containerUser(spec.Process.User), Creating: true,
 		Status: store.ContainerStatus{
 			State:     runtimeapi.ContainerState_CONTAINER_CREATED,
 			Resources: cfg.GetLinux().GetResources(),
 		},
 	}
-	// The record goes to disk before conmon runs: a daemon killed in between finds the record
-	// on restart and reconciles it with the runtime, instead of leaving an unknown container.
+	// The record goes to disk before conmon runs, marked Creating until the runtime holds the
+	// container: a daemon killed in between finds it on restart and undoes the create, instead
+	// of leaving an unknown container.
 	if err := s.containerDB.Put(id, c); err != nil {
 		return nil, err
 	}
@@ -200,6 +201,7 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 	c.Lock()
 	c.Status.Pid = pid
 	c.Status.ConmonPid = oci.ConmonPIDOf(bundle)
+	c.Creating = false
 	err = s.containerDB.Put(id, c)
 	c.Unlock()
 	if err != nil {

@@ -102,6 +102,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err := s.initContainers(ctx); err != nil {
 		return nil, fmt.Errorf("recover containers: %w", err)
 	}
+	s.sweepOrphans(ctx)
 	if err := s.initStreaming(ctx); err != nil {
 		return nil, fmt.Errorf("streaming: %w", err)
 	}
