@@ -32,7 +32,27 @@ const (
 	maxCtrMetadataBytes = 256 << 10
 )
 
+// DefaultCreateTimeout bounds a whole CreateContainer or RunPodSandbox whose client set no
+// shorter deadline: a step that hangs (a wedged runtime, a CNI plugin, a stuck mount) fails the
+// call and its rollback frees the name, instead of holding both for ever. It is twice the
+// kubelet's default runtime request timeout.
+const DefaultCreateTimeout = 4 * time.Minute
+
+// rollbackTimeout bounds each undo of a failed create. It runs on a context of its own: the
+// client's may be what ended the create.
+const rollbackTimeout = time.Minute
+
+// rollbackCtx is the context an undo runs with, detached from the caller's cancellation.
+func rollbackCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+}
+
+// CreateContainer makes a container in the CREATED state. The work ends with the client's call:
+// a client that gives up (or Config.CreateTimeout) fails the create, and every step done is undone,
+// newest first, before the name is released, so a retry of the same name finds it free.
 func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateContainerRequest) (_ *runtimeapi.CreateContainerResponse, retErr error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.CreateTimeout)
+	defer cancel()
 	cfg := req.GetConfig()
 	if err := validateContainerConfig(cfg); err != nil {
 		return nil, err
@@ -75,9 +95,9 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 	}
 	defer func() {
 		if retErr != nil {
-			if err := s.cfg.Images.RemoveRootfs(context.WithoutCancel(ctx), id); err != nil {
-				s.log.Error("undo rootfs", "id", id, "err", err)
-			}
+			rctx, cancel := rollbackCtx(ctx)
+			defer cancel()
+			s.undo("remove rootfs", s.cfg.Images.RemoveRootfs(rctx, id))
 		}
 	}()
 
@@ -87,7 +107,7 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 	}
 	defer func() {
 		if retErr != nil {
-			_ = os.RemoveAll(bundle)
+			s.undo("remove bundle", os.RemoveAll(bundle))
 		}
 	}()
 	rootPath := rootfs.Path
@@ -135,7 +155,9 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 	}
 	defer func() {
 		if retErr != nil {
-			_ = s.removeImageVolumes(context.WithoutCancel(ctx), imageVols)
+			rctx, cancel := rollbackCtx(ctx)
+			defer cancel()
+			s.undo("remove image volumes", s.removeImageVolumes(rctx, imageVols))
 		}
 	}()
 
@@ -177,7 +199,7 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 	}
 	defer func() {
 		if retErr != nil {
-			_ = s.containerDB.Delete(id)
+			s.undo("delete record", s.containerDB.Delete(id))
 		}
 	}()
 
@@ -185,13 +207,19 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 		ConmonPath: s.cfg.ConmonPath, Runtime: rt, ID: id, Bundle: bundle, LogPath: monitorLog,
 		ExitDir: s.ctr.exitDir, Stdin: cfg.GetStdin(), StdinOnce: cfg.GetStdinOnce(), Tty: cfg.GetTty(),
 	}
-	// From here the runtime may hold the container: undo through it, and drop the exit file the
-	// killed monitor may leave.
+	// From here the runtime may hold the container: kill the monitor and a runtime call hung
+	// under it (both name the bundle; a hung `runtime create` would outlive its monitor), undo
+	// through the runtime, and drop the exit file the killed monitor may leave.
 	defer func() {
 		if retErr != nil {
-			_ = rt.Delete(context.WithoutCancel(ctx), id)
 			mon.KillConmon()
-			_ = os.Remove(filepath.Join(s.ctr.exitDir, id))
+			killProcessesMentioning(bundle)
+			rctx, cancel := rollbackCtx(ctx)
+			defer cancel()
+			s.undo("delete from runtime", rt.Delete(rctx, id))
+			if err := os.Remove(filepath.Join(s.ctr.exitDir, id)); err != nil && !os.IsNotExist(err) {
+				s.undo("remove exit file", err)
+			}
 		}
 	}()
 	pid, err := mon.Create(ctx)

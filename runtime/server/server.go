@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -45,6 +46,9 @@ type Config struct {
 	// free port, so streams are reachable only from this machine unless asked otherwise.
 	StreamingAddr string
 	Logger        *slog.Logger
+	// CreateTimeout bounds each RunPodSandbox and CreateContainer whose client set no shorter
+	// deadline; 0 means DefaultCreateTimeout.
+	CreateTimeout time.Duration
 }
 
 // Server implements runtimeapi.RuntimeServiceServer. It only wires parts together: the state of
@@ -70,6 +74,9 @@ type Server struct {
 func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.CreateTimeout <= 0 {
+		cfg.CreateTimeout = DefaultCreateTimeout
 	}
 	if cfg.Root == "" || cfg.State == "" {
 		return nil, fmt.Errorf("runtime: root and state dirs are required")
