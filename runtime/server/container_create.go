@@ -61,6 +61,13 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %q: %w", req.GetPodSandboxId(), err)
 	}
+	// Held until the container is registered or undone, so a Stop or Remove of the pod either
+	// comes first (and this create fails below) or waits and then finds the container.
+	unlockSandbox := s.rlockSandbox(sb.ID)
+	defer unlockSandbox()
+	if sb, err = s.sandboxes.Get(sb.ID); err != nil {
+		return nil, fmt.Errorf("sandbox %s was removed: %w", req.GetPodSandboxId(), err)
+	}
 	if sb.State != runtimeapi.PodSandboxState_SANDBOX_READY {
 		return nil, fmt.Errorf("sandbox %s is not ready: %w", sb.ID, errdefs.ErrFailedPrecondition)
 	}

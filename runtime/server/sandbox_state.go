@@ -40,13 +40,23 @@ type sandboxManager struct {
 }
 
 type sandboxLock struct {
-	mu   sync.Mutex
+	mu   sync.RWMutex
 	refs int
 }
 
-// lockSandbox serialises the changes to one sandbox (Stop, Remove, and whatever a container
-// RPC must not let race a Remove). It returns the unlock function.
+// lockSandbox serialises the changes to one sandbox (Stop, Remove, Update). It returns the
+// unlock function.
 func (s *Server) lockSandbox(id string) func() {
+	return s.holdSandbox(id, false)
+}
+
+// rlockSandbox keeps the sandbox from changing while a container RPC adds to it: creates of one
+// pod run side by side, and a Stop or Remove waits for them, then finds their containers.
+func (s *Server) rlockSandbox(id string) func() {
+	return s.holdSandbox(id, true)
+}
+
+func (s *Server) holdSandbox(id string, shared bool) func() {
 	m := &s.sb
 	m.mu.Lock()
 	l := m.locks[id]
@@ -56,9 +66,13 @@ func (s *Server) lockSandbox(id string) func() {
 	}
 	l.refs++
 	m.mu.Unlock()
-	l.mu.Lock()
+	lock, unlock := l.mu.Lock, l.mu.Unlock
+	if shared {
+		lock, unlock = l.mu.RLock, l.mu.RUnlock
+	}
+	lock()
 	return func() {
-		l.mu.Unlock()
+		unlock()
 		m.mu.Lock()
 		if l.refs--; l.refs == 0 {
 			delete(m.locks, id)
