@@ -14,7 +14,11 @@ package server
 //	                 name released.
 //	restart          records loaded: a {Creating} one is a RunPodSandbox cut short and is undone;
 //	                 a READY one whose pins or catatonit are gone becomes NOTREADY; pins with no
-//	                 record are removed.
+//	                 record are removed, and so are the dirs, shm mount, cgroups and network of
+//	                 sandbox IDs no record names (sweep.go).
+//
+// CreateContainer holds the sandbox's lock shared (rlockSandbox) and Stop and Remove hold it
+// exclusively, so a container is never registered in a sandbox being stopped or removed.
 
 import (
 	"context"
