@@ -148,26 +148,22 @@ func (s *Server) sweepSandboxes(ctx context.Context) error {
 			}
 		}
 	}
+	// Only IDs found in this daemon's own dirs: the cgroup parent may be shared with another
+	// daemon, whose pods must not be taken for orphans. Remove deletes the pod's dir after its
+	// cgroups, so a pod whose dir is gone has no cgroups left.
 	roots, err := cgroupRoots()
 	if err != nil {
 		return err
 	}
 	parent := s.daemonCgroupParent()
-	for _, r := range roots {
-		for _, id := range dirNames(filepath.Join(r.path, parent), true) {
-			// Only the cgroups this daemon names after its sandbox IDs: the parent may hold others'.
-			if len(id) == 64 && !owned[id] && store.ValidID(id) == nil {
-				orphans[id] = true
-			}
-		}
-	}
 	var errs []error
 	for _, id := range slices.Sorted(maps.Keys(orphans)) {
 		s.log.Warn("removing what a sandbox cut short left behind", "id", id)
 		errs = append(errs, unmount(filepath.Join(s.sandboxStateDir(id), "shm")))
 		errs = append(errs, os.RemoveAll(s.sandboxStateDir(id)))
-		errs = append(errs, os.RemoveAll(s.sandboxDir(id)))
 		errs = append(errs, removeCgroupTree(roots, path.Join(parent, id)))
+		// Last, as Remove does: while the dir is there, a restart finds the rest again.
+		errs = append(errs, os.RemoveAll(s.sandboxDir(id)))
 	}
 	if sw, ok := s.cfg.Network.(OrphanSweeper); ok {
 		errs = append(errs, sw.SweepOrphans(ctx, func(id string) bool { return owned[id] }))
