@@ -86,8 +86,7 @@ func (m *Monitor) Create(ctx context.Context) (pid int, err error) {
 		return 0, err
 	}
 	defer logf.Close()
-	// Bound by ctx too: a monitor that hangs before it detaches must not hold the create.
-	cmd := exec.CommandContext(ctx, m.ConmonPath, args...)
+	cmd := exec.Command(m.ConmonPath, args...)
 	cmd.Dir = m.Bundle
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.ExtraFiles = []*os.File{syncW}
@@ -96,9 +95,6 @@ func (m *Monitor) Create(ctx context.Context) (pid int, err error) {
 	err = cmd.Run() // conmon forks: its first process returns once the monitor is detached
 	syncW.Close()
 	if err != nil {
-		if ctx.Err() != nil {
-			err = ctx.Err() // the kill was ours: say why
-		}
 		return 0, fmt.Errorf("conmon: %w", err)
 	}
 	type syncMsg struct {

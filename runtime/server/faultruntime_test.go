@@ -25,19 +25,12 @@ type faultRuntime struct {
 
 func newFaultRuntime(t *testing.T, mode string) *faultRuntime {
 	t.Helper()
-	return newFaultBinary(t, "runc", "create", mode)
-}
-
-// newFaultBinary wraps the real binary name the same way: its first call with the argument
-// trigger faults.
-func newFaultBinary(t *testing.T, name, trigger, mode string) *faultRuntime {
-	t.Helper()
 	dir := t.TempDir()
 	never := filepath.Join(dir, "never")
 	if err := unix.Mkfifo(never, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	f := &faultRuntime{Path: filepath.Join(dir, name), Tripped: filepath.Join(dir, "tripped")}
+	f := &faultRuntime{Path: filepath.Join(dir, "runc"), Tripped: filepath.Join(dir, "tripped")}
 	var fault string
 	switch mode {
 	case "fail":
@@ -49,13 +42,13 @@ func newFaultBinary(t *testing.T, name, trigger, mode string) *faultRuntime {
 	}
 	script := fmt.Sprintf(`#!/bin/sh
 for a in "$@"; do
-	if [ "$a" = %[5]q ] && mkdir %[1]q 2>/dev/null; then
+	if [ "$a" = create ] && mkdir %[1]q 2>/dev/null; then
 		echo $$ > %[2]q.tmp && mv %[2]q.tmp %[2]q
 		%[3]s
 	fi
 done
 exec %[4]q "$@"
-`, filepath.Join(dir, "once"), f.Tripped, fault, testutil.LookPath(name), trigger)
+`, filepath.Join(dir, "once"), f.Tripped, fault, testutil.LookPath("runc"))
 	if err := os.WriteFile(f.Path, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
