@@ -127,6 +127,22 @@ func (s *Store) gcLocked() error {
 	return errors.Join(errs...)
 }
 
+// ListRootfs lists the IDs of every container rootfs the store holds, half-made ones included,
+// so that a restarted runtime can remove those no container owns: each one pins its image.
+func (s *Store) ListRootfs(ctx context.Context) ([]string, error) {
+	ents, err := os.ReadDir(s.path("rootfs"))
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, e := range ents {
+		if e.IsDir() && validID.MatchString(e.Name()) {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids, nil
+}
+
 func (s *Store) rootfsRecords() ([]*rootfsRecord, error) {
 	ents, err := os.ReadDir(s.path("rootfs"))
 	if err != nil {

@@ -1,13 +1,12 @@
 package oci
 
 import (
-	"bufio"
+	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"strconv"
 	"strings"
 
-	securejoin "github.com/cyphar/filepath-securejoin"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -26,8 +25,8 @@ type groupEntry struct {
 }
 
 // resolveUser computes the process user from the security context and the image's USER, looking
-// names up in the image's own /etc/passwd and /etc/group (through securejoin: the image's
-// symlinks must not lead to the host's files).
+// names up in the image's own /etc/passwd and /etc/group (see readImageFile: the image's
+// symlinks must not lead to the host's files, nor its special files block the daemon).
 func resolveUser(rootfs string, sc *runtimeapi.LinuxContainerSecurityContext, imageUser string) (specs.User, error) {
 	if sc.GetRunAsGroup() != nil && sc.GetRunAsUser() == nil && sc.GetRunAsUsername() == "" {
 		return specs.User{}, fmt.Errorf("run_as_group without run_as_user or run_as_username: %w", errdefs.ErrInvalidArgument)
@@ -43,8 +42,14 @@ func resolveUser(rootfs string, sc *runtimeapi.LinuxContainerSecurityContext, im
 	if sc.GetRunAsGroup() != nil {
 		groupPart = strconv.FormatInt(sc.GetRunAsGroup().GetValue(), 10)
 	}
-	passwd := readPasswd(rootfs)
-	groups := readGroups(rootfs)
+	passwd, err := readPasswd(rootfs)
+	if err != nil {
+		return specs.User{}, err
+	}
+	groups, err := readGroups(rootfs)
+	if err != nil {
+		return specs.User{}, err
+	}
 
 	var u specs.User
 	name := ""
@@ -135,32 +140,31 @@ func isNumeric(s string) bool {
 	return true
 }
 
-func readImageFile(rootfs, name string) [][]string {
-	p, err := securejoin.SecureJoin(rootfs, name)
-	if err != nil {
-		return nil
+// readImageRecords reads a colon-separated file of the image (passwd, group) as its fields per
+// line, skipping blanks and comments. A missing file has no records; an unsafe one is an error.
+func readImageRecords(rootfs, name string) ([][]string, error) {
+	b, err := readImageFile(rootfs, name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
 	}
-	f, err := os.Open(p)
 	if err != nil {
-		return nil
+		return nil, err
 	}
-	defer f.Close()
 	var out [][]string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for n := 0; sc.Scan() && n < 100000; n++ {
-		line := strings.TrimSpace(sc.Text())
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
 		out = append(out, strings.Split(line, ":"))
 	}
-	return out
+	return out, nil
 }
 
-func readPasswd(rootfs string) []passwdEntry {
+func readPasswd(rootfs string) ([]passwdEntry, error) {
+	recs, err := readImageRecords(rootfs, "/etc/passwd")
 	var out []passwdEntry
-	for _, f := range readImageFile(rootfs, "/etc/passwd") {
+	for _, f := range recs {
 		if len(f) < 4 {
 			continue
 		}
@@ -171,12 +175,13 @@ func readPasswd(rootfs string) []passwdEntry {
 		}
 		out = append(out, passwdEntry{name: f[0], uid: uint32(uid), gid: uint32(gid)})
 	}
-	return out
+	return out, err
 }
 
-func readGroups(rootfs string) []groupEntry {
+func readGroups(rootfs string) ([]groupEntry, error) {
+	recs, err := readImageRecords(rootfs, "/etc/group")
 	var out []groupEntry
-	for _, f := range readImageFile(rootfs, "/etc/group") {
+	for _, f := range recs {
 		if len(f) < 3 {
 			continue
 		}
@@ -190,5 +195,5 @@ func readGroups(rootfs string) []groupEntry {
 		}
 		out = append(out, g)
 	}
-	return out
+	return out, err
 }

@@ -32,7 +32,27 @@ const (
 	maxCtrMetadataBytes = 256 << 10
 )
 
+// DefaultCreateTimeout bounds a whole CreateContainer or RunPodSandbox whose client set no
+// shorter deadline: a step that hangs (a wedged runtime, a CNI plugin, a stuck mount) fails the
+// call and its rollback frees the name, instead of holding both for ever. It is twice the
+// kubelet's default runtime request timeout.
+const DefaultCreateTimeout = 4 * time.Minute
+
+// rollbackTimeout bounds each undo of a failed create. It runs on a context of its own: the
+// client's may be what ended the create.
+const rollbackTimeout = time.Minute
+
+// rollbackCtx is the context an undo runs with, detached from the caller's cancellation.
+func rollbackCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+}
+
+// CreateContainer makes a container in the CREATED state. The work ends with the client's call:
+// a client that gives up (or Config.CreateTimeout) fails the create, and every step done is undone,
+// newest first, before the name is released, so a retry of the same name finds it free.
 func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateContainerRequest) (_ *runtimeapi.CreateContainerResponse, retErr error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.CreateTimeout)
+	defer cancel()
 	cfg := req.GetConfig()
 	if err := validateContainerConfig(cfg); err != nil {
 		return nil, err
@@ -40,6 +60,13 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 	sb, err := s.sandboxes.Get(req.GetPodSandboxId())
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %q: %w", req.GetPodSandboxId(), err)
+	}
+	// Held until the container is registered or undone, so a Stop or Remove of the pod either
+	// comes first (and this create fails below) or waits and then finds the container.
+	unlockSandbox := s.rlockSandbox(sb.ID)
+	defer unlockSandbox()
+	if sb, err = s.sandboxes.Get(sb.ID); err != nil {
+		return nil, fmt.Errorf("sandbox %s was removed: %w", req.GetPodSandboxId(), err)
 	}
 	if sb.State != runtimeapi.PodSandboxState_SANDBOX_READY {
 		return nil, fmt.Errorf("sandbox %s is not ready: %w", sb.ID, errdefs.ErrFailedPrecondition)
@@ -75,9 +102,9 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 	}
 	defer func() {
 		if retErr != nil {
-			if err := s.cfg.Images.RemoveRootfs(context.WithoutCancel(ctx), id); err != nil {
-				s.log.Error("undo rootfs", "id", id, "err", err)
-			}
+			rctx, cancel := rollbackCtx(ctx)
+			defer cancel()
+			s.undo("remove rootfs", s.cfg.Images.RemoveRootfs(rctx, id))
 		}
 	}()
 
@@ -87,7 +114,7 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 	}
 	defer func() {
 		if retErr != nil {
-			_ = os.RemoveAll(bundle)
+			s.undo("remove bundle", os.RemoveAll(bundle))
 		}
 	}()
 	rootPath := rootfs.Path
@@ -135,7 +162,9 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 	}
 	defer func() {
 		if retErr != nil {
-			_ = s.removeImageVolumes(context.WithoutCancel(ctx), imageVols)
+			rctx, cancel := rollbackCtx(ctx)
+			defer cancel()
+			s.undo("remove image volumes", s.removeImageVolumes(rctx, imageVols))
 		}
 	}()
 
@@ -163,20 +192,21 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 		ID: id, Name: name, SandboxID: sb.ID, Config: cfg, CreatedAt: time.Now().UnixNano(), Handler: sb.Handler,
 		Image: cfg.GetImage().GetImage(), ImageID: rootfs.ImageID, ImageRef: rootfs.ImageRef,
 		Bundle: bundle, Rootfs: rootPath, ImageVolumes: imageVols, LogPath: logPath, CgroupPath: cgroupPath, StopSignal: stopSignal,
-		User: containerUser(spec.Process.User),
+		User: containerUser(spec.Process.User), Creating: true,
 		Status: store.ContainerStatus{
 			State:     runtimeapi.ContainerState_CONTAINER_CREATED,
 			Resources: cfg.GetLinux().GetResources(),
 		},
 	}
-	// The record goes to disk before conmon runs: a daemon killed in between finds the record
-	// on restart and reconciles it with the runtime, instead of leaving an unknown container.
+	// The record goes to disk before conmon runs, marked Creating until the runtime holds the
+	// container: a daemon killed in between finds it on restart and undoes the create, instead
+	// of leaving an unknown container.
 	if err := s.containerDB.Put(id, c); err != nil {
 		return nil, err
 	}
 	defer func() {
 		if retErr != nil {
-			_ = s.containerDB.Delete(id)
+			s.undo("delete record", s.containerDB.Delete(id))
 		}
 	}()
 
@@ -185,13 +215,19 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 		ExitDir: s.ctr.exitDir, Stdin: cfg.GetStdin(), StdinOnce: cfg.GetStdinOnce(), Tty: cfg.GetTty(),
 		LogSizeMax: s.cfg.ContainerLogMaxSize,
 	}
-	// From here the runtime may hold the container: undo through it, and drop the exit file the
-	// killed monitor may leave.
+	// From here the runtime may hold the container: kill the monitor and a runtime call hung
+	// under it (both name the bundle; a hung `runtime create` would outlive its monitor), undo
+	// through the runtime, and drop the exit file the killed monitor may leave.
 	defer func() {
 		if retErr != nil {
-			_ = rt.Delete(context.WithoutCancel(ctx), id)
 			mon.KillConmon()
-			_ = os.Remove(filepath.Join(s.ctr.exitDir, id))
+			killProcessesMentioning(bundle)
+			rctx, cancel := rollbackCtx(ctx)
+			defer cancel()
+			s.undo("delete from runtime", rt.Delete(rctx, id))
+			if err := os.Remove(filepath.Join(s.ctr.exitDir, id)); err != nil && !os.IsNotExist(err) {
+				s.undo("remove exit file", err)
+			}
 		}
 	}()
 	pid, err := mon.Create(ctx)
@@ -201,6 +237,7 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 	c.Lock()
 	c.Status.Pid = pid
 	c.Status.ConmonPid = oci.ConmonPIDOf(bundle)
+	c.Creating = false
 	err = s.containerDB.Put(id, c)
 	c.Unlock()
 	if err != nil {

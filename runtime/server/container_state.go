@@ -2,8 +2,11 @@ package server
 
 // A container's life, as the records and the OCI runtime see it:
 //
-//	CreateContainer: name reserved → rootfs prepared → bundle written → record persisted (CREATED)
-//	                 → conmon runs `runtime create` → record gets the init PID.
+//	CreateContainer: name reserved → rootfs prepared → bundle written → record persisted (CREATED,
+//	                 Creating) → conmon runs `runtime create` → record gets the init PID, no longer
+//	                 Creating. Any failure undoes the steps done, newest first; a record still
+//	                 Creating after a crash is undone on restart (undoCutShortCreate), and what no
+//	                 record names is swept (sweep.go).
 //	StartContainer:  Starting set (keeps a concurrent Start out) → `runtime start` → RUNNING.
 //	exit:            conmon writes <state>/exits/<id> with the exit code; the exit watcher (inotify)
 //	                 marks the record EXITED with the code, the file's time and a reason (OOMKilled when
@@ -86,6 +89,13 @@ func (s *Server) initContainers(ctx context.Context) error {
 	sem := make(chan struct{}, 8)
 	var wg sync.WaitGroup
 	for id, c := range records {
+		if c.Creating {
+			s.log.Warn("undoing a container whose CreateContainer was cut short", "id", id)
+			if err := s.undoCutShortCreate(ctx, c); err != nil {
+				s.log.Error("undo half-made container", "id", id, "err", err)
+			}
+			continue
+		}
 		if err := s.containers.ReserveName(c.Name, id); err != nil {
 			s.log.Error("container record with a duplicate name, ignored", "id", id, "err", err)
 			continue
@@ -100,6 +110,20 @@ func (s *Server) initContainers(ctx context.Context) error {
 	}
 	wg.Wait()
 	return nil
+}
+
+// undoCutShortCreate removes everything a CreateContainer cut short by a crash may have made,
+// its record last so that a crash midway leaves a record to finish from.
+func (s *Server) undoCutShortCreate(ctx context.Context, c *store.Container) error {
+	if err := s.removeOrphanContainer(ctx, c.ID); err != nil {
+		return err
+	}
+	if s.cfg.Images != nil {
+		if err := s.removeImageVolumes(ctx, c.ImageVolumes); err != nil {
+			return err
+		}
+	}
+	return s.containerDB.Delete(c.ID)
 }
 
 // recoverContainer reconciles one record with what happened while the daemon was away.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/nodelet/nodelet/internal/testutil"
 	"github.com/nodelet/nodelet/runtime/cni"
+	"github.com/nodelet/nodelet/runtime/imagestore"
 	"github.com/nodelet/nodelet/runtime/server"
 	"github.com/nodelet/nodelet/runtime/server/servertest"
 )
@@ -32,6 +33,8 @@ type crashDaemonConfig struct {
 	Root, State, CgroupParent, Endpoint, Catatonit, Runc string
 	// HangInAdd makes the network plugin write the sandbox ID to this file and never return.
 	HangInAdd string
+	// Conmon and ImageStore, when set, let the daemon create containers from a real image store.
+	Conmon, ImageStore string
 }
 
 // hangingNetwork stands for a CNI ADD the daemon dies in.
@@ -63,6 +66,14 @@ func TestHelperSandboxCrashDaemon(t *testing.T) {
 	if c.HangInAdd != "" {
 		cfg.Network = hangingNetwork{c.HangInAdd}
 	}
+	cfg.ConmonPath = c.Conmon
+	if c.ImageStore != "" {
+		store, err := imagestore.Open(c.ImageStore, imagestore.WithLogger(cfg.Logger))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Images = store
+	}
 	srv, err := server.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -79,11 +90,16 @@ func TestHelperSandboxCrashDaemon(t *testing.T) {
 // startCrashDaemon serves e's dirs from a child process and returns a client and the process.
 func startCrashDaemon(t *testing.T, e *servertest.Env, hangMarker string) (runtimeapi.RuntimeServiceClient, *exec.Cmd) {
 	t.Helper()
+	return startCrashDaemonWith(t, e, crashDaemonConfig{Runc: testutil.LookPath("runc"), HangInAdd: hangMarker})
+}
+
+// startCrashDaemonWith is startCrashDaemon with c's runtime, monitor and image store; the dirs
+// and endpoint are e's.
+func startCrashDaemonWith(t *testing.T, e *servertest.Env, c crashDaemonConfig) (runtimeapi.RuntimeServiceClient, *exec.Cmd) {
+	t.Helper()
 	e.Stop()
-	c := crashDaemonConfig{
-		Root: e.Config.Root, State: e.Config.State, CgroupParent: e.Config.CgroupParent, Endpoint: e.Endpoint,
-		Catatonit: e.Config.CatatonitPath, Runc: testutil.LookPath("runc"), HangInAdd: hangMarker,
-	}
+	c.Root, c.State, c.CgroupParent, c.Endpoint = e.Config.Root, e.Config.State, e.Config.CgroupParent, e.Endpoint
+	c.Catatonit = e.Config.CatatonitPath
 	raw, _ := json.Marshal(c)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperSandboxCrashDaemon$", "-test.count=1")
 	cmd.Env = append(os.Environ(), crashDaemonEnv+"="+string(raw))

@@ -40,7 +40,11 @@ func (s *Server) resolveHandler(name string) (string, error) {
 	return name, nil
 }
 
+// RunPodSandbox makes a pod sandbox. As CreateContainer, it ends with the client's call (or
+// Config.CreateTimeout): whatever was made is undone, newest first, and the name released.
 func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandboxRequest) (_ *runtimeapi.RunPodSandboxResponse, retErr error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.CreateTimeout)
+	defer cancel()
 	cfg := req.GetConfig()
 	if err := validateSandboxConfig(cfg); err != nil {
 		return nil, err
@@ -165,7 +169,9 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 		// DEL follows a failed ADD too: a plugin may have taken an address before failing.
 		defer func() {
 			if retErr != nil {
-				s.undo("tear down network", s.cfg.Network.TearDownPod(context.WithoutCancel(ctx), podNetwork(sb)))
+				rctx, cancel := rollbackCtx(ctx)
+				defer cancel()
+				s.undo("tear down network", s.cfg.Network.TearDownPod(rctx, podNetwork(sb)))
 			}
 		}()
 		res, err := s.cfg.Network.SetUpPod(ctx, podNetwork(sb))

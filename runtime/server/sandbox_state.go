@@ -14,7 +14,11 @@ package server
 //	                 name released.
 //	restart          records loaded: a {Creating} one is a RunPodSandbox cut short and is undone;
 //	                 a READY one whose pins or catatonit are gone becomes NOTREADY; pins with no
-//	                 record are removed.
+//	                 record are removed, and so are the dirs, shm mount, cgroups and network of
+//	                 sandbox IDs no record names (sweep.go).
+//
+// CreateContainer holds the sandbox's lock shared (rlockSandbox) and Stop and Remove hold it
+// exclusively, so a container is never registered in a sandbox being stopped or removed.
 
 import (
 	"context"
@@ -40,13 +44,23 @@ type sandboxManager struct {
 }
 
 type sandboxLock struct {
-	mu   sync.Mutex
+	mu   sync.RWMutex
 	refs int
 }
 
-// lockSandbox serialises the changes to one sandbox (Stop, Remove, and whatever a container
-// RPC must not let race a Remove). It returns the unlock function.
+// lockSandbox serialises the changes to one sandbox (Stop, Remove, Update). It returns the
+// unlock function.
 func (s *Server) lockSandbox(id string) func() {
+	return s.holdSandbox(id, false)
+}
+
+// rlockSandbox keeps the sandbox from changing while a container RPC adds to it: creates of one
+// pod run side by side, and a Stop or Remove waits for them, then finds their containers.
+func (s *Server) rlockSandbox(id string) func() {
+	return s.holdSandbox(id, true)
+}
+
+func (s *Server) holdSandbox(id string, shared bool) func() {
 	m := &s.sb
 	m.mu.Lock()
 	l := m.locks[id]
@@ -56,9 +70,13 @@ func (s *Server) lockSandbox(id string) func() {
 	}
 	l.refs++
 	m.mu.Unlock()
-	l.mu.Lock()
+	lock, unlock := l.mu.Lock, l.mu.Unlock
+	if shared {
+		lock, unlock = l.mu.RLock, l.mu.RUnlock
+	}
+	lock()
 	return func() {
-		l.mu.Unlock()
+		unlock()
 		m.mu.Lock()
 		if l.refs--; l.refs == 0 {
 			delete(m.locks, id)

@@ -18,6 +18,13 @@ type RootfsProvider interface {
 	RemoveRootfs(ctx context.Context, containerID string) error
 }
 
+// RootfsLister is a RootfsProvider that can list what it holds, so that a restarted daemon
+// removes the rootfs of creates cut short (each one keeps its image in use).
+type RootfsLister interface {
+	// ListRootfs lists the container IDs (and image volume IDs) that have a rootfs.
+	ListRootfs(ctx context.Context) ([]string, error)
+}
+
 // NetworkPlugin gives pods their network. The CNI manager implements it; nil means pods get
 // loopback only.
 type NetworkPlugin interface {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -51,6 +52,9 @@ type Config struct {
 	// loopback only.
 	StreamingTLS *tls.Config
 	Logger       *slog.Logger
+	// CreateTimeout bounds each RunPodSandbox and CreateContainer whose client set no shorter
+	// deadline; 0 means DefaultCreateTimeout.
+	CreateTimeout time.Duration
 }
 
 // Server implements runtimeapi.RuntimeServiceServer. It only wires parts together: the state of
@@ -76,6 +80,9 @@ type Server struct {
 func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.CreateTimeout <= 0 {
+		cfg.CreateTimeout = DefaultCreateTimeout
 	}
 	if cfg.Root == "" || cfg.State == "" {
 		return nil, fmt.Errorf("runtime: root and state dirs are required")
@@ -109,6 +116,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err := s.initContainers(ctx); err != nil {
 		return nil, fmt.Errorf("recover containers: %w", err)
 	}
+	s.sweepOrphans(ctx)
 	if err := s.initStreaming(ctx); err != nil {
 		return nil, fmt.Errorf("streaming: %w", err)
 	}

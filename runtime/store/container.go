@@ -32,6 +32,10 @@ type Container struct {
 	// User is the identity the process runs as, resolved against the image at create.
 	User *runtimeapi.ContainerUser `json:"user,omitempty"`
 
+	// Creating marks a record written before CreateContainer made the container and returned
+	// its ID: no client knows it, so recovery undoes whatever such a record names.
+	Creating bool `json:"creating,omitempty"`
+
 	Status ContainerStatus `json:"status"`
 
 	mu sync.Mutex

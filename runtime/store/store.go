@@ -97,6 +97,22 @@ func (d *Dir[T]) Load() (records map[string]*T, bad map[string]error, err error)
 	return records, bad, nil
 }
 
+// IDs lists the id of every record file, unreadable ones included: what a restarted daemon must
+// not treat as unowned even when it cannot parse the record.
+func (d *Dir[T]) IDs() (map[string]bool, error) {
+	ents, err := os.ReadDir(d.path)
+	if err != nil {
+		return nil, err
+	}
+	ids := map[string]bool{}
+	for _, e := range ents {
+		if id, ok := strings.CutSuffix(e.Name(), ".json"); ok && !strings.HasPrefix(e.Name(), ".tmp-") {
+			ids[id] = true
+		}
+	}
+	return ids, nil
+}
+
 // WriteFileAtomic replaces path with data so that readers and crash recovery see either the old
 // or the new content, never a mix.
 func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {

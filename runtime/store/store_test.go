@@ -139,3 +139,23 @@ func TestRegistryNameReservation(t *testing.T) {
 		t.Fatalf("name not freed by its holder: %v", err)
 	}
 }
+
+// Unreadable records still own their id: the orphan sweep must not remove what they name.
+func TestDirIDsIncludesTornRecords(t *testing.T) {
+	dir := t.TempDir()
+	d, _ := OpenDir[rec](dir)
+	good, torn := NewID(), NewID()
+	if err := d.Put(good, &rec{Name: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, torn+".json"), []byte(`{"name":`), 0o600)
+	os.WriteFile(filepath.Join(dir, ".tmp-"+good+".json-1"), []byte("{"), 0o600)
+	os.Mkdir(filepath.Join(dir, NewID()), 0o700) // a bundle dir is not a record
+	ids, err := d.IDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 2 || !ids[good] || !ids[torn] {
+		t.Fatalf("IDs = %v, want %s and %s", ids, good, torn)
+	}
+}

@@ -79,6 +79,23 @@ func (p *OverlayProvider) RemoveRootfs(ctx context.Context, containerID string) 
 	return os.RemoveAll(base)
 }
 
+// ListRootfs lists the container IDs that have an overlay dir.
+func (p *OverlayProvider) ListRootfs(ctx context.Context) ([]string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ents, err := os.ReadDir(p.dir)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, e := range ents {
+		if e.IsDir() && store.ValidID(e.Name()) == nil {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids, nil
+}
+
 // RootfsDir is where the overlays live (the server checks a mapped root can reach them).
 func (p *OverlayProvider) RootfsDir() string { return p.dir }
 

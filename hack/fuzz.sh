@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Runs every Go fuzz target of nodelet for a while each (default 30s; hack/test.sh runs them
+# briefly). Their checked-in seed corpora (testdata/fuzz/) also run in every plain `go test`.
+#   hack/fuzz.sh [FUZZTIME]        e.g. hack/fuzz.sh 10m
+# A target that finds a failing input writes it under its package's testdata/fuzz/ and fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fuzztime=${1:-30s}
+export GOFLAGS=${GOFLAGS:--buildvcs=false}
+
+# Every func FuzzXxx in a _test.go file, as "package-dir target".
+mapfile -t targets < <(grep -rl --include='*_test.go' '^func Fuzz' agent runtime internal test 2>/dev/null |
+  xargs grep -h -o '^func Fuzz[A-Za-z0-9_]*' /dev/null --with-filename |
+  sed -E 's|^(.*)/[^/]*_test.go:func (Fuzz[A-Za-z0-9_]*)$|\1 \2|' | sort -u)
+[ ${#targets[@]} -gt 0 ] || { echo "fuzz.sh: no fuzz targets found" >&2; exit 1; }
+
+failed=0
+for t in "${targets[@]}"; do
+  dir=${t% *}; name=${t#* }
+  printf '==> %s %s (%s)\n' "$dir" "$name" "$fuzztime"
+  # -parallel 1: two cores are shared with whatever else runs; one worker finds as much per second here.
+  if ! go test "./$dir" -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" -parallel 1; then
+    failed=$((failed + 1))
+  fi
+done
+[ "$failed" = 0 ] || { echo "fuzz.sh: $failed of ${#targets[@]} targets failed" >&2; exit 1; }
+echo "fuzz.sh: ${#targets[@]} targets ran for $fuzztime each, none failed"

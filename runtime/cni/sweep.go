@@ -1,0 +1,40 @@
+package cni
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// SweepOrphans tears down the network of every sandbox that libcni's cache or a pending mark
+// knows and owned does not: an ADD whose sandbox record is gone keeps its IP, its veth and its
+// port rules until then. The runtime calls it once at start, before it serves.
+func (m *Manager) SweepOrphans(ctx context.Context, owned func(sandboxID string) bool) error {
+	atts, err := m.cni.GetCachedAttachments("")
+	if err != nil {
+		return fmt.Errorf("read CNI cache: %w", err)
+	}
+	orphans := map[string]bool{}
+	for _, a := range atts {
+		if !owned(a.ContainerID) {
+			orphans[a.ContainerID] = true
+		}
+	}
+	ents, _ := os.ReadDir(filepath.Join(m.opts.StateDir, "pending"))
+	for _, e := range ents {
+		if id, ok := strings.CutSuffix(e.Name(), ".json"); ok && !owned(id) {
+			orphans[id] = true
+		}
+	}
+	var errs []error
+	for _, id := range slices.Sorted(maps.Keys(orphans)) {
+		m.log.Warn("releasing the network of a sandbox that no longer exists", "sandbox", id)
+		errs = append(errs, m.TearDownPod(ctx, PodNetwork{SandboxID: id}))
+	}
+	return errors.Join(errs...)
+}
