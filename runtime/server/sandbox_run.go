@@ -77,10 +77,7 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 		Dir:       s.sandboxDir(id),
 		Creating:  true,
 	}
-	daemonParent := s.cfg.CgroupParent
-	if daemonParent == "" {
-		daemonParent = defaultCgroupParent
-	}
+	daemonParent := s.daemonCgroupParent()
 	sb.CgroupParent = cfg.GetLinux().GetCgroupParent()
 	if sb.CgroupParent == "" {
 		sb.CgroupParent = path.Join(daemonParent, id)
@@ -130,7 +127,7 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 		return nil, fmt.Errorf("pod files: %w", err)
 	}
 
-	if err := createCgroup(sb.CgroupParent); err != nil {
+	if err := s.sb.cgroups.create(sb.CgroupParent, daemonParent); err != nil {
 		removeCgroups(sb.CgroupCreated, sb.CgroupParent)
 		return nil, err
 	}

@@ -35,7 +35,8 @@ import (
 
 // sandboxManager holds what the sandbox RPCs need beyond the registry. Owned by sandbox_*.go.
 type sandboxManager struct {
-	ns *nsmgr.Manager
+	ns      *nsmgr.Manager
+	cgroups *madeCgroups
 
 	mu    sync.Mutex
 	locks map[string]*sandboxLock
@@ -120,6 +121,9 @@ func (s *Server) initSandboxes(ctx context.Context) error {
 	}
 	for name, err := range bad {
 		s.log.Error("unreadable sandbox record, ignored", "file", name, "err", err)
+	}
+	if s.sb.cgroups, err = openMadeCgroups(filepath.Join(s.cfg.Root, "cgroups-made.json"), records); err != nil {
+		return err
 	}
 	for id, sb := range records {
 		if sb.ID != id {

@@ -122,6 +122,7 @@ func (s *Server) releaseSandbox(ctx context.Context, sb *store.Sandbox) error {
 	errs = append(errs, s.sb.ns.Remove(sb.ID))
 	errs = append(errs, os.RemoveAll(s.sandboxStateDir(sb.ID)))
 	errs = append(errs, removeCgroups(sb.CgroupCreated, sb.CgroupParent))
+	errs = append(errs, s.sb.cgroups.release(sb.CgroupParent, s.daemonCgroupParent()))
 	errs = append(errs, os.RemoveAll(s.sandboxDir(sb.ID)))
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("release sandbox %s: %w", sb.ID, err)

@@ -171,6 +171,7 @@ func (s *Server) sweepSandboxes(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// daemonCgroupParent is where pods go that name no cgroup parent; it stays when they go.
 func (s *Server) daemonCgroupParent() string {
 	if s.cfg.CgroupParent != "" {
 		return s.cfg.CgroupParent
