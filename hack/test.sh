@@ -8,6 +8,7 @@
 #      /var/cache/nodelet: ~7–12 minutes the first time on a machine, seconds afterwards);
 #   4. nodelet agent joined to that control plane (Node, Lease, mirror pod, Deployment, graceful
 #      delete, scale to 0), on nodelet's runtime and on containerd.
+# Between 1 and 2, every Go fuzz target runs for a few seconds (hack/fuzz.sh).
 # Installs what is missing first (hack/install.sh).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,6 +25,8 @@ step "go vet ./..."
 go vet ./...
 step "go test ./..."
 go test -count=1 -timeout 30m ./... "$@"
+step "fuzz targets, briefly (hack/fuzz.sh 10m runs them longer)"
+bash hack/fuzz.sh 3s
 step "critest against nodelet runtime"
 bash hack/critest.sh
 step "building the upstream Kubernetes binaries (cached)"
