@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/nodelet/nodelet/internal/ctxio"
 )
 
 // Options select what ReadLogs writes; they mirror v1.PodLogOptions.
@@ -236,7 +238,7 @@ type source struct {
 // newSource reads r until ctx ends: a client that goes away stops even a reader that never
 // reaches the end of the file, because the writer is faster.
 func newSource(ctx context.Context, r io.Reader) *source {
-	return &source{r: bufio.NewReaderSize(ctxReader{ctx, r}, 64<<10)}
+	return &source{r: bufio.NewReaderSize(ctxio.Reader(ctx, r), 64<<10)}
 }
 
 func (s *source) drain(out *printer) error {
@@ -443,17 +445,4 @@ func (l *limitWriter) Write(p []byte) (int, error) {
 		err = errLimit
 	}
 	return n, err
-}
-
-// ctxReader ends a read once its context is done.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/moby/go-archive/chrootarchive"
 	"golang.org/x/sys/unix"
 
+	"github.com/nodelet/nodelet/internal/ctxio"
 	"github.com/nodelet/nodelet/runtime/errdefs"
 )
 
@@ -113,7 +114,7 @@ func (s *Store) unpackLayer(ctx context.Context, chainID, diffID string, compres
 		return err
 	}
 
-	dec, err := decompress(ctxReader{ctx, compressed})
+	dec, err := decompress(ctxio.Reader(ctx, compressed))
 	if err != nil {
 		return fmt.Errorf("layer %s: decompress: %v: %w", diffID, err, errdefs.ErrInvalidArgument)
 	}
@@ -286,17 +287,4 @@ func (g *sizeGuard) checkFree() error {
 			inodeReserve, st.Ffree, st.Files, errdefs.ErrResourceExhausted)
 	}
 	return nil
-}
-
-// ctxReader stops a download or unpack promptly when its context ends.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }
