@@ -122,7 +122,12 @@ func (s *Server) initSandboxes(ctx context.Context) error {
 	for name, err := range bad {
 		s.log.Error("unreadable sandbox record, ignored", "file", name, "err", err)
 	}
-	if s.sb.cgroups, err = openMadeCgroups(filepath.Join(s.cfg.Root, "cgroups-made.json"), records); err != nil {
+	// Private like the records: the ledger names pods' cgroups.
+	ledgerDir := filepath.Join(s.cfg.Root, "cgroups")
+	if err := os.MkdirAll(ledgerDir, 0o700); err != nil {
+		return err
+	}
+	if s.sb.cgroups, err = openMadeCgroups(filepath.Join(ledgerDir, "made.json"), records); err != nil {
 		return err
 	}
 	for id, sb := range records {
