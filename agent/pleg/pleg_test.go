@@ -2,6 +2,7 @@ package pleg
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -56,8 +57,14 @@ func TestEventsFromStreamThenRelistFallback(t *testing.T) {
 	// Until the stream brings its first event, fast relisting covers what it might have missed.
 	id := startContainer(t, cri.Runtime(), "u1", "a")
 	waitFor(t, g, "u1", ContainerStarted, id)
-	for !g.Streaming() {
-		time.Sleep(5 * time.Millisecond)
+	// The stream counts only from its first event, and that start may have been sent before the
+	// stream was subscribed (relisting found it instead): give the stream events of its own until
+	// it has carried one.
+	for i := 0; !g.Streaming(); i++ {
+		startContainer(t, cri.Runtime(), fmt.Sprintf("warm%d", i), "w")
+		for j := 0; j < 20 && !g.Streaming(); j++ {
+			time.Sleep(5 * time.Millisecond)
+		}
 	}
 	cri.ExitContainer(id, 3)
 	waitFor(t, g, "u1", ContainerDied, id)
