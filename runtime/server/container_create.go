@@ -143,7 +143,7 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 	if parent == "" {
 		parent = "/nodelet"
 	}
-	cgroupPath := filepath.Join(parent, "nodelet-"+id)
+	cgroupPath := filepath.Join(parent, containerCgroupPrefix+id)
 
 	// Image volumes become read-only binds of rootfs the image store makes; the spec is built
 	// from a copy of the request holding those binds, the record keeps the request as it came.

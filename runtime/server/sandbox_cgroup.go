@@ -246,6 +246,9 @@ func rmdirCgroup(dir string) error {
 	}
 }
 
+// containerCgroupPrefix names a container's cgroup below its pod's: nodelet-<container id>.
+const containerCgroupPrefix = "nodelet-"
+
 // infraCgroup holds the pod's init on cgroup v2, below the pod cgroup: v2 lets no process live in
 // a cgroup whose controllers are delegated to children, and the containers' cgroups are children.
 const infraCgroup = "pod-init"

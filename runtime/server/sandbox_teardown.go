@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -121,6 +123,7 @@ func (s *Server) releaseSandbox(ctx context.Context, sb *store.Sandbox) error {
 	var errs []error
 	errs = append(errs, s.sb.ns.Remove(sb.ID))
 	errs = append(errs, os.RemoveAll(s.sandboxStateDir(sb.ID)))
+	errs = append(errs, s.removeStrayContainerCgroups(sb.CgroupParent))
 	errs = append(errs, removeCgroups(sb.CgroupCreated, sb.CgroupParent))
 	errs = append(errs, s.sb.cgroups.release(sb.CgroupParent, s.daemonCgroupParent()))
 	errs = append(errs, os.RemoveAll(s.sandboxDir(sb.ID)))
@@ -137,4 +140,34 @@ func unmount(p string) error {
 		return nil
 	}
 	return fmt.Errorf("unmount %s: %w", p, err)
+}
+
+// removeStrayContainerCgroups kills and removes the container cgroups (nodelet-<id>) below the pod
+// cgroup whose container has no record: a create cut short by a crash can leave one, with its
+// runtime's init process in it, and the pod cgroup then stays busy for good. Containers with a
+// record, also of another sandbox sharing the pod cgroup (the kubelet's replacement sandbox), are
+// left alone.
+func (s *Server) removeStrayContainerCgroups(pod string) error {
+	roots, err := cgroupRoots()
+	if err != nil {
+		return err
+	}
+	known, err := s.containerDB.IDs()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	seen := map[string]bool{}
+	for _, r := range roots {
+		for _, child := range dirNames(filepath.Join(r.path, pod), true) {
+			id, ok := strings.CutPrefix(child, containerCgroupPrefix)
+			if !ok || known[id] || seen[child] {
+				continue
+			}
+			seen[child] = true
+			s.log.Warn("removing the cgroup of a container no record knows", "cgroup", path.Join(pod, child))
+			errs = append(errs, removeCgroupTree(roots, path.Join(pod, child)))
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -125,7 +125,7 @@ func (s *Server) removeOrphanContainerCgroups(id string) error {
 	var errs []error
 	for _, p := range parents {
 		for _, r := range roots {
-			if err := os.Remove(filepath.Join(r.path, p, "nodelet-"+id)); err != nil && !os.IsNotExist(err) {
+			if err := os.Remove(filepath.Join(r.path, p, containerCgroupPrefix+id)); err != nil && !os.IsNotExist(err) {
 				errs = append(errs, err)
 			}
 		}
