@@ -29,6 +29,11 @@ type madeCgroups struct {
 // before the ledger existed (or before a crash cut a write short) are covered too.
 func openMadeCgroups(file string, records map[string]*store.Sandbox) (*madeCgroups, error) {
 	m := &madeCgroups{file: file, set: map[string]bool{}}
+	// A write cut short by a crash leaves its temporary file; the ledger itself is whole or old.
+	stale, _ := filepath.Glob(filepath.Join(filepath.Dir(file), ".tmp-"+filepath.Base(file)+"-*"))
+	for _, t := range stale {
+		_ = os.Remove(t)
+	}
 	b, err := os.ReadFile(file)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
