@@ -48,6 +48,9 @@ func cgroupRoot(t testing.TB) string {
 func newEnv(t testing.TB, start func(t testing.TB, dir, reg string) *criRuntime) *env {
 	dir := t.TempDir()
 	testutil.CheckNoLeaks(t, dir)
+	// A stopped agent leaves its running pods' volumes mounted (their API volumes are tmpfs), as
+	// the kubelet does; once the runtime's cleanup has removed the pods, they go too.
+	t.Cleanup(func() { testutil.UnmountUnder(filepath.Join(dir, "agent")) })
 	reg := crirt.ServeRegistry(t)
 	layer := crirt.BusyboxLayer(t)
 	pushBusybox(t, layer, reg+"/busybox:1", "/bin/sh")
