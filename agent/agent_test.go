@@ -15,7 +15,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/agent/agentconfig"
-	"github.com/nodelet/nodelet/agent/internal/fakecri"
+	"github.com/nodelet/nodelet/test/harness/fakecri"
 )
 
 const manifest = `apiVersion: v1

@@ -4,7 +4,7 @@
 #   - Debian's dynamic busybox (package `busybox`), which conflicts with busybox-static, so it is
 #     extracted rather than installed: its applets run as separate processes, which critest's
 #     MaskedPaths and pidof-based specs look at. Put at $NODELET_DYNAMIC_BUSYBOX
-#     (default /usr/local/libexec/nodelet/busybox-dynamic), where internal/testimage finds it.
+#     (default /usr/local/libexec/nodelet/busybox-dynamic), where test/harness/testimage finds it.
 #   - ipcmk (util-linux), for critest's HostIpc specs; ipcs (util-linux) and pgrep (procps), which the
 #     stand-in of registry.k8s.io/e2e-test-images/busybox copies in (busybox has neither).
 set -euo pipefail

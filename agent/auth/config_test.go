@@ -8,7 +8,7 @@ import (
 
 	kubeletconfig "k8s.io/kubelet/config/v1beta1"
 
-	"github.com/nodelet/nodelet/internal/testutil"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 func TestFromConfig(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/agent/internal/crirt"
+	"github.com/nodelet/nodelet/test/harness/crirt"
 )
 
 // TestCollectOnRealRuntime: a live pod whose container crashed three times and a deleted pod, on

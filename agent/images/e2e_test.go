@@ -14,7 +14,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
-	"github.com/nodelet/nodelet/agent/internal/crirt"
+	"github.com/nodelet/nodelet/test/harness/crirt"
 )
 
 // TestPullPolicyAndImageGCOnRealRuntime runs nodelet's runtime with its root on a small loop-mounted

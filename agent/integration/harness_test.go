@@ -23,8 +23,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/agent/internal/crirt"
-	"github.com/nodelet/nodelet/internal/testutil"
+	"github.com/nodelet/nodelet/test/harness/crirt"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 // pushBusybox pushes a busybox image under ref with the given default command.

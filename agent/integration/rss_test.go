@@ -17,7 +17,7 @@ import (
 
 	"github.com/nodelet/nodelet/agent"
 	"github.com/nodelet/nodelet/agent/agentconfig"
-	"github.com/nodelet/nodelet/internal/testutil"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 // childAgentEnv makes the test binary run only an agent (with this JSON config), so a benchmark can

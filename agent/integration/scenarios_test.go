@@ -12,8 +12,8 @@ import (
 
 	"github.com/nodelet/nodelet/agent"
 	"github.com/nodelet/nodelet/agent/agentconfig"
-	"github.com/nodelet/nodelet/agent/internal/crirt"
-	"github.com/nodelet/nodelet/internal/testutil"
+	"github.com/nodelet/nodelet/test/harness/crirt"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 // env is one runtime with an image registry and an agent on top.

@@ -17,7 +17,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/agent"
-	"github.com/nodelet/nodelet/internal/testutil"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 const objectsTmpl = `apiVersion: v1

@@ -11,7 +11,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
-	"github.com/nodelet/nodelet/agent/internal/crirt"
+	"github.com/nodelet/nodelet/test/harness/crirt"
 )
 
 // TestRunAsNonRootOnTheRealRuntime: the busybox image names no user, so nodelet's runtime reports

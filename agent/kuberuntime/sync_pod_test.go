@@ -12,7 +12,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
-	"github.com/nodelet/nodelet/agent/internal/fakecri"
+	"github.com/nodelet/nodelet/test/harness/fakecri"
 )
 
 type fixture struct {

@@ -13,7 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/nodelet/nodelet/agent/internal/crirt"
+	"github.com/nodelet/nodelet/test/harness/crirt"
 )
 
 func freePort(t *testing.T) int {

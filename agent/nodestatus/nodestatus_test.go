@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/nodelet/nodelet/agent/internal/fakecri"
+	"github.com/nodelet/nodelet/test/harness/fakecri"
 )
 
 func ready(t *testing.T, n *v1.Node) v1.NodeCondition {

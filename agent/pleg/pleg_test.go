@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/agent/internal/fakecri"
+	"github.com/nodelet/nodelet/test/harness/fakecri"
 )
 
 func startContainer(t *testing.T, rt runtimeapi.RuntimeServiceClient, uid, name string) string {

@@ -12,12 +12,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
-	"github.com/nodelet/nodelet/agent/internal/fakecri"
 	"github.com/nodelet/nodelet/agent/internal/podpath"
 	"github.com/nodelet/nodelet/agent/kuberuntime"
 	"github.com/nodelet/nodelet/agent/podmanager"
 	"github.com/nodelet/nodelet/agent/podworkers"
 	"github.com/nodelet/nodelet/agent/status"
+	"github.com/nodelet/nodelet/test/harness/fakecri"
 )
 
 func newSyncer(t *testing.T) (*Syncer, *fakecri.Server, *status.Manager) {

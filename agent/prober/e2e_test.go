@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
-	"github.com/nodelet/nodelet/agent/internal/crirt"
+	"github.com/nodelet/nodelet/test/harness/crirt"
 )
 
 // TestProbesInRealContainer probes a busybox httpd on nodelet's runtime with every handler but

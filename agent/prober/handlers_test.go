@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
-	"github.com/nodelet/nodelet/agent/internal/fakecri"
+	"github.com/nodelet/nodelet/test/harness/fakecri"
 )
 
 func TestHandlers(t *testing.T) {

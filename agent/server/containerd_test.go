@@ -8,9 +8,9 @@ import (
 
 	ggcrv1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/nodelet/nodelet/agent/internal/crirt"
-	"github.com/nodelet/nodelet/internal/testimage"
-	"github.com/nodelet/nodelet/internal/testutil"
+	"github.com/nodelet/nodelet/test/harness/crirt"
+	"github.com/nodelet/nodelet/test/harness/testimage"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 // TestAgainstContainerd runs the same scenario on Debian's containerd: the API must work with any

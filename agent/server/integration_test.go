@@ -26,8 +26,8 @@ import (
 
 	"github.com/nodelet/nodelet/agent/server"
 	"github.com/nodelet/nodelet/agent/server/apiclient"
-	"github.com/nodelet/nodelet/internal/testimage"
-	"github.com/nodelet/nodelet/internal/testutil"
+	"github.com/nodelet/nodelet/test/harness/testimage"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 // TestAgainstNodeletRuntime drives the API against the real `nodelet runtime` (runc, conmon, its

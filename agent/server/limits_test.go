@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/nodelet/nodelet/agent/server"
-	"github.com/nodelet/nodelet/agent/server/servertest"
+	"github.com/nodelet/nodelet/test/harness/apitest"
 )
 
 // hangGuard bounds a read that must end on its own, so a regression fails instead of hanging.
@@ -21,7 +21,7 @@ const hangGuard = 30 * time.Second
 
 func serveWithLimits(t *testing.T, l server.Limits) string {
 	t.Helper()
-	f := servertest.NewFixture(t)
+	f := apitest.NewFixture(t)
 	f.AddPod("default", "web", "app")
 	s := server.New(server.Deps{NodeName: "node1", Pods: f.Pods, Runtime: f.Runtime, Limits: l})
 	return f.ServeUnix(t, s)

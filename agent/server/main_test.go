@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/nodelet/nodelet/agent/internal/crirt"
+	"github.com/nodelet/nodelet/test/harness/crirt"
 )
 
 // TestMain removes the nodelet binary crirt built for this package's tests (~80 MB in /tmp),

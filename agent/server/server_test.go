@@ -24,14 +24,14 @@ import (
 	"github.com/nodelet/nodelet/agent/metrics"
 	"github.com/nodelet/nodelet/agent/server"
 	"github.com/nodelet/nodelet/agent/server/apiclient"
-	"github.com/nodelet/nodelet/agent/server/servertest"
-	"github.com/nodelet/nodelet/internal/testutil"
+	"github.com/nodelet/nodelet/test/harness/apitest"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
-func setup(t *testing.T) (*servertest.Fixture, *servertest.SyncLoop, *apiclient.Client) {
+func setup(t *testing.T) (*apitest.Fixture, *apitest.SyncLoop, *apiclient.Client) {
 	t.Helper()
-	f := servertest.NewFixture(t)
-	loop := &servertest.SyncLoop{}
+	f := apitest.NewFixture(t)
+	loop := &apitest.SyncLoop{}
 	sock := f.ServeUnix(t, f.Server(loop))
 	c, err := apiclient.New("unix://"+sock, nil)
 	if err != nil {
@@ -254,7 +254,7 @@ func TestStatsAndMetrics(t *testing.T) {
 // TestTCPNeedsCredentials is `curl -k https://node:10250/exec/...` without a client certificate or
 // token: the API must answer 401 on exec and logs, and serve a request with a good certificate.
 func TestTCPNeedsCredentials(t *testing.T) {
-	f := servertest.NewFixture(t)
+	f := apitest.NewFixture(t)
 	f.AddPod("default", "web", "nginx")
 	s := f.Server(nil)
 	ca := testutil.NewCA(t, "test-client-ca")
@@ -311,7 +311,7 @@ func TestTCPNeedsCredentials(t *testing.T) {
 }
 
 func TestServeBoth(t *testing.T) {
-	f := servertest.NewFixture(t)
+	f := apitest.NewFixture(t)
 	s := f.Server(nil)
 	dir, err := os.MkdirTemp("", "agentapi")
 	if err != nil {
@@ -356,7 +356,7 @@ func TestServeBoth(t *testing.T) {
 }
 
 func TestNodeLogsAndConfigz(t *testing.T) {
-	f := servertest.NewFixture(t)
+	f := apitest.NewFixture(t)
 	logDir := t.TempDir()
 	os.WriteFile(filepath.Join(logDir, "messages"), []byte("boot ok\n"), 0o644)
 	s := server.New(server.Deps{NodeName: "node1", Pods: f.Pods, Runtime: f.Runtime, NodeLogDir: logDir,

@@ -11,8 +11,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/agent/internal/crirt"
-	"github.com/nodelet/nodelet/internal/testutil"
+	"github.com/nodelet/nodelet/test/harness/crirt"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 // TestNonRootContainerReadsPrivateVolumes: the host folders above a pod's volumes are closed to

@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/agent/internal/crirt"
-	"github.com/nodelet/nodelet/internal/testutil"
+	"github.com/nodelet/nodelet/test/harness/crirt"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 // TestVolumesInRealContainers runs busybox containers on nodelet's runtime with the volumes this

@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nodelet/nodelet/agent/internal/podpath"
-	"github.com/nodelet/nodelet/internal/testutil"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 // decoyFixture is a root dir beside a host folder ("decoy") that climbing names reach:

@@ -11,7 +11,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/nodelet/nodelet/internal/testimage"
+	"github.com/nodelet/nodelet/test/harness/testimage"
 )
 
 // The stand-ins of the upstream images critest v1.36.0 (pkg/validate, pkg/benchmark,

@@ -5,7 +5,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/nodelet/nodelet/internal/testutil"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 // critestImages are the names critest v1.36.0 pulls (pkg/validate, pkg/benchmark), except the

@@ -29,7 +29,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
-	"github.com/nodelet/nodelet/internal/testimage"
+	"github.com/nodelet/nodelet/test/harness/testimage"
 )
 
 func main() {

@@ -19,18 +19,18 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/nodelet/nodelet/agent/server/servertest"
+	"github.com/nodelet/nodelet/test/harness/apitest"
 )
 
 // clientFixture is a fake agent behind its API on a unix socket.
 type clientFixture struct {
-	*servertest.Fixture
+	*apitest.Fixture
 	endpoint string
 }
 
 func newClientFixture(t *testing.T) *clientFixture {
 	t.Helper()
-	f := servertest.NewFixture(t)
+	f := apitest.NewFixture(t)
 	sock := f.ServeUnix(t, f.Server(nil))
 	return &clientFixture{Fixture: f, endpoint: "unix://" + sock}
 }

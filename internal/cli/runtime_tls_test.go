@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodelet/nodelet/internal/testutil"
 	"github.com/nodelet/nodelet/runtime/streaming"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 // writePair writes a server certificate and its key as PEM files and returns their paths.

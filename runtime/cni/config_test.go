@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodelet/nodelet/internal/testutil"
 	"github.com/nodelet/nodelet/runtime/errdefs"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 func newConfManager(t *testing.T, confDir string, opts Options) *Manager {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodelet/nodelet/internal/testutil"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 // TestAdminConflistWithFirewall: a conflist of the admin's (here bridge, firewall and portmap)

@@ -15,13 +15,13 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/runtime/cni"
-	"github.com/nodelet/nodelet/runtime/server/servertest"
+	"github.com/nodelet/nodelet/test/harness/runtimetest"
 )
 
 // These tests run the real runtime server with the CNI manager as its network plugin, as the
 // daemon does: RunPodSandbox does CNI ADD, StopPodSandbox CNI DEL.
 
-func podIP(t testing.TB, e *servertest.Env, id string) string {
+func podIP(t testing.TB, e *runtimetest.Env, id string) string {
 	t.Helper()
 	st, err := e.Runtime.PodSandboxStatus(e.Ctx(), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id})
 	if err != nil {
@@ -34,7 +34,7 @@ func podIP(t testing.TB, e *servertest.Env, id string) string {
 	return ip
 }
 
-func removePod(t testing.TB, e *servertest.Env, id string) {
+func removePod(t testing.TB, e *runtimetest.Env, id string) {
 	t.Helper()
 	if _, err := e.Runtime.StopPodSandbox(e.Ctx(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil {
 		t.Fatal(err)
@@ -75,17 +75,17 @@ func freePort(t testing.TB) int32 {
 // and fetches from the other; the host reaches the second through its hostPort.
 func TestPodsPingEachOtherAndServeAHostPort(t *testing.T) {
 	tn := cni.NewTestNet(t)
-	e := servertest.Start(t, servertest.WithNetwork(tn.Manager))
+	e := runtimetest.Start(t, runtimetest.WithNetwork(tn.Manager))
 
-	client := servertest.PodConfig("client")
+	client := runtimetest.PodConfig("client")
 	clientID := e.RunPod(client, "")
-	e.RunContainer(clientID, client, servertest.ContainerConfig("sh", "sleep", "1000"))
+	e.RunContainer(clientID, client, runtimetest.ContainerConfig("sh", "sleep", "1000"))
 
 	hostPort := freePort(t)
-	web := servertest.PodConfig("web")
+	web := runtimetest.PodConfig("web")
 	web.PortMappings = []*runtimeapi.PortMapping{{Protocol: runtimeapi.Protocol_TCP, ContainerPort: 8080, HostPort: hostPort}}
 	webID := e.RunPod(web, "")
-	e.RunContainer(webID, web, servertest.ContainerConfig("httpd", "sh", "-c",
+	e.RunContainer(webID, web, runtimetest.ContainerConfig("httpd", "sh", "-c",
 		"mkdir -p /tmp/www && echo hello-from-web > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www"))
 	webIP := podIP(t, e, webID)
 	if podIP(t, e, clientID) == webIP {
@@ -163,15 +163,15 @@ func sandboxCycles(t testing.TB) int {
 }
 
 // TestSandboxCyclesLeaveNothing creates and removes sandboxes with a hostPort each; nothing of
-// their networks may remain (mounts and processes are checked by servertest at cleanup).
+// their networks may remain (mounts and processes are checked by runtimetest at cleanup).
 // NODELET_SANDBOX_CYCLES=500 runs the long version.
 func TestSandboxCyclesLeaveNothing(t *testing.T) {
 	tn := cni.NewTestNet(t)
-	e := servertest.Start(t, servertest.WithNetwork(tn.Manager))
+	e := runtimetest.Start(t, runtimetest.WithNetwork(tn.Manager))
 	n := sandboxCycles(t)
 	var ids []string
 	for i := range n {
-		cfg := servertest.PodConfig(fmt.Sprintf("cycle-%d", i))
+		cfg := runtimetest.PodConfig(fmt.Sprintf("cycle-%d", i))
 		cfg.PortMappings = []*runtimeapi.PortMapping{{Protocol: runtimeapi.Protocol_TCP, ContainerPort: 80, HostPort: int32(42000 + i%1000)}}
 		id := e.RunPod(cfg, "")
 		ids = append(ids, id)
@@ -187,10 +187,10 @@ func TestSandboxCyclesLeaveNothing(t *testing.T) {
 //	go test -run '^$' -bench RunPodSandboxWithNetwork -benchtime 100x ./runtime/cni/
 func BenchmarkRunPodSandboxWithNetwork(b *testing.B) {
 	tn := cni.NewTestNet(b)
-	e := servertest.Start(b, servertest.WithNetwork(tn.Manager))
+	e := runtimetest.Start(b, runtimetest.WithNetwork(tn.Manager))
 	var run, rm []time.Duration
 	for i := 0; b.Loop(); i++ {
-		cfg := servertest.PodConfig(fmt.Sprintf("bench-%d", i))
+		cfg := runtimetest.PodConfig(fmt.Sprintf("bench-%d", i))
 		t0 := time.Now()
 		id := e.RunPod(cfg, "")
 		t1 := time.Now()
@@ -222,7 +222,7 @@ func TestNetworkReadyCondition(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	e := servertest.Start(t, servertest.WithNetwork(m))
+	e := runtimetest.Start(t, runtimetest.WithNetwork(m))
 	netReady := func() *runtimeapi.RuntimeCondition {
 		st, err := e.Runtime.Status(e.Ctx(), &runtimeapi.StatusRequest{})
 		if err != nil {

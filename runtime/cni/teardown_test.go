@@ -15,7 +15,7 @@ import (
 	"github.com/containernetworking/cni/pkg/version"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/internal/testutil"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 // assertNoLeaks checks everything a pod's network leaves on the host: host-local's store, veths on

@@ -27,9 +27,9 @@ import (
 	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/internal/testutil"
 	"github.com/nodelet/nodelet/runtime/errdefs"
 	"github.com/nodelet/nodelet/runtime/imagestore"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 // busyboxImage is busybox-static as /bin/busybox and /bin/sh, run as user 1000.

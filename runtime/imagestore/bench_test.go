@@ -17,7 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/klauspost/compress/gzip"
 
-	"github.com/nodelet/nodelet/internal/testutil"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 // benchLayer is a gzip (fastest level) layer of files*fileSize bytes of random text-like data. It

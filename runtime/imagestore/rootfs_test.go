@@ -14,8 +14,8 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/nodelet/nodelet/internal/testutil"
 	"github.com/nodelet/nodelet/runtime/errdefs"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 // whiteoutImage has three layers: a base, one that deletes and makes a dir opaque, and one with

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/nodelet/nodelet/internal/testutil"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 func readSysctl(t *testing.T, key string) string {

@@ -9,11 +9,11 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/runtime/server/servertest"
+	"github.com/nodelet/nodelet/test/harness/runtimetest"
 )
 
 func TestContainerBadInput(t *testing.T) {
-	e := servertest.Start(t)
+	e := runtimetest.Start(t)
 	pod := e.PodWithLogs("bad")
 	sb := e.RunPod(pod, "")
 
@@ -22,7 +22,7 @@ func TestContainerBadInput(t *testing.T) {
 		return err
 	}
 	with := func(f func(c *runtimeapi.ContainerConfig)) *runtimeapi.ContainerConfig {
-		c := servertest.ContainerConfig("ok", "true")
+		c := runtimetest.ContainerConfig("ok", "true")
 		f(c)
 		return c
 	}
@@ -50,7 +50,7 @@ func TestContainerBadInput(t *testing.T) {
 			c.Linux.SecurityContext.RunAsGroup = &runtimeapi.Int64Value{Value: 5}
 		}), codes.InvalidArgument},
 		{"unknown user", sb, with(func(c *runtimeapi.ContainerConfig) { c.Linux.SecurityContext.RunAsUsername = "nosuchuser" }), codes.FailedPrecondition},
-		{"unknown sandbox", "0123abcd", servertest.ContainerConfig("ok", "true"), codes.NotFound},
+		{"unknown sandbox", "0123abcd", runtimetest.ContainerConfig("ok", "true"), codes.NotFound},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -63,8 +63,8 @@ func TestContainerBadInput(t *testing.T) {
 	if list, _ := e.Runtime.ListContainers(e.Ctx(), &runtimeapi.ListContainersRequest{}); len(list.GetContainers()) != 0 {
 		t.Fatalf("failed creates left containers: %v", list)
 	}
-	id := e.CreateContainer(sb, pod, servertest.ContainerConfig("ok", "true"))
-	if err := create(sb, servertest.ContainerConfig("ok", "true")); status.Code(err) != codes.AlreadyExists {
+	id := e.CreateContainer(sb, pod, runtimetest.ContainerConfig("ok", "true"))
+	if err := create(sb, runtimetest.ContainerConfig("ok", "true")); status.Code(err) != codes.AlreadyExists {
 		t.Fatalf("duplicate name: %v", err)
 	}
 
@@ -117,11 +117,11 @@ func TestContainerBadInput(t *testing.T) {
 }
 
 func TestContainerFiltersAndReopenLog(t *testing.T) {
-	e := servertest.Start(t)
+	e := runtimetest.Start(t)
 	pod := e.PodWithLogs("filters")
 	sb := e.RunPod(pod, "")
-	a := e.RunContainer(sb, pod, servertest.ContainerConfig("a", "sh", "-c", "while :; do echo a; sleep 0.05; done"))
-	b := e.CreateContainer(sb, pod, servertest.ContainerConfig("b", "true"))
+	a := e.RunContainer(sb, pod, runtimetest.ContainerConfig("a", "sh", "-c", "while :; do echo a; sleep 0.05; done"))
+	b := e.CreateContainer(sb, pod, runtimetest.ContainerConfig("b", "true"))
 	list := func(f *runtimeapi.ContainerFilter) []string {
 		t.Helper()
 		r, err := e.Runtime.ListContainers(e.Ctx(), &runtimeapi.ListContainersRequest{Filter: f})
@@ -179,11 +179,11 @@ func renameFile(from, to string) error { return os.Rename(from, to) }
 func TestContainerStartFailure(t *testing.T) {
 	for _, handler := range []string{"runc", "crun"} {
 		t.Run(handler, func(t *testing.T) {
-			e := servertest.Start(t)
+			e := runtimetest.Start(t)
 			pod := e.PodWithLogs("startfail-" + handler)
 			sb := e.RunPod(pod, handler)
 			resp, err := e.Runtime.CreateContainer(e.Ctx(), &runtimeapi.CreateContainerRequest{
-				PodSandboxId: sb, Config: servertest.ContainerConfig("missing", "/no/such/binary"), SandboxConfig: pod})
+				PodSandboxId: sb, Config: runtimetest.ContainerConfig("missing", "/no/such/binary"), SandboxConfig: pod})
 			if err != nil {
 				return // refused at create: nothing more to check
 			}

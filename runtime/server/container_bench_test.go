@@ -14,7 +14,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/runtime/server/servertest"
+	"github.com/nodelet/nodelet/test/harness/runtimetest"
 )
 
 // BenchmarkCRILifecycle measures, over 20 runs each, RunPodSandbox, CreateContainer+StartContainer
@@ -35,7 +35,7 @@ func BenchmarkCRILifecycle(b *testing.B) {
 
 func benchLifecycle(b *testing.B, handler string) {
 	const runs = 20
-	e := servertest.Start(b)
+	e := runtimetest.Start(b)
 	runtime.GC()
 	debug.FreeOSMemory()
 	idle := rssKB(os.Getpid())
@@ -49,7 +49,7 @@ func benchLifecycle(b *testing.B, handler string) {
 		runp = append(runp, time.Since(t0))
 		pods = append(pods, sb)
 
-		cfg := servertest.ContainerConfig("c", "sleep", "100000")
+		cfg := runtimetest.ContainerConfig("c", "sleep", "100000")
 		t0 = time.Now()
 		e.RunContainer(sb, pod, cfg)
 		createStart = append(createStart, time.Since(t0))

@@ -7,14 +7,14 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/runtime/server/servertest"
+	"github.com/nodelet/nodelet/test/harness/runtimetest"
 )
 
 // TestContainerConcurrentLifecycle runs pods side by side, each through create, start, exec,
 // stop and remove, while other calls list and read stats, as a kubelet's pod workers and its
 // housekeeping do at once.
 func TestContainerConcurrentLifecycle(t *testing.T) {
-	e := servertest.Start(t)
+	e := runtimetest.Start(t)
 	const pods = 8
 	var wg sync.WaitGroup
 	errs := make(chan error, pods*4)
@@ -51,7 +51,7 @@ func TestContainerConcurrentLifecycle(t *testing.T) {
 				return
 			}
 			c, err := e.Runtime.CreateContainer(e.Ctx(), &runtimeapi.CreateContainerRequest{
-				PodSandboxId: rp.PodSandboxId, Config: servertest.ContainerConfig("c", "sleep", "1000"), SandboxConfig: pod})
+				PodSandboxId: rp.PodSandboxId, Config: runtimetest.ContainerConfig("c", "sleep", "1000"), SandboxConfig: pod})
 			if err != nil {
 				errs <- err
 				return

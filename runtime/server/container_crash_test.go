@@ -10,25 +10,25 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/internal/testimage"
-	"github.com/nodelet/nodelet/internal/testutil"
 	"github.com/nodelet/nodelet/runtime/imageservice"
 	"github.com/nodelet/nodelet/runtime/imagestore"
 	"github.com/nodelet/nodelet/runtime/server"
-	"github.com/nodelet/nodelet/runtime/server/servertest"
 	"github.com/nodelet/nodelet/runtime/store"
+	"github.com/nodelet/nodelet/test/harness/runtimetest"
+	"github.com/nodelet/nodelet/test/harness/testimage"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 // imageStoreEnv starts a server whose containers come from a real image store holding one
 // pulled busybox image, served as the ImageService; it returns the env, the store's dir and the
 // image's reference.
-func imageStoreEnv(t *testing.T) (*servertest.Env, string, string) {
+func imageStoreEnv(t *testing.T) (*runtimetest.Env, string, string) {
 	e, dir, ref, _ := imageStoreEnvStore(t)
 	return e, dir, ref
 }
 
 // imageStoreEnvStore is imageStoreEnv that also returns the store.
-func imageStoreEnvStore(t *testing.T) (*servertest.Env, string, string, *imagestore.Store) {
+func imageStoreEnvStore(t *testing.T) (*runtimetest.Env, string, string, *imagestore.Store) {
 	t.Helper()
 	img, err := testimage.Busybox()
 	if err != nil {
@@ -41,9 +41,9 @@ func imageStoreEnvStore(t *testing.T) (*servertest.Env, string, string, *imagest
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := servertest.Start(t,
-		servertest.WithConfig(func(c *server.Config) { c.Images = store }),
-		servertest.WithImageService(imageservice.New(store)))
+	e := runtimetest.Start(t,
+		runtimetest.WithConfig(func(c *server.Config) { c.Images = store }),
+		runtimetest.WithImageService(imageservice.New(store)))
 	if _, err := e.Image.PullImage(e.Ctx(), &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}}); err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestContainerCrashDuringCreateIsSwept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := servertest.ContainerConfig("parked", "true")
+	cfg := runtimetest.ContainerConfig("parked", "true")
 	cfg.Image.Image = ref
 	done := make(chan error, 1)
 	go func() {

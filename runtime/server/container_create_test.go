@@ -13,9 +13,9 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/internal/testutil"
 	"github.com/nodelet/nodelet/runtime/server"
-	"github.com/nodelet/nodelet/runtime/server/servertest"
+	"github.com/nodelet/nodelet/test/harness/runtimetest"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 // An image whose /etc/passwd is a FIFO (or leads to a device) once made CreateContainer block in
@@ -41,7 +41,7 @@ func TestCreateContainerHostileImagePasswd(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := servertest.Start(t)
+			e := runtimetest.Start(t)
 			pod := e.PodWithLogs("hostile-passwd")
 			sb := e.RunPod(pod, "")
 			passwd := filepath.Join(e.Rootfs, "etc/passwd")
@@ -54,7 +54,7 @@ func TestCreateContainerHostileImagePasswd(t *testing.T) {
 			}
 			tc.plant(t, e.Rootfs, passwd)
 
-			cfg := servertest.ContainerConfig("app", "true")
+			cfg := runtimetest.ContainerConfig("app", "true")
 			cfg.Linux.SecurityContext.RunAsUsername = "tester"
 			// Bounded so that a regression fails instead of hanging; the call must end long before.
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -82,8 +82,8 @@ func TestCreateContainerHostileImagePasswd(t *testing.T) {
 }
 
 // withFaultRuntime makes the default handler (runc) the fault-injecting wrapper.
-func withFaultRuntime(f *faultRuntime) servertest.Option {
-	return servertest.WithConfig(func(c *server.Config) {
+func withFaultRuntime(f *faultRuntime) runtimetest.Option {
+	return runtimetest.WithConfig(func(c *server.Config) {
 		h := c.Handlers["runc"]
 		h.Path = f.Path
 		c.Handlers["runc"] = h
@@ -126,10 +126,10 @@ func TestCreateContainerRollback(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fault := newFaultRuntime(t, tc.mode)
-			e := servertest.Start(t, withFaultRuntime(fault), servertest.WithConfig(func(c *server.Config) { c.CreateTimeout = tc.createTimeout }))
+			e := runtimetest.Start(t, withFaultRuntime(fault), runtimetest.WithConfig(func(c *server.Config) { c.CreateTimeout = tc.createTimeout }))
 			pod := e.PodWithLogs("rollback")
 			sb := e.RunPod(pod, "")
-			cfg := servertest.ContainerConfig("app", "true")
+			cfg := runtimetest.ContainerConfig("app", "true")
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			done := make(chan error, 1)

@@ -8,11 +8,11 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/runtime/server/servertest"
+	"github.com/nodelet/nodelet/test/harness/runtimetest"
 )
 
 func TestContainerEvents(t *testing.T) {
-	e := servertest.Start(t)
+	e := runtimetest.Start(t)
 	pod := e.PodWithLogs("events")
 	sb := e.RunPod(pod, "")
 
@@ -55,7 +55,7 @@ func TestContainerEvents(t *testing.T) {
 	// The server registers the stream a moment after the client has it: probe with containers
 	// until one's CREATED event arrives, then follow a fresh container from the start.
 	for i := 0; ; i++ {
-		id = e.CreateContainer(sb, pod, servertest.ContainerConfig(fmt.Sprintf("probe%d", i), "true"))
+		id = e.CreateContainer(sb, pod, runtimetest.ContainerConfig(fmt.Sprintf("probe%d", i), "true"))
 		select {
 		case ev, ok := <-events:
 			if !ok {
@@ -77,7 +77,7 @@ func TestContainerEvents(t *testing.T) {
 			drained = true
 		}
 	}
-	id = e.CreateContainer(sb, pod, servertest.ContainerConfig("ev", "sh", "-c", "sleep 0.2; exit 2"))
+	id = e.CreateContainer(sb, pod, runtimetest.ContainerConfig("ev", "sh", "-c", "sleep 0.2; exit 2"))
 	ev := next(runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT)
 	if ev.CreatedAt == 0 || ev.PodSandboxStatus.GetId() != sb || statusOf(ev, id) == nil {
 		t.Fatalf("created event: %v", ev)

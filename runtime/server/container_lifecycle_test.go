@@ -9,7 +9,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/runtime/server/servertest"
+	"github.com/nodelet/nodelet/test/harness/runtimetest"
 )
 
 // criLine is one line of the CRI log format: time, stream, P(artial)/F(ull) tag, content.
@@ -18,11 +18,11 @@ var criLine = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+(Z|[+-]\d\
 func TestContainerLifecycle(t *testing.T) {
 	for _, handler := range []string{"runc", "crun", "runsc"} {
 		t.Run(handler, func(t *testing.T) {
-			e := servertest.Start(t)
+			e := runtimetest.Start(t)
 			pod := e.PodWithLogs("life-" + handler)
 			sb := e.RunPod(pod, handler)
 
-			cfg := servertest.ContainerConfig("c1", "sh", "-c", "echo out; echo err >&2; exit 3")
+			cfg := runtimetest.ContainerConfig("c1", "sh", "-c", "echo out; echo err >&2; exit 3")
 			id := e.CreateContainer(sb, pod, cfg)
 			if st := e.Status(id); st.State != runtimeapi.ContainerState_CONTAINER_CREATED || st.CreatedAt == 0 {
 				t.Fatalf("after create: %v", st)
@@ -34,7 +34,7 @@ func TestContainerLifecycle(t *testing.T) {
 			if st.ExitCode != 3 || st.Reason != "Error" || st.StartedAt == 0 || st.FinishedAt < st.StartedAt {
 				t.Fatalf("exited status: %+v", st)
 			}
-			if st.ImageRef == "" || st.Image.GetImage() != servertest.Image || st.Labels["container"] != "c1" {
+			if st.ImageRef == "" || st.Image.GetImage() != runtimetest.Image || st.Labels["container"] != "c1" {
 				t.Fatalf("status image/labels: %+v", st)
 			}
 			logPath := filepath.Join(pod.LogDirectory, "c1.log")
@@ -51,7 +51,7 @@ func TestContainerLifecycle(t *testing.T) {
 				t.Errorf("log lacks the output:\n%s", log)
 			}
 
-			ok := servertest.ContainerConfig("c2", "true")
+			ok := runtimetest.ContainerConfig("c2", "true")
 			id2 := e.RunContainer(sb, pod, ok)
 			if st := e.WaitContainerState(id2, runtimeapi.ContainerState_CONTAINER_EXITED); st.ExitCode != 0 || st.Reason != "Completed" {
 				t.Fatalf("c2: %+v", st)
@@ -76,7 +76,7 @@ func TestContainerLifecycle(t *testing.T) {
 				t.Fatalf("list after remove: %v %v", list, err)
 			}
 			// Nothing of them is left: records, bundles, exit files, rootfs, runtime state.
-			// (Mounts, processes and cgroups are checked by servertest at cleanup.)
+			// (Mounts, processes and cgroups are checked by runtimetest at cleanup.)
 			for _, dir := range []string{
 				filepath.Join(e.Config.Root, "containers"), filepath.Join(e.Config.State, "exits"),
 				filepath.Join(e.Dir, "overlays"), e.Config.Handlers[handler].Root,

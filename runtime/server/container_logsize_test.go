@@ -12,17 +12,17 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/runtime/server"
-	"github.com/nodelet/nodelet/runtime/server/servertest"
+	"github.com/nodelet/nodelet/test/harness/runtimetest"
 )
 
 // TestContainerLogSizeMax runs a container that writes without end and nobody rotating its log:
 // conmon must keep the file under the cap, starting it afresh (a new inode) when it would pass it.
 func TestContainerLogSizeMax(t *testing.T) {
 	const limit = 64 << 10
-	e := servertest.Start(t, servertest.WithConfig(func(c *server.Config) { c.ContainerLogMaxSize = limit }))
+	e := runtimetest.Start(t, runtimetest.WithConfig(func(c *server.Config) { c.ContainerLogMaxSize = limit }))
 	pod := e.PodWithLogs("logcap")
 	sb := e.RunPod(pod, "runc")
-	id := e.RunContainer(sb, pod, servertest.ContainerConfig("spam", "yes", "a line of the endless writer"))
+	id := e.RunContainer(sb, pod, runtimetest.ContainerConfig("spam", "yes", "a line of the endless writer"))
 	path := filepath.Join(pod.LogDirectory, "spam.log")
 
 	var first uint64

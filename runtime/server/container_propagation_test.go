@@ -9,7 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/runtime/server/servertest"
+	"github.com/nodelet/nodelet/test/harness/runtimetest"
 )
 
 // sharedMount makes a temp dir a shared mount point (as the kubelet makes its pods dir) and
@@ -32,14 +32,14 @@ func sharedMount(t *testing.T) string {
 }
 
 func TestContainerMountPropagation(t *testing.T) {
-	e := servertest.Start(t)
+	e := runtimetest.Start(t)
 	pod := e.PodWithLogs("prop")
 	pod.Linux.SecurityContext = &runtimeapi.LinuxSandboxSecurityContext{Privileged: true}
 	sb := e.RunPod(pod, "")
 
 	// Host to container: a mount made on the host after the start shows up inside.
 	h2c := sharedMount(t)
-	cfg := servertest.ContainerConfig("h2c", "sh", "-c", "echo ready; while [ ! -e /data/sub/flag ]; do sleep 0.05; done; echo SEEN")
+	cfg := runtimetest.ContainerConfig("h2c", "sh", "-c", "echo ready; while [ ! -e /data/sub/flag ]; do sleep 0.05; done; echo SEEN")
 	cfg.Mounts = []*runtimeapi.Mount{{ContainerPath: "/data", HostPath: h2c, Propagation: runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER}}
 	id := e.RunContainer(sb, pod, cfg)
 	e.WaitLog(e.Status(id).LogPath, "ready")
@@ -61,7 +61,7 @@ func TestContainerMountPropagation(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(bi, "inner"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cfg = servertest.ContainerConfig("bidi", "sh", "-c", "mount -t tmpfs t /data/inner && echo hi > /data/inner/file && echo DONE; sleep 1000")
+	cfg = runtimetest.ContainerConfig("bidi", "sh", "-c", "mount -t tmpfs t /data/inner && echo hi > /data/inner/file && echo DONE; sleep 1000")
 	cfg.Linux.SecurityContext.Privileged = true
 	cfg.Mounts = []*runtimeapi.Mount{{ContainerPath: "/data", HostPath: bi, Propagation: runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL}}
 	id = e.RunContainer(sb, pod, cfg)

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/runtime/server/servertest"
+	"github.com/nodelet/nodelet/test/harness/runtimetest"
 )
 
 // CreateContainer racing StopPodSandbox and RemovePodSandbox of its pod must never leave a
@@ -18,7 +18,7 @@ import (
 // and the invariant is checked after each round.
 func TestCreateContainerRacesSandboxRemoval(t *testing.T) {
 	const workers, rounds = 4, 5
-	e := servertest.Start(t)
+	e := runtimetest.Start(t)
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Add(1)
@@ -36,7 +36,7 @@ func TestCreateContainerRacesSandboxRemoval(t *testing.T) {
 
 // raceOnce runs one pod's create against its removal; stop says whether a StopPodSandbox comes
 // first. It reports whether the test may go on.
-func raceOnce(t *testing.T, e *servertest.Env, name string, stop bool) bool {
+func raceOnce(t *testing.T, e *runtimetest.Env, name string, stop bool) bool {
 	pod := e.PodWithLogs(name)
 	resp, err := e.Runtime.RunPodSandbox(e.Ctx(), &runtimeapi.RunPodSandboxRequest{Config: pod})
 	if err != nil {
@@ -50,7 +50,7 @@ func raceOnce(t *testing.T, e *servertest.Env, name string, stop bool) bool {
 	go func() {
 		defer wg.Done()
 		_, createErr = e.Runtime.CreateContainer(e.Ctx(), &runtimeapi.CreateContainerRequest{
-			PodSandboxId: sb, Config: servertest.ContainerConfig("app", "true"), SandboxConfig: pod})
+			PodSandboxId: sb, Config: runtimetest.ContainerConfig("app", "true"), SandboxConfig: pod})
 	}()
 	go func() {
 		defer wg.Done()

@@ -10,18 +10,18 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/runtime/server/servertest"
+	"github.com/nodelet/nodelet/test/harness/runtimetest"
 )
 
 // TestContainerRecoverAfterDaemonKill stops the server without touching its containers, as a
 // SIGKILL would, lets one container exit while no daemon runs, and starts a fresh server on the
 // same dirs.
 func TestContainerRecoverAfterDaemonKill(t *testing.T) {
-	e := servertest.Start(t)
+	e := runtimetest.Start(t)
 	pod := e.PodWithLogs("recover")
 	sb := e.RunPod(pod, "")
-	ticker := e.RunContainer(sb, pod, servertest.ContainerConfig("ticker", "sh", "-c", "i=0; while :; do echo tick $i; i=$((i+1)); sleep 0.05; done"))
-	waiter := e.RunContainer(sb, pod, servertest.ContainerConfig("waiter", "sh", "-c", "while [ ! -e /tmp/go ]; do sleep 0.05; done; exit 42"))
+	ticker := e.RunContainer(sb, pod, runtimetest.ContainerConfig("ticker", "sh", "-c", "i=0; while :; do echo tick $i; i=$((i+1)); sleep 0.05; done"))
+	waiter := e.RunContainer(sb, pod, runtimetest.ContainerConfig("waiter", "sh", "-c", "while [ ! -e /tmp/go ]; do sleep 0.05; done; exit 42"))
 	tickLog := e.Status(ticker).LogPath
 	e.WaitLog(tickLog, "tick 1")
 	waiterPid := containerPids(t, e, waiter).Pid
@@ -88,10 +88,10 @@ func TestContainerRecoverAfterDaemonKill(t *testing.T) {
 // runs: no exit file is ever written, and the restarted daemon must still report the container as
 // exited (with an unknown exit code) and remove it cleanly.
 func TestContainerRecoverLostMonitor(t *testing.T) {
-	e := servertest.Start(t)
+	e := runtimetest.Start(t)
 	pod := e.PodWithLogs("lost")
 	sb := e.RunPod(pod, "")
-	id := e.RunContainer(sb, pod, servertest.ContainerConfig("orphan", "sleep", "1000"))
+	id := e.RunContainer(sb, pod, runtimetest.ContainerConfig("orphan", "sleep", "1000"))
 	info := containerPids(t, e, id)
 	e.Server.CloseContainers()
 	e.Stop()
@@ -116,10 +116,10 @@ func TestContainerRecoverLostMonitor(t *testing.T) {
 // TestContainerMonitorDeath kills a running container's conmon and then the container while the
 // daemon runs: no exit file comes, and the periodic monitor check must still notice the exit.
 func TestContainerMonitorDeath(t *testing.T) {
-	e := servertest.Start(t)
+	e := runtimetest.Start(t)
 	pod := e.PodWithLogs("monitor")
 	sb := e.RunPod(pod, "")
-	id := e.RunContainer(sb, pod, servertest.ContainerConfig("orphan", "sleep", "1000"))
+	id := e.RunContainer(sb, pod, runtimetest.ContainerConfig("orphan", "sleep", "1000"))
 	info := containerPids(t, e, id)
 	for _, pid := range []int{info.ConmonPid, info.Pid} {
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
@@ -133,7 +133,7 @@ func TestContainerMonitorDeath(t *testing.T) {
 }
 
 // containerPids reads the container's and its conmon's PIDs from the verbose status.
-func containerPids(t *testing.T, e *servertest.Env, id string) (info struct {
+func containerPids(t *testing.T, e *runtimetest.Env, id string) (info struct {
 	Pid       int `json:"pid"`
 	ConmonPid int `json:"conmonPid"`
 }) {

@@ -7,11 +7,11 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/runtime/cgroups"
-	"github.com/nodelet/nodelet/runtime/server/servertest"
+	"github.com/nodelet/nodelet/test/harness/runtimetest"
 )
 
 // cgroupOf reads the container's cgroups path from the verbose status.
-func cgroupOf(t *testing.T, e *servertest.Env, id string) string {
+func cgroupOf(t *testing.T, e *runtimetest.Env, id string) string {
 	t.Helper()
 	resp, err := e.Runtime.ContainerStatus(e.Ctx(), &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: true})
 	if err != nil {
@@ -30,10 +30,10 @@ func cgroupOf(t *testing.T, e *servertest.Env, id string) string {
 func TestContainerResourcesAndStats(t *testing.T) {
 	for _, handler := range []string{"runc", "crun"} {
 		t.Run(handler, func(t *testing.T) {
-			e := servertest.Start(t)
+			e := runtimetest.Start(t)
 			pod := e.PodWithLogs("res-" + handler)
 			sb := e.RunPod(pod, handler)
-			cfg := servertest.ContainerConfig("limited", "sh", "-c", "echo ready; dd if=/dev/zero of=/tmp/blob bs=1k count=512 2>/dev/null; sleep 1000")
+			cfg := runtimetest.ContainerConfig("limited", "sh", "-c", "echo ready; dd if=/dev/zero of=/tmp/blob bs=1k count=512 2>/dev/null; sleep 1000")
 			cfg.Linux.Resources = &runtimeapi.LinuxContainerResources{
 				CpuShares: 512, CpuQuota: 50000, CpuPeriod: 100000, MemoryLimitInBytes: 64 << 20, CpusetCpus: "0",
 				OomScoreAdj: -999, // more than the daemon may grant: clamped, not a failed create
@@ -87,11 +87,11 @@ func TestContainerResourcesAndStats(t *testing.T) {
 }
 
 func TestContainerOOMKilled(t *testing.T) {
-	e := servertest.Start(t)
+	e := runtimetest.Start(t)
 	pod := e.PodWithLogs("oom")
 	sb := e.RunPod(pod, "")
 	// tail buffers a "line" of /dev/zero that never ends.
-	cfg := servertest.ContainerConfig("hog", "tail", "/dev/zero")
+	cfg := runtimetest.ContainerConfig("hog", "tail", "/dev/zero")
 	cfg.Linux.Resources = &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 16 << 20}
 	id := e.RunContainer(sb, pod, cfg)
 	st := e.WaitContainerState(id, runtimeapi.ContainerState_CONTAINER_EXITED)

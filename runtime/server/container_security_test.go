@@ -9,11 +9,11 @@ import (
 	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/runtime/server/servertest"
+	"github.com/nodelet/nodelet/test/harness/runtimetest"
 )
 
 // runToLog runs cfg to completion and returns its status and log.
-func runToLog(t *testing.T, e *servertest.Env, sb string, pod *runtimeapi.PodSandboxConfig, cfg *runtimeapi.ContainerConfig) (*runtimeapi.ContainerStatus, string) {
+func runToLog(t *testing.T, e *runtimetest.Env, sb string, pod *runtimeapi.PodSandboxConfig, cfg *runtimeapi.ContainerConfig) (*runtimeapi.ContainerStatus, string) {
 	t.Helper()
 	id := e.RunContainer(sb, pod, cfg)
 	st := e.WaitContainerState(id, runtimeapi.ContainerState_CONTAINER_EXITED)
@@ -24,12 +24,12 @@ func runToLog(t *testing.T, e *servertest.Env, sb string, pod *runtimeapi.PodSan
 func TestContainerSecurityContext(t *testing.T) {
 	for _, handler := range []string{"runc", "crun"} {
 		t.Run(handler, func(t *testing.T) {
-			e := servertest.Start(t)
+			e := runtimetest.Start(t)
 			pod := e.PodWithLogs("sec-" + handler)
 			sb := e.RunPod(pod, handler)
 
 			t.Run("user", func(t *testing.T) {
-				cfg := servertest.ContainerConfig("user", "sh", "-c", "id; echo END")
+				cfg := runtimetest.ContainerConfig("user", "sh", "-c", "id; echo END")
 				cfg.Linux.SecurityContext.RunAsUser = &runtimeapi.Int64Value{Value: 1000}
 				cfg.Linux.SecurityContext.SupplementalGroups = []int64{3000}
 				st, log := runToLog(t, e, sb, pod, cfg)
@@ -43,7 +43,7 @@ func TestContainerSecurityContext(t *testing.T) {
 				}
 			})
 			t.Run("username", func(t *testing.T) {
-				cfg := servertest.ContainerConfig("username", "sh", "-c", "id -u; echo END")
+				cfg := runtimetest.ContainerConfig("username", "sh", "-c", "id -u; echo END")
 				cfg.Linux.SecurityContext.RunAsUsername = "nobody"
 				_, log := runToLog(t, e, sb, pod, cfg)
 				if !strings.Contains(log, "F 65534") {
@@ -51,20 +51,20 @@ func TestContainerSecurityContext(t *testing.T) {
 				}
 			})
 			t.Run("capabilities", func(t *testing.T) {
-				cfg := servertest.ContainerConfig("caps", "sh", "-c", "grep -E '^Cap(Eff|Bnd)' /proc/self/status; echo END")
+				cfg := runtimetest.ContainerConfig("caps", "sh", "-c", "grep -E '^Cap(Eff|Bnd)' /proc/self/status; echo END")
 				cfg.Linux.SecurityContext.Capabilities = &runtimeapi.Capability{DropCapabilities: []string{"ALL"}, AddCapabilities: []string{"NET_BIND_SERVICE"}}
 				_, log := runToLog(t, e, sb, pod, cfg)
 				if !strings.Contains(log, "CapEff:\t0000000000000400") || !strings.Contains(log, "CapBnd:\t0000000000000400") {
 					t.Errorf("caps:\n%s", log)
 				}
-				cfg = servertest.ContainerConfig("defcaps", "sh", "-c", "grep CapBnd /proc/self/status; echo END")
+				cfg = runtimetest.ContainerConfig("defcaps", "sh", "-c", "grep CapBnd /proc/self/status; echo END")
 				_, log = runToLog(t, e, sb, pod, cfg)
 				if !strings.Contains(log, "CapBnd:\t00000000a80425fb") {
 					t.Errorf("default caps:\n%s", log)
 				}
 			})
 			t.Run("readonly-rootfs-nonewprivs-seccomp", func(t *testing.T) {
-				cfg := servertest.ContainerConfig("ro", "sh", "-c",
+				cfg := runtimetest.ContainerConfig("ro", "sh", "-c",
 					"touch /x && echo WROTE; grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status; "+
 						"busybox unshare -U true && echo USERNS; busybox unshare -n true && echo NETNS; echo END")
 				cfg.Linux.SecurityContext.ReadonlyRootfs = true
@@ -82,14 +82,14 @@ func TestContainerSecurityContext(t *testing.T) {
 				}
 			})
 			t.Run("masked-paths", func(t *testing.T) {
-				cfg := servertest.ContainerConfig("masked", "sh", "-c", "wc -c < /proc/keys; echo x > /proc/sys/kernel/domainname || echo RO; echo END")
+				cfg := runtimetest.ContainerConfig("masked", "sh", "-c", "wc -c < /proc/keys; echo x > /proc/sys/kernel/domainname || echo RO; echo END")
 				_, log := runToLog(t, e, sb, pod, cfg)
 				if !strings.Contains(log, "F 0") || !strings.Contains(log, "RO") {
 					t.Errorf("masked/readonly paths not in force:\n%s", log)
 				}
 			})
 			t.Run("devices", func(t *testing.T) {
-				cfg := servertest.ContainerConfig("devices", "sh", "-c", "echo x > /dev/xnull && echo DEVOK; cat /dev/xnull; echo END")
+				cfg := runtimetest.ContainerConfig("devices", "sh", "-c", "echo x > /dev/xnull && echo DEVOK; cat /dev/xnull; echo END")
 				cfg.Devices = []*runtimeapi.Device{{ContainerPath: "/dev/xnull", HostPath: "/dev/null", Permissions: "rw"}}
 				_, log := runToLog(t, e, sb, pod, cfg)
 				if !strings.Contains(log, "DEVOK") {
@@ -107,7 +107,7 @@ func TestContainerSecurityContext(t *testing.T) {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { unix.Unmount(sub, unix.MNT_DETACH) })
-				cfg := servertest.ContainerConfig("mounts", "sh", "-c",
+				cfg := runtimetest.ContainerConfig("mounts", "sh", "-c",
 					"echo hi > /data/rw/f && cat /data/rw/f; echo x > /data/ro/f || echo RO; echo x > /data/ro/sub/f || echo SUBRO; echo END")
 				cfg.Mounts = []*runtimeapi.Mount{
 					{ContainerPath: "/data/rw", HostPath: host},

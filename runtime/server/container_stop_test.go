@@ -5,7 +5,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/runtime/server/servertest"
+	"github.com/nodelet/nodelet/test/harness/runtimetest"
 )
 
 func TestContainerStopGraceAndKill(t *testing.T) {
@@ -15,12 +15,12 @@ func TestContainerStopGraceAndKill(t *testing.T) {
 }
 
 func testStop(t *testing.T, handler string) {
-	e := servertest.Start(t)
+	e := runtimetest.Start(t)
 	pod := e.PodWithLogs("stop-" + handler)
 	sb := e.RunPod(pod, handler)
 
 	// Honours SIGTERM within the grace period: its own exit code.
-	polite := servertest.ContainerConfig("polite", "sh", "-c", "trap 'echo bye; exit 7' TERM; echo ready; while :; do sleep 0.1; done")
+	polite := runtimetest.ContainerConfig("polite", "sh", "-c", "trap 'echo bye; exit 7' TERM; echo ready; while :; do sleep 0.1; done")
 	id1 := e.RunContainer(sb, pod, polite)
 	e.WaitLog(e.Status(id1).LogPath, "ready")
 	if _, err := e.Runtime.StopContainer(e.Ctx(), &runtimeapi.StopContainerRequest{ContainerId: id1, Timeout: 30}); err != nil {
@@ -32,7 +32,7 @@ func testStop(t *testing.T, handler string) {
 	e.WaitLog(e.Status(id1).LogPath, "bye")
 
 	// Ignores SIGTERM: killed after the grace period.
-	stubborn := servertest.ContainerConfig("stubborn", "sh", "-c", "trap '' TERM; echo ready; while :; do sleep 0.1; done")
+	stubborn := runtimetest.ContainerConfig("stubborn", "sh", "-c", "trap '' TERM; echo ready; while :; do sleep 0.1; done")
 	id2 := e.RunContainer(sb, pod, stubborn)
 	e.WaitLog(e.Status(id2).LogPath, "ready")
 	if _, err := e.Runtime.StopContainer(e.Ctx(), &runtimeapi.StopContainerRequest{ContainerId: id2, Timeout: 1}); err != nil {
@@ -43,7 +43,7 @@ func testStop(t *testing.T, handler string) {
 	}
 
 	// The request's stop signal replaces SIGTERM.
-	usr1 := servertest.ContainerConfig("usr1", "sh", "-c", "trap 'exit 5' USR1; echo ready; while :; do sleep 0.1; done")
+	usr1 := runtimetest.ContainerConfig("usr1", "sh", "-c", "trap 'exit 5' USR1; echo ready; while :; do sleep 0.1; done")
 	usr1.StopSignal = runtimeapi.Signal_SIGUSR1
 	id3 := e.RunContainer(sb, pod, usr1)
 	e.WaitLog(e.Status(id3).LogPath, "ready")
@@ -55,7 +55,7 @@ func testStop(t *testing.T, handler string) {
 	}
 
 	// Stopping twice, and stopping a never-started container, succeed.
-	id4 := e.CreateContainer(sb, pod, servertest.ContainerConfig("never", "sleep", "100"))
+	id4 := e.CreateContainer(sb, pod, runtimetest.ContainerConfig("never", "sleep", "100"))
 	for _, id := range []string{id1, id4, id4} {
 		if _, err := e.Runtime.StopContainer(e.Ctx(), &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: 1}); err != nil {
 			t.Fatalf("stop %s: %v", id, err)
@@ -65,7 +65,7 @@ func testStop(t *testing.T, handler string) {
 		t.Fatalf("never-started after stop: %+v", st)
 	}
 	// Removing a running container kills it.
-	id5 := e.RunContainer(sb, pod, servertest.ContainerConfig("running", "sleep", "1000"))
+	id5 := e.RunContainer(sb, pod, runtimetest.ContainerConfig("running", "sleep", "1000"))
 	if _, err := e.Runtime.RemoveContainer(e.Ctx(), &runtimeapi.RemoveContainerRequest{ContainerId: id5}); err != nil {
 		t.Fatal(err)
 	}

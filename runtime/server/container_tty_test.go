@@ -12,7 +12,7 @@ import (
 
 	"github.com/nodelet/nodelet/runtime/oci"
 	"github.com/nodelet/nodelet/runtime/server"
-	"github.com/nodelet/nodelet/runtime/server/servertest"
+	"github.com/nodelet/nodelet/test/harness/runtimetest"
 )
 
 type syncBuffer struct {
@@ -35,10 +35,10 @@ func (s *syncBuffer) String() string {
 func TestExecTTYAndContainerAttach(t *testing.T) {
 	for _, handler := range []string{"runc", "crun", "runsc"} {
 		t.Run(handler, func(t *testing.T) {
-			e := servertest.Start(t)
+			e := runtimetest.Start(t)
 			pod := e.PodWithLogs("tty-" + handler)
 			sb := e.RunPod(pod, handler)
-			id := e.RunContainer(sb, pod, servertest.ContainerConfig("target", "sleep", "1000"))
+			id := e.RunContainer(sb, pod, runtimetest.ContainerConfig("target", "sleep", "1000"))
 
 			out := &syncBuffer{}
 			resize := make(chan oci.TermSize, 1)
@@ -57,7 +57,7 @@ func TestExecTTYAndContainerAttach(t *testing.T) {
 			}
 
 			// A tty container logs its terminal's output.
-			tcfg := servertest.ContainerConfig("ttyctr", "sh", "-c", "busybox tty; echo END")
+			tcfg := runtimetest.ContainerConfig("ttyctr", "sh", "-c", "busybox tty; echo END")
 			tcfg.Tty = true
 			tid := e.RunContainer(sb, pod, tcfg)
 			st := e.WaitContainerState(tid, runtimeapi.ContainerState_CONTAINER_EXITED)
@@ -66,7 +66,7 @@ func TestExecTTYAndContainerAttach(t *testing.T) {
 			}
 
 			// Attach to a container reading stdin: what is written comes back on stdout.
-			icfg := servertest.ContainerConfig("cat", "cat")
+			icfg := runtimetest.ContainerConfig("cat", "cat")
 			icfg.Stdin = true
 			iid := e.RunContainer(sb, pod, icfg)
 			target, err := e.Server.ContainerAttachTarget(iid)

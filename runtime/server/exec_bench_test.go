@@ -9,7 +9,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/runtime/server/servertest"
+	"github.com/nodelet/nodelet/test/harness/runtimetest"
 )
 
 // BenchmarkExecStream measures a streamed exec as `kubectl exec` does it: the Exec RPC, the SPDY
@@ -18,10 +18,10 @@ import (
 //
 //	go test -run '^$' -bench ExecStream -benchtime 100x ./runtime/server/
 func BenchmarkExecStream(b *testing.B) {
-	e := servertest.Start(b)
-	pod := servertest.PodConfig("bench-exec")
+	e := runtimetest.Start(b)
+	pod := runtimetest.PodConfig("bench-exec")
 	sb := e.RunPod(pod, "")
-	id := e.RunContainer(sb, pod, servertest.ContainerConfig("sleeper", "sleep", "1000"))
+	id := e.RunContainer(sb, pod, runtimetest.ContainerConfig("sleeper", "sleep", "1000"))
 	var d []time.Duration
 	for b.Loop() {
 		t0 := time.Now()

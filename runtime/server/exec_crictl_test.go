@@ -13,14 +13,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodelet/nodelet/internal/testutil"
-	"github.com/nodelet/nodelet/runtime/server/servertest"
 	"github.com/nodelet/nodelet/runtime/streaming"
+	"github.com/nodelet/nodelet/test/harness/runtimetest"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 // crictl runs the real crictl against the test's runtime; its config file is the test's own, so no
 // /etc/crictl.yaml is read.
-func crictl(t *testing.T, e *servertest.Env, args ...string) *exec.Cmd {
+func crictl(t *testing.T, e *runtimetest.Env, args ...string) *exec.Cmd {
 	t.Helper()
 	if testutil.LookPath("crictl") == "" {
 		t.Fatal("crictl missing: run `sudo hack/install.sh` (it builds sigs.k8s.io/cri-tools/cmd/crictl@v1.36.0)")
@@ -38,7 +38,7 @@ func crictl(t *testing.T, e *servertest.Env, args ...string) *exec.Cmd {
 // TestCrictlExecInteractiveTTY runs `crictl exec -it` on a terminal of its own, as a person would:
 // the shell in the container sees a terminal of crictl's size and reads what is typed.
 func TestCrictlExecInteractiveTTY(t *testing.T) {
-	e := servertest.Start(t)
+	e := runtimetest.Start(t)
 	_, id := runSleeper(e, "crictl-exec")
 	for _, transport := range []string{"spdy", "websocket"} {
 		t.Run(transport, func(t *testing.T) {
@@ -79,7 +79,7 @@ type nopCloser struct{ io.Writer }
 func (nopCloser) Close() error { return nil }
 
 func TestCrictlExecSyncAndStream(t *testing.T) {
-	e := servertest.Start(t)
+	e := runtimetest.Start(t)
 	_, id := runSleeper(e, "crictl-sync")
 	out, err := crictl(t, e, "exec", "-s", id, "echo", "hello sync").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "hello sync") {
@@ -98,10 +98,10 @@ func TestCrictlExecSyncAndStream(t *testing.T) {
 }
 
 func TestCrictlAttach(t *testing.T) {
-	e := servertest.Start(t)
-	pod := servertest.PodConfig("crictl-attach")
+	e := runtimetest.Start(t)
+	pod := runtimetest.PodConfig("crictl-attach")
 	sb := e.RunPod(pod, "")
-	cfg := servertest.ContainerConfig("reader", "sh", "-c", `read l; echo "got $l"`)
+	cfg := runtimetest.ContainerConfig("reader", "sh", "-c", `read l; echo "got $l"`)
 	cfg.Stdin, cfg.StdinOnce = true, true
 	id := e.RunContainer(sb, pod, cfg)
 	cmd := crictl(t, e, "attach", "-i", id)
@@ -111,7 +111,7 @@ func TestCrictlAttach(t *testing.T) {
 		t.Fatalf("crictl attach: %v: %q", err, out)
 	}
 	// The same over WebSocket (v5), to a second container.
-	cfg2 := servertest.ContainerConfig("reader2", "sh", "-c", `read l; echo "got $l"`)
+	cfg2 := runtimetest.ContainerConfig("reader2", "sh", "-c", `read l; echo "got $l"`)
 	cfg2.Stdin, cfg2.StdinOnce = true, true
 	id2 := e.RunContainer(sb, pod, cfg2)
 	cmd = crictl(t, e, "attach", "-r", "websocket", "-i", id2)
@@ -123,10 +123,10 @@ func TestCrictlAttach(t *testing.T) {
 }
 
 func TestCrictlPortForward(t *testing.T) {
-	e := servertest.Start(t)
-	pod := servertest.PodConfig("crictl-pf")
+	e := runtimetest.Start(t)
+	pod := runtimetest.PodConfig("crictl-pf")
 	sb := e.RunPod(pod, "")
-	web := e.RunContainer(sb, pod, servertest.ContainerConfig("web", "sh", "-c",
+	web := e.RunContainer(sb, pod, runtimetest.ContainerConfig("web", "sh", "-c",
 		"mkdir -p /tmp/www && echo via-crictl > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www"))
 	// A refused connection ends crictl's port-forward session, so forward only once httpd listens.
 	e.WaitListening(web, 8080)

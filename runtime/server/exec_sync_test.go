@@ -9,16 +9,16 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/runtime/server/servertest"
+	"github.com/nodelet/nodelet/test/harness/runtimetest"
 )
 
 func TestExecSync(t *testing.T) {
 	for _, handler := range []string{"runc", "crun", "runsc"} {
 		t.Run(handler, func(t *testing.T) {
-			e := servertest.Start(t)
+			e := runtimetest.Start(t)
 			pod := e.PodWithLogs("exec-" + handler)
 			sb := e.RunPod(pod, handler)
-			cfg := servertest.ContainerConfig("target", "tail", "-f", "/dev/null")
+			cfg := runtimetest.ContainerConfig("target", "tail", "-f", "/dev/null")
 			cfg.Envs = []*runtimeapi.KeyValue{{Key: "GREETING", Value: []byte("hello")}}
 			id := e.RunContainer(sb, pod, cfg)
 

@@ -21,7 +21,7 @@ import (
 	clientexec "k8s.io/client-go/util/exec"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/runtime/server/servertest"
+	"github.com/nodelet/nodelet/test/harness/runtimetest"
 )
 
 // streamBuffer is safe to read while a stream writes into it.
@@ -80,17 +80,17 @@ type sizes chan *remotecommand.TerminalSize
 
 func (q sizes) Next() *remotecommand.TerminalSize { return <-q }
 
-func runSleeper(e *servertest.Env, name string) (string, string) {
-	pod := servertest.PodConfig(name)
+func runSleeper(e *runtimetest.Env, name string) (string, string) {
+	pod := runtimetest.PodConfig(name)
 	sb := e.RunPod(pod, "")
-	return sb, e.RunContainer(sb, pod, servertest.ContainerConfig("sleeper", "sleep", "1000"))
+	return sb, e.RunContainer(sb, pod, runtimetest.ContainerConfig("sleeper", "sleep", "1000"))
 }
 
 // waitForResize prints the terminal's size once it differs from the first one waitForSize saw.
 const waitForResize = `for i in $(seq 1200); do r=$(busybox stty size); [ "$r" != "$s" ] && break; sleep 0.05; done; echo "resized $r"`
 
 func TestExecStreams(t *testing.T) {
-	e := servertest.Start(t)
+	e := runtimetest.Start(t)
 	_, id := runSleeper(e, "exec")
 
 	t.Run("stdin, stdout, stderr and exit code", func(t *testing.T) {
@@ -159,10 +159,10 @@ func TestExecStreams(t *testing.T) {
 }
 
 func TestAttach(t *testing.T) {
-	e := servertest.Start(t)
-	pod := servertest.PodConfig("attach")
+	e := runtimetest.Start(t)
+	pod := runtimetest.PodConfig("attach")
 	sb := e.RunPod(pod, "")
-	cfg := servertest.ContainerConfig("reader", "sh", "-c", `echo ready; read l; echo "got $l"; echo bye >&2; sleep 1000`)
+	cfg := runtimetest.ContainerConfig("reader", "sh", "-c", `echo ready; read l; echo "got $l"; echo bye >&2; sleep 1000`)
 	cfg.Stdin, cfg.StdinOnce = true, true
 	id := e.RunContainer(sb, pod, cfg)
 
@@ -196,10 +196,10 @@ func TestAttach(t *testing.T) {
 }
 
 func TestPortForward(t *testing.T) {
-	e := servertest.Start(t)
-	pod := servertest.PodConfig("pf")
+	e := runtimetest.Start(t)
+	pod := runtimetest.PodConfig("pf")
 	sb := e.RunPod(pod, "")
-	web := e.RunContainer(sb, pod, servertest.ContainerConfig("web", "sh", "-c",
+	web := e.RunContainer(sb, pod, runtimetest.ContainerConfig("web", "sh", "-c",
 		"mkdir -p /tmp/www && echo hello-from-pod > /tmp/www/index.html && exec httpd -f -p 127.0.0.1:8080 -h /tmp/www"))
 	// A refused connection ends the port-forward session, so forward only once httpd listens.
 	e.WaitListening(web, 8080)

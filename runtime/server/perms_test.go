@@ -15,11 +15,11 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/internal/testimage"
-	"github.com/nodelet/nodelet/internal/testutil"
 	"github.com/nodelet/nodelet/runtime/imagestore"
 	"github.com/nodelet/nodelet/runtime/server"
-	"github.com/nodelet/nodelet/runtime/server/servertest"
+	"github.com/nodelet/nodelet/test/harness/runtimetest"
+	"github.com/nodelet/nodelet/test/harness/testimage"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 // suidPath is a setuid-root copy of busybox in the test image: through the host's view of a
@@ -55,7 +55,7 @@ func TestOtherUsersCannotReachPods(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var images *imagestore.Store
-			e := servertest.Start(t, servertest.WithConfig(func(c *server.Config) {
+			e := runtimetest.Start(t, runtimetest.WithConfig(func(c *server.Config) {
 				st, err := imagestore.Open(filepath.Join(c.Root, "images"))
 				if err != nil {
 					t.Fatal(err)
@@ -73,7 +73,7 @@ func TestOtherUsersCannotReachPods(t *testing.T) {
 				pod = usernsPod(e, "perms", 300000)
 			}
 			sb := e.RunPod(pod, tt.handler)
-			cfg := servertest.ContainerConfig("c", "sh", "-c", "echo started; exec sleep 1000")
+			cfg := runtimetest.ContainerConfig("c", "sh", "-c", "echo started; exec sleep 1000")
 			cfg.Image = &runtimeapi.ImageSpec{Image: ref}
 			cfg.Tty = true // conmon then makes the attach socket and the ctl and winsz fifos
 			id := e.RunContainer(sb, pod, cfg)
@@ -154,7 +154,7 @@ func walkProbes(t *testing.T, top string) []probe {
 }
 
 // containerRootfs is the merged dir of the container's overlay in the image store.
-func containerRootfs(t *testing.T, e *servertest.Env, id string) string {
+func containerRootfs(t *testing.T, e *runtimetest.Env, id string) string {
 	t.Helper()
 	p := filepath.Join(e.Config.Root, "images", "rootfs", id, "merged")
 	if _, err := os.Stat(filepath.Join(p, suidPath)); err != nil {

@@ -7,7 +7,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/runtime/server/servertest"
+	"github.com/nodelet/nodelet/test/harness/runtimetest"
 )
 
 // BenchmarkSandboxLifecycle times RunPodSandbox, StopPodSandbox and RemovePodSandbox over CRI (no
@@ -19,10 +19,10 @@ func BenchmarkSandboxLifecycle(b *testing.B) {
 		pid  runtimeapi.NamespaceMode
 	}{{"pid=container", runtimeapi.NamespaceMode_CONTAINER}, {"pid=pod", runtimeapi.NamespaceMode_POD}} {
 		b.Run(bc.name, func(b *testing.B) {
-			e := servertest.Start(b)
+			e := runtimetest.Start(b)
 			var run, stop, rm []time.Duration
 			for i := 0; b.Loop(); i++ {
-				cfg := servertest.PodConfig("bench")
+				cfg := runtimetest.PodConfig("bench")
 				cfg.Linux.SecurityContext = &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: &runtimeapi.NamespaceOption{Pid: bc.pid}}
 				t0 := time.Now()
 				id := e.RunPod(cfg, "")

@@ -16,11 +16,11 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/internal/testutil"
 	"github.com/nodelet/nodelet/runtime/cni"
 	"github.com/nodelet/nodelet/runtime/imagestore"
 	"github.com/nodelet/nodelet/runtime/server"
-	"github.com/nodelet/nodelet/runtime/server/servertest"
+	"github.com/nodelet/nodelet/test/harness/runtimetest"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 // The crash tests run the daemon in a child process (this test binary, re-executed) and SIGKILL
@@ -88,14 +88,14 @@ func TestHelperSandboxCrashDaemon(t *testing.T) {
 }
 
 // startCrashDaemon serves e's dirs from a child process and returns a client and the process.
-func startCrashDaemon(t *testing.T, e *servertest.Env, hangMarker string) (runtimeapi.RuntimeServiceClient, *exec.Cmd) {
+func startCrashDaemon(t *testing.T, e *runtimetest.Env, hangMarker string) (runtimeapi.RuntimeServiceClient, *exec.Cmd) {
 	t.Helper()
 	return startCrashDaemonWith(t, e, crashDaemonConfig{Runc: testutil.LookPath("runc"), HangInAdd: hangMarker})
 }
 
 // startCrashDaemonWith is startCrashDaemon with c's runtime, monitor and image store; the dirs
 // and endpoint are e's.
-func startCrashDaemonWith(t *testing.T, e *servertest.Env, c crashDaemonConfig) (runtimeapi.RuntimeServiceClient, *exec.Cmd) {
+func startCrashDaemonWith(t *testing.T, e *runtimetest.Env, c crashDaemonConfig) (runtimeapi.RuntimeServiceClient, *exec.Cmd) {
 	t.Helper()
 	e.Stop()
 	c.Root, c.State, c.CgroupParent, c.Endpoint = e.Config.Root, e.Config.State, e.Config.CgroupParent, e.Endpoint
@@ -139,11 +139,11 @@ func killDaemon(t *testing.T, cmd *exec.Cmd) {
 
 func TestSandboxCrashDuringRun(t *testing.T) {
 	net := newFakeNetwork()
-	e := servertest.Start(t, servertest.WithNetwork(net))
+	e := runtimetest.Start(t, runtimetest.WithNetwork(net))
 	marker := filepath.Join(e.Dir, "adding")
 	rt, daemon := startCrashDaemon(t, e, marker)
 
-	cfg := withNamespaces(servertest.PodConfig("cut-short"), runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_POD)
+	cfg := withNamespaces(runtimetest.PodConfig("cut-short"), runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_POD)
 	done := make(chan error, 1)
 	go func() {
 		_, err := rt.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: cfg})
@@ -207,9 +207,9 @@ func containsZombie(stat []byte) bool {
 }
 
 func TestSandboxCrashWithPodsRunning(t *testing.T) {
-	e := servertest.Start(t)
+	e := runtimetest.Start(t)
 	rt, daemon := startCrashDaemon(t, e, "")
-	cfg := withNamespaces(servertest.PodConfig("survivor"), runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_POD)
+	cfg := withNamespaces(runtimetest.PodConfig("survivor"), runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_POD)
 	resp, err := rt.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: cfg})
 	if err != nil {
 		t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/nodelet/nodelet/runtime/cni"
 	"github.com/nodelet/nodelet/runtime/server"
-	"github.com/nodelet/nodelet/runtime/server/servertest"
+	"github.com/nodelet/nodelet/test/harness/runtimetest"
 )
 
 // stuckNetwork is a CNI ADD that hangs until its context ends, as a wedged plugin under libcni
@@ -40,8 +40,8 @@ func (n *stuckNetwork) Status() error { return nil }
 func TestRunPodSandboxDeadline(t *testing.T) {
 	net := &stuckNetwork{}
 	net.hang.Store(true)
-	e := servertest.Start(t, servertest.WithNetwork(net), servertest.WithConfig(func(c *server.Config) { c.CreateTimeout = 5 * time.Second }))
-	cfg := servertest.PodConfig("stuck-net")
+	e := runtimetest.Start(t, runtimetest.WithNetwork(net), runtimetest.WithConfig(func(c *server.Config) { c.CreateTimeout = 5 * time.Second }))
+	cfg := runtimetest.PodConfig("stuck-net")
 	done := make(chan error, 1)
 	go func() {
 		_, err := e.Runtime.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: cfg})

@@ -6,7 +6,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/runtime/server/servertest"
+	"github.com/nodelet/nodelet/test/harness/runtimetest"
 )
 
 // TestSandboxContainersShareThePod checks the sandbox from inside its containers: they see the
@@ -15,15 +15,15 @@ import (
 func TestSandboxContainersShareThePod(t *testing.T) {
 	for _, handler := range []string{"runc", "crun"} {
 		t.Run(handler, func(t *testing.T) {
-			e := servertest.Start(t)
+			e := runtimetest.Start(t)
 			pod := withNamespaces(e.PodWithLogs("together"), runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_POD)
 			pod.Hostname = "together-host"
 			pod.DnsConfig = &runtimeapi.DNSConfig{Servers: []string{"10.96.0.10"}, Searches: []string{"ns.svc"}}
 			pod.Linux.Sysctls = map[string]string{"kernel.shmmni": "1234", "net.ipv4.ip_unprivileged_port_start": "77"}
 			sb := e.RunPod(pod, handler)
 			_, info := podStatus(t, e, sb)
-			c1 := e.RunContainer(sb, pod, servertest.ContainerConfig("one", "sleep", "1000"))
-			c2 := e.RunContainer(sb, pod, servertest.ContainerConfig("two", "sleep", "1001"))
+			c1 := e.RunContainer(sb, pod, runtimetest.ContainerConfig("one", "sleep", "1000"))
+			c2 := e.RunContainer(sb, pod, runtimetest.ContainerConfig("two", "sleep", "1001"))
 
 			exec := func(id string, cmd ...string) string {
 				t.Helper()

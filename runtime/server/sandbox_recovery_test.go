@@ -22,7 +22,7 @@ import (
 	"github.com/nodelet/nodelet/runtime/errdefs"
 	"github.com/nodelet/nodelet/runtime/nsmgr"
 	"github.com/nodelet/nodelet/runtime/server"
-	"github.com/nodelet/nodelet/runtime/server/servertest"
+	"github.com/nodelet/nodelet/test/harness/runtimetest"
 )
 
 // fakeNetwork is a NetworkPlugin that counts ADDs and DELs per sandbox and can be made to fail.
@@ -104,8 +104,8 @@ func processesInNetNS(pin string) []int {
 func TestSandboxRollbackOnNetworkFailure(t *testing.T) {
 	net := newFakeNetwork()
 	net.failAdd = true
-	e := servertest.Start(t, servertest.WithNetwork(net))
-	cfg := withNamespaces(servertest.PodConfig("fails"), runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_POD)
+	e := runtimetest.Start(t, runtimetest.WithNetwork(net))
+	cfg := withNamespaces(runtimetest.PodConfig("fails"), runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_POD)
 	cfg.Linux.Sysctls = map[string]string{"kernel.shmmni": "2048"}
 	_, err := e.Runtime.RunPodSandbox(e.Ctx(), &runtimeapi.RunPodSandboxRequest{Config: cfg})
 	wantCode(t, err, codes.Unavailable)
@@ -144,8 +144,8 @@ func TestSandboxRollbackOnNetworkFailure(t *testing.T) {
 
 func TestSandboxNetworkDelOncePerAdd(t *testing.T) {
 	net := newFakeNetwork()
-	e := servertest.Start(t, servertest.WithNetwork(net))
-	id := e.RunPod(servertest.PodConfig("net"), "")
+	e := runtimetest.Start(t, runtimetest.WithNetwork(net))
+	id := e.RunPod(runtimetest.PodConfig("net"), "")
 	st, _ := podStatus(t, e, id)
 	if st.Network.GetIp() != "10.88.0.5" || len(st.Network.AdditionalIps) != 1 || st.Network.AdditionalIps[0].Ip != "fd00::5" {
 		t.Errorf("network status = %v", st.Network)
@@ -164,7 +164,7 @@ func TestSandboxNetworkDelOncePerAdd(t *testing.T) {
 	}
 
 	// Networked before a restart, torn down after it.
-	id = e.RunPod(servertest.PodConfig("net2"), "")
+	id = e.RunPod(runtimetest.PodConfig("net2"), "")
 	e.Restart()
 	for i := 0; i < 2; i++ {
 		if _, err := e.Runtime.StopPodSandbox(e.Ctx(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil {
@@ -176,7 +176,7 @@ func TestSandboxNetworkDelOncePerAdd(t *testing.T) {
 	}
 
 	// Host network pods never reach the plugin.
-	hid := e.RunPod(withNamespaces(servertest.PodConfig("hostnet"), runtimeapi.NamespaceMode_NODE, runtimeapi.NamespaceMode_CONTAINER, runtimeapi.NamespaceMode_NODE), "")
+	hid := e.RunPod(withNamespaces(runtimetest.PodConfig("hostnet"), runtimeapi.NamespaceMode_NODE, runtimeapi.NamespaceMode_CONTAINER, runtimeapi.NamespaceMode_NODE), "")
 	if _, err := e.Runtime.RemovePodSandbox(e.Ctx(), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: hid}); err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestSandboxNetworkDelOncePerAdd(t *testing.T) {
 	}
 }
 
-func readyState(t *testing.T, e *servertest.Env) map[string]runtimeapi.PodSandboxState {
+func readyState(t *testing.T, e *runtimetest.Env) map[string]runtimeapi.PodSandboxState {
 	t.Helper()
 	resp, err := e.Runtime.ListPodSandbox(e.Ctx(), &runtimeapi.ListPodSandboxRequest{})
 	if err != nil {
@@ -199,13 +199,13 @@ func readyState(t *testing.T, e *servertest.Env) map[string]runtimeapi.PodSandbo
 }
 
 func TestSandboxRestartRecovery(t *testing.T) {
-	e := servertest.Start(t)
-	shared := e.RunPod(withNamespaces(servertest.PodConfig("shared"), runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_POD), "")
-	stopped := e.RunPod(servertest.PodConfig("stopped"), "crun")
+	e := runtimetest.Start(t)
+	shared := e.RunPod(withNamespaces(runtimetest.PodConfig("shared"), runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_POD), "")
+	stopped := e.RunPod(runtimetest.PodConfig("stopped"), "crun")
 	if _, err := e.Runtime.StopPodSandbox(e.Ctx(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: stopped}); err != nil {
 		t.Fatal(err)
 	}
-	plainCfg := servertest.PodConfig("plain")
+	plainCfg := runtimetest.PodConfig("plain")
 	plain := e.RunPod(plainCfg, "")
 	before := readyState(t, e)
 	_, sharedInfo := podStatus(t, e, shared)
@@ -291,8 +291,8 @@ func TestSandboxRestartRecovery(t *testing.T) {
 }
 
 func TestSandboxConcurrentRunSameName(t *testing.T) {
-	e := servertest.Start(t)
-	cfg := servertest.PodConfig("race")
+	e := runtimetest.Start(t)
+	cfg := runtimetest.PodConfig("race")
 	var wg sync.WaitGroup
 	errs := make([]error, 4)
 	for i := range errs {
@@ -320,10 +320,10 @@ func TestSandboxConcurrentRunSameName(t *testing.T) {
 
 func TestSandboxRollbackOnInitFailure(t *testing.T) {
 	net := newFakeNetwork()
-	e := servertest.Start(t, servertest.WithNetwork(net), servertest.WithConfig(func(c *server.Config) {
+	e := runtimetest.Start(t, runtimetest.WithNetwork(net), runtimetest.WithConfig(func(c *server.Config) {
 		c.CatatonitPath = filepath.Join(c.Root, "no-such-catatonit")
 	}))
-	cfg := withNamespaces(servertest.PodConfig("noinit"), runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_POD)
+	cfg := withNamespaces(runtimetest.PodConfig("noinit"), runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_POD)
 	if _, err := e.Runtime.RunPodSandbox(e.Ctx(), &runtimeapi.RunPodSandboxRequest{Config: cfg}); err == nil {
 		t.Fatal("RunPodSandbox without catatonit succeeded")
 	}
@@ -343,5 +343,5 @@ func TestSandboxRollbackOnInitFailure(t *testing.T) {
 		}
 	}
 	// Without a shared PID namespace the pod needs no init and runs.
-	e.RunPod(withNamespaces(servertest.PodConfig("noinit2"), runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_CONTAINER, runtimeapi.NamespaceMode_POD), "")
+	e.RunPod(withNamespaces(runtimetest.PodConfig("noinit2"), runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_CONTAINER, runtimeapi.NamespaceMode_POD), "")
 }

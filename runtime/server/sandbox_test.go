@@ -13,9 +13,9 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/internal/testutil"
 	"github.com/nodelet/nodelet/runtime/nsmgr"
-	"github.com/nodelet/nodelet/runtime/server/servertest"
+	"github.com/nodelet/nodelet/test/harness/runtimetest"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 // sandboxInfo is the verbose status' "info" JSON, the test's window on what the runtime made.
@@ -31,7 +31,7 @@ type sandboxInfo struct {
 	SandboxDir   string `json:"sandboxDir"`
 }
 
-func podStatus(t *testing.T, e *servertest.Env, id string) (*runtimeapi.PodSandboxStatus, sandboxInfo) {
+func podStatus(t *testing.T, e *runtimetest.Env, id string) (*runtimeapi.PodSandboxStatus, sandboxInfo) {
 	t.Helper()
 	resp, err := e.Runtime.PodSandboxStatus(e.Ctx(), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: true})
 	if err != nil {
@@ -60,7 +60,7 @@ func withNamespaces(cfg *runtimeapi.PodSandboxConfig, net, pid, ipc runtimeapi.N
 
 func cgroupDirs(rel string) []string {
 	var out []string
-	for _, m := range servertest.CgroupMounts() {
+	for _, m := range runtimetest.CgroupMounts() {
 		if _, err := os.Stat(filepath.Join(m, rel)); err == nil {
 			out = append(out, filepath.Join(m, rel))
 		}
@@ -69,7 +69,7 @@ func cgroupDirs(rel string) []string {
 }
 
 // assertGone checks that nothing of a removed sandbox is left.
-func assertGone(t *testing.T, e *servertest.Env, info sandboxInfo) {
+func assertGone(t *testing.T, e *runtimetest.Env, info sandboxInfo) {
 	t.Helper()
 	if m := testutil.MountsUnder(e.Config.State, e.Config.Root); len(m) > 0 {
 		t.Errorf("mounts left: %v", m)
@@ -109,8 +109,8 @@ func inNamespaces(t *testing.T, fn func() error, paths ...string) {
 }
 
 func TestSandboxLifecycle(t *testing.T) {
-	e := servertest.Start(t)
-	cfg := servertest.PodConfig("web")
+	e := runtimetest.Start(t)
+	cfg := runtimetest.PodConfig("web")
 	cfg.Hostname = "web-host"
 	cfg.Labels = map[string]string{"app": "web", "tier": "fe"}
 	cfg.Annotations = map[string]string{"note": "kept verbatim"}
@@ -180,7 +180,7 @@ func TestSandboxLifecycle(t *testing.T) {
 	}
 
 	// A second pod, to give the filters something to leave out.
-	other := e.RunPod(servertest.PodConfig("db"), "crun")
+	other := e.RunPod(runtimetest.PodConfig("db"), "crun")
 	list := func(f *runtimeapi.PodSandboxFilter) []string {
 		t.Helper()
 		resp, err := e.Runtime.ListPodSandbox(e.Ctx(), &runtimeapi.ListPodSandboxRequest{Filter: f})
@@ -279,8 +279,8 @@ func TestSandboxLifecycle(t *testing.T) {
 }
 
 func TestSandboxHostNamespaces(t *testing.T) {
-	e := servertest.Start(t)
-	cfg := withNamespaces(servertest.PodConfig("host"), runtimeapi.NamespaceMode_NODE, runtimeapi.NamespaceMode_NODE, runtimeapi.NamespaceMode_NODE)
+	e := runtimetest.Start(t)
+	cfg := withNamespaces(runtimetest.PodConfig("host"), runtimeapi.NamespaceMode_NODE, runtimeapi.NamespaceMode_NODE, runtimeapi.NamespaceMode_NODE)
 	id := e.RunPod(cfg, "")
 	st, info := podStatus(t, e, id)
 	if o := st.Linux.Namespaces.Options; o.Network != runtimeapi.NamespaceMode_NODE || o.Pid != runtimeapi.NamespaceMode_NODE || o.Ipc != runtimeapi.NamespaceMode_NODE {
@@ -294,13 +294,13 @@ func TestSandboxHostNamespaces(t *testing.T) {
 		t.Errorf("hostname file = %q, want the host's %q", b, host)
 	}
 	// Host network, own IPC: an IPC sysctl is fine, a net one is not.
-	cfg = withNamespaces(servertest.PodConfig("hostnet"), runtimeapi.NamespaceMode_NODE, runtimeapi.NamespaceMode_CONTAINER, runtimeapi.NamespaceMode_POD)
+	cfg = withNamespaces(runtimetest.PodConfig("hostnet"), runtimeapi.NamespaceMode_NODE, runtimeapi.NamespaceMode_CONTAINER, runtimeapi.NamespaceMode_POD)
 	cfg.Linux.Sysctls = map[string]string{"kernel.msgmax": "9000"}
 	id2 := e.RunPod(cfg, "")
 	if _, info := podStatus(t, e, id2); info.IPCNSPath == "" || info.NetNSPath != "" || info.ShmPath == "" {
 		t.Errorf("host network, pod IPC: %+v", info)
 	}
-	cfg = withNamespaces(servertest.PodConfig("hostnet2"), runtimeapi.NamespaceMode_NODE, runtimeapi.NamespaceMode_CONTAINER, runtimeapi.NamespaceMode_POD)
+	cfg = withNamespaces(runtimetest.PodConfig("hostnet2"), runtimeapi.NamespaceMode_NODE, runtimeapi.NamespaceMode_CONTAINER, runtimeapi.NamespaceMode_POD)
 	cfg.Linux.Sysctls = map[string]string{"net.ipv4.ip_forward": "1"}
 	_, err := e.Runtime.RunPodSandbox(e.Ctx(), &runtimeapi.RunPodSandboxRequest{Config: cfg})
 	wantCode(t, err, codes.InvalidArgument)
@@ -318,7 +318,7 @@ func TestSandboxHostNamespaces(t *testing.T) {
 }
 
 func TestSandboxRejectsBadInput(t *testing.T) {
-	e := servertest.Start(t)
+	e := runtimetest.Start(t)
 	for _, tc := range []struct {
 		name    string
 		mutate  func(*runtimeapi.PodSandboxConfig)
@@ -344,7 +344,7 @@ func TestSandboxRejectsBadInput(t *testing.T) {
 		{"unknown handler", func(c *runtimeapi.PodSandboxConfig) {}, "kata", codes.InvalidArgument},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := servertest.PodConfig("bad")
+			cfg := runtimetest.PodConfig("bad")
 			tc.mutate(cfg)
 			_, err := e.Runtime.RunPodSandbox(e.Ctx(), &runtimeapi.RunPodSandboxRequest{Config: cfg, RuntimeHandler: tc.handler})
 			wantCode(t, err, tc.code)
@@ -357,7 +357,7 @@ func TestSandboxRejectsBadInput(t *testing.T) {
 	}
 
 	// The same pod attempt twice: AlreadyExists until the first is removed.
-	cfg := servertest.PodConfig("dup")
+	cfg := runtimetest.PodConfig("dup")
 	id := e.RunPod(cfg, "")
 	_, err := e.Runtime.RunPodSandbox(e.Ctx(), &runtimeapi.RunPodSandboxRequest{Config: cfg})
 	wantCode(t, err, codes.AlreadyExists)
@@ -368,8 +368,8 @@ func TestSandboxRejectsBadInput(t *testing.T) {
 }
 
 func TestSandboxSharedPIDNamespace(t *testing.T) {
-	e := servertest.Start(t)
-	cfg := withNamespaces(servertest.PodConfig("shared"), runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_POD)
+	e := runtimetest.Start(t)
+	cfg := withNamespaces(runtimetest.PodConfig("shared"), runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_POD)
 	id := e.RunPod(cfg, "")
 	_, info := podStatus(t, e, id)
 	if info.PID <= 0 || !nsmgr.IsPinned(info.PIDNSPath) {
@@ -417,16 +417,16 @@ func TestSandboxSharedPIDNamespace(t *testing.T) {
 }
 
 func TestSandboxCgroupParentFromConfig(t *testing.T) {
-	e := servertest.Start(t)
+	e := runtimetest.Start(t)
 	// One the kubelet made (it stays after the pod), one nobody made (made and removed whole).
 	made := e.Config.CgroupParent + "/kubepods/pod-made"
-	for _, m := range servertest.CgroupMounts() {
+	for _, m := range runtimetest.CgroupMounts() {
 		if err := os.MkdirAll(filepath.Join(m, made), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
 	t.Cleanup(func() {
-		for _, m := range servertest.CgroupMounts() {
+		for _, m := range runtimetest.CgroupMounts() {
 			os.Remove(filepath.Join(m, made))
 			os.Remove(filepath.Join(m, e.Config.CgroupParent, "kubepods"))
 		}
@@ -434,11 +434,11 @@ func TestSandboxCgroupParentFromConfig(t *testing.T) {
 	fresh := e.Config.CgroupParent + "/kp/burstable/pod-fresh"
 	var infos []sandboxInfo
 	for i, parent := range []string{made, fresh} {
-		cfg := servertest.PodConfig("cg" + itoa(i))
+		cfg := runtimetest.PodConfig("cg" + itoa(i))
 		cfg.Linux.CgroupParent = parent
 		id := e.RunPod(cfg, "")
 		_, info := podStatus(t, e, id)
-		if info.CgroupParent != parent || len(cgroupDirs(parent)) != len(servertest.CgroupMounts()) {
+		if info.CgroupParent != parent || len(cgroupDirs(parent)) != len(runtimetest.CgroupMounts()) {
 			t.Errorf("cgroup parent %q: got %q in %v", parent, info.CgroupParent, cgroupDirs(parent))
 		}
 		infos = append(infos, info)
@@ -446,7 +446,7 @@ func TestSandboxCgroupParentFromConfig(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if d := cgroupDirs(made); len(d) != len(servertest.CgroupMounts()) {
+	if d := cgroupDirs(made); len(d) != len(runtimetest.CgroupMounts()) {
 		t.Errorf("the kubelet's pod cgroup was removed: %v left", d)
 	}
 	if d := cgroupDirs(e.Config.CgroupParent + "/kp"); len(d) > 0 {
@@ -456,8 +456,8 @@ func TestSandboxCgroupParentFromConfig(t *testing.T) {
 }
 
 func TestSandboxUpdateResources(t *testing.T) {
-	e := servertest.Start(t)
-	id := e.RunPod(servertest.PodConfig("resize"), "")
+	e := runtimetest.Start(t)
+	id := e.RunPod(runtimetest.PodConfig("resize"), "")
 	_, err := e.Runtime.UpdatePodSandboxResources(e.Ctx(), &runtimeapi.UpdatePodSandboxResourcesRequest{
 		PodSandboxId: id,
 		Resources:    &runtimeapi.LinuxContainerResources{CpuShares: 512, MemoryLimitInBytes: 64 << 20},

@@ -11,17 +11,17 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/runtime/server/servertest"
+	"github.com/nodelet/nodelet/test/harness/runtimetest"
 )
 
-func usernsPod(e *servertest.Env, name string, hostID uint32) *runtimeapi.PodSandboxConfig {
+func usernsPod(e *runtimetest.Env, name string, hostID uint32) *runtimeapi.PodSandboxConfig {
 	pod := withNamespaces(e.PodWithLogs(name), runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_POD)
 	m := []*runtimeapi.IDMapping{{ContainerId: 0, HostId: hostID, Length: 65536}}
 	pod.Linux.SecurityContext.NamespaceOptions.UsernsOptions = &runtimeapi.UserNamespace{Mode: runtimeapi.NamespaceMode_POD, Uids: m, Gids: m}
 	return pod
 }
 
-func usernsFeature(t *testing.T, e *servertest.Env) map[string]bool {
+func usernsFeature(t *testing.T, e *runtimetest.Env) map[string]bool {
 	t.Helper()
 	resp, err := e.Runtime.Status(e.Ctx(), &runtimeapi.StatusRequest{})
 	if err != nil {
@@ -51,7 +51,7 @@ func makeSearchable(t *testing.T, dir string) {
 func TestPodUserNamespace(t *testing.T) {
 	for _, handler := range []string{"runc", "crun"} {
 		t.Run(handler, func(t *testing.T) {
-			e := servertest.Start(t)
+			e := runtimetest.Start(t)
 			// Under the private temp dir a mapped root cannot reach its rootfs: neither advertised
 			// nor accepted.
 			if f := usernsFeature(t, e); f[handler] {
@@ -75,8 +75,8 @@ func TestPodUserNamespace(t *testing.T) {
 			if info.UserNSPath == "" {
 				t.Fatal("no user namespace pin in the sandbox status")
 			}
-			c1 := e.RunContainer(sb, pod, servertest.ContainerConfig("one", "sleep", "1000"))
-			c2 := e.RunContainer(sb, pod, servertest.ContainerConfig("two", "sleep", "1001"))
+			c1 := e.RunContainer(sb, pod, runtimetest.ContainerConfig("one", "sleep", "1000"))
+			c2 := e.RunContainer(sb, pod, runtimetest.ContainerConfig("two", "sleep", "1001"))
 			exec := func(id string, cmd ...string) string {
 				t.Helper()
 				resp, err := e.Runtime.ExecSync(e.Ctx(), &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: cmd, Timeout: 60})
@@ -122,7 +122,7 @@ func TestPodUserNamespace(t *testing.T) {
 			if st, _ := podStatus(t, e, sb); st.State != runtimeapi.PodSandboxState_SANDBOX_READY {
 				t.Fatalf("after restart the pod is %v", st.State)
 			}
-			c3 := e.RunContainer(sb, pod, servertest.ContainerConfig("three", "sleep", "1002"))
+			c3 := e.RunContainer(sb, pod, runtimetest.ContainerConfig("three", "sleep", "1002"))
 			if ns3 := exec(c3, "readlink", "/proc/self/ns/user"); ns3 != ns1 {
 				t.Errorf("container made after a restart is in user namespace %s, want %s", ns3, ns1)
 			}
@@ -140,7 +140,7 @@ func TestPodUserNamespace(t *testing.T) {
 
 // TestPodUserNamespaceRefused checks the requests a pod's user namespace cannot take.
 func TestPodUserNamespaceRefused(t *testing.T) {
-	e := servertest.Start(t)
+	e := runtimetest.Start(t)
 	makeSearchable(t, e.Dir)
 	two := []*runtimeapi.IDMapping{{ContainerId: 0, HostId: 200000, Length: 10}, {ContainerId: 10, HostId: 300000, Length: 10}}
 	cases := map[string]func(*runtimeapi.PodSandboxConfig) string{

@@ -24,8 +24,8 @@ import (
 	clientexec "k8s.io/client-go/util/exec"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/internal/testutil"
 	"github.com/nodelet/nodelet/runtime/cni"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 // fakeRuntime answers exec with what it was given, attach with a greeting, and forwards ports

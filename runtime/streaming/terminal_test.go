@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodelet/nodelet/internal/testutil"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 // syncBuffer is a WriteCloser safe to read while the terminal copies into it.

@@ -10,8 +10,8 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/nodelet/nodelet/internal/testimage"
-	"github.com/nodelet/nodelet/internal/testutil"
+	"github.com/nodelet/nodelet/test/harness/testimage"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 // TestCrictlWalkthrough is the README's walk-through, run by crictl against `nodelet runtime`: pull

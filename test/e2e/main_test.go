@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodelet/nodelet/internal/testutil"
 	"github.com/nodelet/nodelet/runtime/cni"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 // nodeletBin is built once for the package's tests.

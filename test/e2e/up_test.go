@@ -14,7 +14,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/nodelet/nodelet/internal/testimage"
+	"github.com/nodelet/nodelet/test/harness/testimage"
 )
 
 // TestUpRunsStaticPods is the embedded default as a person uses it: `nodelet up` on a manifest

@@ -16,8 +16,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/internal/testimage"
-	"github.com/nodelet/nodelet/internal/testutil"
+	"github.com/nodelet/nodelet/test/harness/testimage"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 // image is the busybox the pods run, served by the test's registry under docker.io's mirror.

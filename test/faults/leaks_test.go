@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nodelet/nodelet/internal/testutil"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 // holdings is what a daemon and its pods hold on the host at one moment. Once every pod is

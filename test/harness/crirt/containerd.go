@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/nodelet/nodelet/internal/testutil"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 // StartContainerd runs Debian's containerd with its own root, state and socket under dir, its log at

@@ -1,8 +1,8 @@
-// Package servertest starts a real runtime server for integration tests: its own root, state and
+// Package runtimetest starts a real runtime server for integration tests: its own root, state and
 // handler dirs under the test's temp dir, a unix socket, the real runc/crun/runsc and conmon, and a
 // rootfs provider over a busybox-static folder. Tests talk to it only through CRI clients, as the
 // kubelet would.
-package servertest
+package runtimetest
 
 import (
 	"context"
@@ -22,8 +22,8 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/internal/testutil"
 	"github.com/nodelet/nodelet/runtime/server"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 // Env is a running server and the clients that reach it.

@@ -1,4 +1,4 @@
-package servertest
+package runtimetest
 
 import (
 	"os"
@@ -8,7 +8,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/internal/testutil"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 // ContainerConfig is a minimal container running the busybox image with cmd (the image's sh

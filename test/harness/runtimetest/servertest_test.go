@@ -1,24 +1,24 @@
-package servertest_test
+package runtimetest_test
 
 import (
 	"testing"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/runtime/server/servertest"
+	"github.com/nodelet/nodelet/test/harness/runtimetest"
 )
 
 func TestStartServesCRI(t *testing.T) {
-	e := servertest.Start(t)
+	e := runtimetest.Start(t)
 	v, err := e.Runtime.Version(e.Ctx(), &runtimeapi.VersionRequest{})
 	if err != nil || v.RuntimeName != "nodelet" {
 		t.Fatalf("Version = %v, %v", v, err)
 	}
-	img, err := e.Image.ImageStatus(e.Ctx(), &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: servertest.Image}})
+	img, err := e.Image.ImageStatus(e.Ctx(), &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: runtimetest.Image}})
 	if err != nil || img.Image == nil {
 		t.Fatalf("ImageStatus = %v, %v", img, err)
 	}
-	rfs, err := e.Config.Images.PrepareRootfs(e.Ctx(), "ab12", servertest.Image)
+	rfs, err := e.Config.Images.PrepareRootfs(e.Ctx(), "ab12", runtimetest.Image)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/internal/testutil"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 // Mirrored is the registry host the images are named under; the runtime pulls it from the loopback registry.
@@ -438,7 +438,7 @@ func HealthServer(t testing.TB) []byte {
 		}
 		defer os.RemoveAll(dir)
 		out := filepath.Join(dir, "healthserver")
-		cmd := exec.Command("go", "build", "-o", out, "github.com/nodelet/nodelet/agent/internal/crirt/healthserver")
+		cmd := exec.Command("go", "build", "-o", out, "github.com/nodelet/nodelet/test/harness/crirt/healthserver")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if b, err := cmd.CombinedOutput(); err != nil {
 			health.err = fmt.Errorf("go build healthserver: %v\n%s", err, b)

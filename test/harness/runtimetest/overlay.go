@@ -1,4 +1,4 @@
-package servertest
+package runtimetest
 
 import (
 	"context"

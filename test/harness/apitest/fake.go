@@ -1,7 +1,7 @@
-// Package servertest runs the agent API on fakes: pods in memory, a CRI runtime in memory whose
+// Package apitest runs the agent API on fakes: pods in memory, a CRI runtime in memory whose
 // containers write real CRI log files and whose exec/attach/port-forward go through a real
 // k8s.io/cri-streaming server. The API's own tests and the client verbs' tests use it.
-package servertest
+package apitest
 
 import (
 	"context"
