@@ -111,7 +111,9 @@ type podWorker struct {
 
 // PodWorkers owns the workers.
 type PodWorkers struct {
+	// ctx is every worker's parent; Run cancels it when its own context ends.
 	ctx    context.Context
+	stop   context.CancelFunc
 	syncer PodSyncer
 	log    *slog.Logger
 	retry  time.Duration
@@ -121,16 +123,21 @@ type PodWorkers struct {
 	wg      sync.WaitGroup
 }
 
-// New makes the workers; they stop when ctx ends.
-func New(ctx context.Context, syncer PodSyncer, log *slog.Logger) *PodWorkers {
+// New makes the workers: UpdatePod starts a pod's worker, Run's end stops them all.
+func New(syncer PodSyncer, log *slog.Logger) *PodWorkers {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &PodWorkers{ctx: ctx, syncer: syncer, log: log, retry: defaultRetry, workers: map[types.UID]*podWorker{}}
+	ctx, stop := context.WithCancel(context.Background())
+	return &PodWorkers{ctx: ctx, stop: stop, syncer: syncer, log: log, retry: defaultRetry, workers: map[types.UID]*podWorker{}}
 }
 
-// Wait blocks until every worker goroutine has returned (after ctx ended).
-func (p *PodWorkers) Wait() { p.wg.Wait() }
+// Run waits for ctx to end, then cancels every worker's sync and returns once all have returned.
+func (p *PodWorkers) Run(ctx context.Context) {
+	<-ctx.Done()
+	p.stop()
+	p.wg.Wait()
+}
 
 func uidOf(o UpdatePodOptions) types.UID {
 	if o.Pod != nil {

@@ -113,7 +113,9 @@ func TestLifecycleOfADeletedPod(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	f := newFakeSyncer()
-	w := New(ctx, f, nil)
+	w := New(f, nil)
+	stopped := make(chan struct{})
+	go func() { w.Run(ctx); close(stopped) }()
 	p := pod("a", "n1")
 	w.UpdatePod(UpdatePodOptions{UpdateType: SyncPodCreate, Pod: p})
 	f.waitCalls(t, "SyncPod create a n1")
@@ -130,7 +132,7 @@ func TestLifecycleOfADeletedPod(t *testing.T) {
 		t.Fatal("finished pod not forgotten")
 	}
 	cancel()
-	w.Wait()
+	<-stopped
 	if got := len(f.Calls()); got != 3 {
 		t.Fatalf("calls after the end: %q", f.Calls())
 	}
@@ -141,7 +143,8 @@ func TestUpdatesCoalesceWhileBusy(t *testing.T) {
 	defer cancel()
 	f := newFakeSyncer()
 	f.block = make(chan struct{})
-	w := New(ctx, f, nil)
+	w := New(f, nil)
+	go w.Run(ctx)
 	w.UpdatePod(UpdatePodOptions{UpdateType: SyncPodCreate, Pod: pod("a", "n1")})
 	for i := 2; i <= 5; i++ {
 		w.UpdatePod(UpdatePodOptions{UpdateType: SyncPodUpdate, Pod: pod("a", fmt.Sprintf("n%d", i))})
@@ -161,7 +164,8 @@ func TestKillCancelsSyncInFlight(t *testing.T) {
 	defer cancel()
 	f := newFakeSyncer()
 	f.block = make(chan struct{}) // never released: a pull that hangs
-	w := New(ctx, f, nil)
+	w := New(f, nil)
+	go w.Run(ctx)
 	p := pod("a", "n1")
 	w.UpdatePod(UpdatePodOptions{UpdateType: SyncPodCreate, Pod: p})
 	w.UpdatePod(UpdatePodOptions{UpdateType: SyncPodKill, Pod: p})
@@ -174,7 +178,8 @@ func TestTerminalPodKeepsContainersUntilDeleted(t *testing.T) {
 	f := newFakeSyncer()
 	p := pod("job", "n1")
 	f.terminal[p.UID] = true
-	w := New(ctx, f, nil)
+	w := New(f, nil)
+	go w.Run(ctx)
 	w.UpdatePod(UpdatePodOptions{UpdateType: SyncPodCreate, Pod: p})
 	f.waitCalls(t, "SyncPod create job n1", "SyncTerminatingPod job grace=nil", "SyncTerminatedPod job deleted=false")
 	for !w.IsPodKnownFinished(p.UID) {
@@ -189,7 +194,8 @@ func TestReAddAfterDeleteGetsFreshWorker(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	f := newFakeSyncer()
-	w := New(ctx, f, nil)
+	w := New(f, nil)
+	go w.Run(ctx)
 	p := pod("a", "n1")
 	w.UpdatePod(UpdatePodOptions{UpdateType: SyncPodCreate, Pod: p})
 	f.waitCalls(t, "SyncPod create a n1")
@@ -203,7 +209,8 @@ func TestFailedSyncIsRetried(t *testing.T) {
 	defer cancel()
 	f := newFakeSyncer()
 	f.failOnce["SyncTerminatingRuntimePod orphan"] = true
-	w := New(ctx, f, nil)
+	w := New(f, nil)
+	go w.Run(ctx)
 	w.retry = time.Millisecond
 	w.UpdatePod(UpdatePodOptions{UpdateType: SyncPodKill, RunningPod: &kubecontainer.RuntimePod{ID: "uid-orphan", Name: "orphan"}})
 	f.waitCalls(t, "SyncTerminatingRuntimePod orphan", "SyncTerminatingRuntimePod orphan")

@@ -40,7 +40,8 @@ func TestProbesInRealContainer(t *testing.T) {
 	rt.WaitListening(t, id, port)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	m := New(ctx, rt.RS, nil, nil)
+	m := New(rt.RS, nil, nil)
+	go m.Run(ctx)
 	defer m.RemovePod(pod.UID)
 	m.SyncPod(pod, &kubecontainer.PodStatus{ID: pod.UID, IPs: []string{"127.0.0.1"},
 		ContainerStatuses: []*kubecontainer.Status{{ID: id, Name: "web", State: kubecontainer.StateRunning, StartedAt: time.Now()}}})
@@ -68,7 +69,8 @@ func TestGRPCProbeInRealContainer(t *testing.T) {
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "grpc", UID: "uid-grpc"}, Spec: v1.PodSpec{Containers: []v1.Container{c}}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	m := New(ctx, rt.RS, nil, nil)
+	m := New(rt.RS, nil, nil)
+	go m.Run(ctx)
 	defer m.RemovePod(pod.UID)
 	m.SyncPod(pod, &kubecontainer.PodStatus{ID: pod.UID, IPs: []string{"127.0.0.1"},
 		ContainerStatuses: []*kubecontainer.Status{{ID: id, Name: "srv", State: kubecontainer.StateRunning, StartedAt: time.Now()}}})
@@ -100,7 +102,8 @@ func TestProbesOverThePodNetwork(t *testing.T) {
 	rt.WaitListening(t, web, 8080)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	m := New(ctx, rt.RS, nil, nil)
+	m := New(rt.RS, nil, nil)
+	go m.Run(ctx)
 	defer m.RemovePod(pod.UID)
 	now := time.Now()
 	m.SyncPod(pod, &kubecontainer.PodStatus{ID: pod.UID, IPs: []string{ip}, ContainerStatuses: []*kubecontainer.Status{

@@ -63,7 +63,7 @@ func TestHandlers(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			pod := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "app", Ports: []v1.ContainerPort{{Name: "web", ContainerPort: int32(hport)}}}}}}
-			w := &worker{m: New(context.Background(), nil, nil, nil), key: key{container: "app"}, pod: pod, ips: []string{"127.0.0.1"},
+			w := &worker{m: New(nil, nil, nil), key: key{container: "app"}, pod: pod, ips: []string{"127.0.0.1"},
 				probe: &v1.Probe{ProbeHandler: c.h, TimeoutSeconds: 5}}
 			err := w.once(context.Background())
 			if (err == nil) != c.ok {
@@ -82,9 +82,9 @@ func TestUnhealthyEventAndProbeGracePeriod(t *testing.T) {
 	cri.SetExecExitCode(1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	m := New(ctx, cri.Runtime(), nil, nil)
 	rec := record.NewFakeRecorder(100)
-	m.Recorder = rec
+	m := New(cri.Runtime(), rec, nil)
+	go m.Run(ctx)
 	grace := int64(7)
 	c := v1.Container{Name: "app", LivenessProbe: &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"false"}}},
 		PeriodSeconds: 1, FailureThreshold: 1, TerminationGracePeriodSeconds: &grace}}
@@ -112,7 +112,8 @@ func TestSidecarsAreProbed(t *testing.T) {
 	id := runningContainer(t, cri)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	m := New(ctx, cri.Runtime(), nil, nil)
+	m := New(cri.Runtime(), nil, nil)
+	go m.Run(ctx)
 	always := v1.ContainerRestartPolicyAlways
 	side := v1.Container{Name: "side", RestartPolicy: &always, ReadinessProbe: &v1.Probe{
 		ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"true"}}}, PeriodSeconds: 1}}

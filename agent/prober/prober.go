@@ -50,31 +50,53 @@ type key struct {
 	probe     ProbeType
 }
 
+// Update says a probe's result flipped. The SyncLoop reads them from Updates and wakes the pod's
+// worker, as the kubelet's loop reads its liveness, readiness and startup managers' updates: a
+// failed liveness probe restarts the container at once, a readiness change reaches the status at once.
+type Update struct {
+	PodUID      types.UID
+	Container   string
+	ContainerID string
+	Probe       ProbeType
+	Result      Result
+}
+
 // Manager owns the probe workers and their results.
 type Manager struct {
-	ctx     context.Context
-	runtime runtimeapi.RuntimeServiceClient
-	// OnChange is called with the pod's UID when a result flips, so its worker syncs at once.
-	onChange func(types.UID)
+	// ctx is the workers' parent: Run cancels it when its own context ends.
+	ctx      context.Context
+	stop     context.CancelFunc
+	runtime  runtimeapi.RuntimeServiceClient
+	recorder record.EventRecorder
 	log      *slog.Logger
-	// Recorder receives the Unhealthy events of failed probes; set it before the first SyncPod.
-	Recorder record.EventRecorder
+	updates  chan Update
 
 	mu      sync.Mutex
 	workers map[key]*worker
 	results map[string]map[ProbeType]Result // container ID → results
 }
 
-// New makes a manager; its workers stop when ctx ends.
-func New(ctx context.Context, runtime runtimeapi.RuntimeServiceClient, onChange func(types.UID), log *slog.Logger) *Manager {
+// New makes a manager; recorder receives the Unhealthy events of failed probes (nil drops them).
+// Probes start with SyncPod and stop when Run returns.
+func New(runtime runtimeapi.RuntimeServiceClient, recorder record.EventRecorder, log *slog.Logger) *Manager {
 	if log == nil {
 		log = slog.Default()
 	}
-	if onChange == nil {
-		onChange = func(types.UID) {}
+	if recorder == nil {
+		recorder = &record.FakeRecorder{}
 	}
-	return &Manager{ctx: ctx, runtime: runtime, onChange: onChange, log: log, Recorder: &record.FakeRecorder{},
-		workers: map[key]*worker{}, results: map[string]map[ProbeType]Result{}}
+	ctx, stop := context.WithCancel(context.Background())
+	return &Manager{ctx: ctx, stop: stop, runtime: runtime, recorder: recorder, log: log,
+		updates: make(chan Update, 32), workers: map[key]*worker{}, results: map[string]map[ProbeType]Result{}}
+}
+
+// Updates delivers every flipped result; whoever runs the manager must read it.
+func (m *Manager) Updates() <-chan Update { return m.updates }
+
+// Run waits for ctx to end, then stops every probe.
+func (m *Manager) Run(ctx context.Context) {
+	<-ctx.Done()
+	m.stop()
 }
 
 func probeOf(c *v1.Container, t ProbeType) *v1.Probe {
@@ -227,8 +249,12 @@ func (m *Manager) set(k key, containerID string, r Result) {
 	old := m.results[containerID][k.probe]
 	m.results[containerID][k.probe] = r
 	m.mu.Unlock()
-	if old != r {
-		m.onChange(k.pod)
+	if old == r {
+		return
+	}
+	select {
+	case m.updates <- Update{PodUID: k.pod, Container: k.container, ContainerID: containerID, Probe: k.probe, Result: r}:
+	case <-m.ctx.Done():
 	}
 }
 
@@ -288,7 +314,7 @@ func (w *worker) run(ctx context.Context) {
 				} else {
 					okRun, failRun = 0, failRun+1
 					w.m.log.Debug("probe failed", "pod", w.pod.Namespace+"/"+w.pod.Name, "container", w.key.container, "probe", w.key.probe, "err", err)
-					w.m.Recorder.Eventf(w.pod, v1.EventTypeWarning, "Unhealthy", "%s probe failed: %v", w.key.probe, err)
+					w.m.recorder.Eventf(w.pod, v1.EventTypeWarning, "Unhealthy", "%s probe failed: %v", w.key.probe, err)
 					if failRun >= failure {
 						w.m.set(w.key, w.containerID, Failure)
 					}

@@ -12,7 +12,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -62,7 +61,15 @@ func TestReadinessAndLiveness(t *testing.T) {
 	var changes atomic.Int32
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	m := New(ctx, cri.Runtime(), func(types.UID) { changes.Add(1) }, nil)
+	m := New(cri.Runtime(), nil, nil)
+	go m.Run(ctx)
+	go func() {
+		for u := range m.Updates() {
+			if u.PodUID == "u1" {
+				changes.Add(1)
+			}
+		}
+	}()
 	c := v1.Container{Name: "app",
 		ReadinessProbe: &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Host: "127.0.0.1", Port: intstr.FromInt(port), Path: "/ready"}},
 			PeriodSeconds: 1, FailureThreshold: 1},
@@ -98,7 +105,8 @@ func TestStartupProbeGatesReadiness(t *testing.T) {
 	id := runningContainer(t, cri)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	m := New(ctx, cri.Runtime(), nil, nil)
+	m := New(cri.Runtime(), nil, nil)
+	go m.Run(ctx)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 	"github.com/nodelet/nodelet/agent/pleg"
 	"github.com/nodelet/nodelet/agent/podmanager"
 	"github.com/nodelet/nodelet/agent/podworkers"
+	"github.com/nodelet/nodelet/agent/prober"
 )
 
 // Defaults as the kubelet's.
@@ -77,8 +78,10 @@ func (e *AdmitError) Error() string { return e.Message }
 
 // Deps are what the loop routes between.
 type Deps struct {
-	Updates      <-chan config.PodUpdate
-	PLEG         <-chan *pleg.PodLifecycleEvent
+	Updates <-chan config.PodUpdate
+	PLEG    <-chan *pleg.PodLifecycleEvent
+	// Probes are the prober's flipped results; nil when nothing probes.
+	Probes       <-chan prober.Update
 	Pods         PodManager
 	Workers      PodWorkers
 	Runtime      RuntimePods
@@ -154,6 +157,8 @@ func (l *SyncLoop) iteration(ctx context.Context, syncCh, housekeepingCh <-chan 
 		l.handleUpdate(u)
 	case e := <-l.PLEG:
 		l.handlePLEGEvent(e)
+	case u := <-l.Probes:
+		l.handleProbeUpdate(u)
 	case <-syncCh:
 		for _, p := range l.Pods.GetPods() {
 			l.dispatch(p, podworkers.SyncPodSync)
@@ -241,6 +246,14 @@ func (l *SyncLoop) handlePLEGEvent(e *pleg.PodLifecycleEvent) {
 		return
 	}
 	if p, ok := l.Pods.GetPodByUID(e.ID); ok {
+		l.dispatch(p, podworkers.SyncPodSync)
+	}
+}
+
+// handleProbeUpdate syncs the pod whose probe flipped: its worker restarts a container that failed
+// liveness or startup, and carries a readiness change into the pod's status.
+func (l *SyncLoop) handleProbeUpdate(u prober.Update) {
+	if p, ok := l.Pods.GetPodByUID(u.PodUID); ok {
 		l.dispatch(p, podworkers.SyncPodSync)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/nodelet/nodelet/agent/pleg"
 	"github.com/nodelet/nodelet/agent/podmanager"
 	"github.com/nodelet/nodelet/agent/podworkers"
+	"github.com/nodelet/nodelet/agent/prober"
 )
 
 type fakeWorkers struct {
@@ -124,5 +125,28 @@ func TestHousekeepingKillsOrphansOnlyOnceSourcesSpoke(t *testing.T) {
 	}
 	if err := l.Healthy(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A flipped probe result reaches the pod's worker through the loop, like every other wake-up.
+func TestProbeUpdateSyncsItsPod(t *testing.T) {
+	w := &fakeWorkers{}
+	ready := true
+	l, updates, _ := newLoop(w, fakeRuntime{}, &ready)
+	probes := make(chan prober.Update, 2)
+	l.Probes = probes
+	never := make(chan time.Time)
+	step := func() { l.iteration(context.Background(), never, never) }
+	a := pod("a")
+	updates <- config.PodUpdate{Op: config.ADD, Pods: []*v1.Pod{a}}
+	step()
+	w.take()
+	probes <- prober.Update{PodUID: a.UID, Container: "app", Probe: prober.Liveness, Result: prober.Failure}
+	step()
+	probes <- prober.Update{PodUID: "gone", Container: "app", Probe: prober.Readiness, Result: prober.Success}
+	step()
+	got := w.take()
+	if len(got) != 1 || got[0].UpdateType != podworkers.SyncPodSync || got[0].Pod.UID != a.UID {
+		t.Fatalf("updates after probe results: %+v", got)
 	}
 }
