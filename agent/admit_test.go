@@ -38,7 +38,7 @@ func TestAdmitChecksSysctls(t *testing.T) {
 				t.Fatal(err)
 			}
 			a := &Agent{cfg: agentconfig.Config{MaxPods: 10}, sysctls: w}
-			err = a.admit(nil)(c.pod, nil)
+			err = a.admit(c.pod, nil)
 			if c.wantMsg == "" {
 				if err != nil {
 					t.Fatalf("rejected: %v", err)

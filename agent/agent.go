@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -37,6 +36,7 @@ import (
 	"github.com/nodelet/nodelet/agent/images"
 	"github.com/nodelet/nodelet/agent/internal/sysctl"
 	"github.com/nodelet/nodelet/agent/kuberuntime"
+	"github.com/nodelet/nodelet/agent/logs"
 	"github.com/nodelet/nodelet/agent/nodestatus"
 	"github.com/nodelet/nodelet/agent/pleg"
 	"github.com/nodelet/nodelet/agent/podmanager"
@@ -48,16 +48,11 @@ import (
 	"github.com/nodelet/nodelet/agent/volumemanager"
 )
 
-// Options are what an embedding program may supply instead of the agent making them.
-type Options struct {
-	// RuntimeConn is an already-connected CRI endpoint (nodelet up passes its in-process runtime's).
-	// Without it the agent dials Config.ContainerRuntimeEndpoint.
-	RuntimeConn grpc.ClientConnInterface
+// Deps are what a test or an embedding program may hand the agent instead of letting it make them.
+type Deps struct {
 	// KubeClient overrides Config.Kubeconfig (tests pass a fake clientset).
 	KubeClient kubernetes.Interface
 	Log        *slog.Logger
-	// DialOptions are added when the agent dials the endpoint (e.g. a metrics interceptor).
-	DialOptions []grpc.DialOption
 	// HousekeepingPeriod and RelistPeriod override the defaults (2s, 1s); tests shorten them.
 	HousekeepingPeriod time.Duration
 	RelistPeriod       time.Duration
@@ -66,11 +61,12 @@ type Options struct {
 	ImageGCPeriod     time.Duration
 }
 
-// Agent is the wired agent.
+// Agent is the assembled agent: New builds every part, Run starts them.
 type Agent struct {
 	cfg     agentconfig.Config
+	deps    Deps
 	log     *slog.Logger
-	conn    *grpc.ClientConn // ours to close; nil when given
+	conn    *grpc.ClientConn
 	runtime runtimeapi.RuntimeServiceClient
 	client  kubernetes.Interface
 
@@ -83,24 +79,26 @@ type Agent struct {
 	nodes    *nodestatus.Manager
 	mirrors  *podmanager.MirrorClient
 	syncer   *podsync.Syncer
-	opts     Options
 	events   *eventLog
 	vols     *volumemanager.Manager
 	imageGC  *images.ImageGC
 	sysctls  *sysctl.Allowlist
+	probes   *prober.Manager
+	workers  *podworkers.PodWorkers
+	loop     *syncloop.SyncLoop
+	sources  []string
+	api      *api
+	rotator  *logs.Rotator
 
 	runtimeName atomic.Value // string
-	mu          sync.Mutex
-	loop        *syncloop.SyncLoop
-	workers     *podworkers.PodWorkers
 }
 
-// New wires an agent; Run starts it.
-func New(cfg agentconfig.Config, opts Options) (*Agent, error) {
+// New builds the agent and every part of it; nothing runs until Run.
+func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	if err := agentconfig.Complete(&cfg); err != nil {
 		return nil, err
 	}
-	log := opts.Log
+	log := deps.Log
 	if log == nil {
 		log = slog.Default()
 	}
@@ -108,33 +106,23 @@ func New(cfg agentconfig.Config, opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("allowedUnsafeSysctls: %w", err)
 	}
-	a := &Agent{cfg: cfg, log: log, opts: opts, reasons: kubecontainer.NewReasonCache(), sysctls: sysctls}
+	a := &Agent{cfg: cfg, log: log, deps: deps, reasons: kubecontainer.NewReasonCache(), sysctls: sysctls}
 	a.runtimeName.Store("")
 
-	conn := opts.RuntimeConn
-	if conn == nil {
-		dial := append([]grpc.DialOption{
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithChainUnaryInterceptor(timeoutInterceptor(cfg.RuntimeRequestTimeout)),
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16 << 20)),
-		}, opts.DialOptions...)
-		c, err := grpc.NewClient(cfg.ContainerRuntimeEndpoint, dial...)
-		if err != nil {
-			return nil, fmt.Errorf("container runtime endpoint %s: %w", cfg.ContainerRuntimeEndpoint, err)
-		}
-		a.conn, conn = c, c
+	if a.conn, err = dialRuntime(cfg.ContainerRuntimeEndpoint, cfg.RuntimeRequestTimeout); err != nil {
+		return nil, err
 	}
-	a.runtime = runtimeapi.NewRuntimeServiceClient(conn)
-	imageService := runtimeapi.NewImageServiceClient(conn)
+	a.runtime = runtimeapi.NewRuntimeServiceClient(a.conn)
+	imageService := runtimeapi.NewImageServiceClient(a.conn)
 
-	a.client = opts.KubeClient
+	a.client = deps.KubeClient
 	if a.client == nil && cfg.Kubeconfig != "" {
 		rc, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
 		if err != nil {
-			return nil, fmt.Errorf("kubeconfig: %w", err)
+			return nil, a.closeWith(fmt.Errorf("kubeconfig: %w", err))
 		}
 		if a.client, err = kubernetes.NewForConfig(rc); err != nil {
-			return nil, fmt.Errorf("kubeconfig: %w", err)
+			return nil, a.closeWith(fmt.Errorf("kubeconfig: %w", err))
 		}
 	}
 
@@ -151,12 +139,13 @@ func New(cfg agentconfig.Config, opts Options) (*Agent, error) {
 	a.vols = vols
 	a.imageGC = &images.ImageGC{Images: imageService, Containers: a.runtime, Log: log, Keep: []string{cfg.PodInfraContainerImage},
 		Policy: imageGCPolicy(cfg.ImageGCHighThresholdPercent, cfg.ImageGCLowThresholdPercent, cfg.ImageMinimumGCAge)}
+	a.probes = prober.New(a.runtime, a.events, log)
 	serialize := cfg.SerializeImagePulls
 	a.manager = kuberuntime.NewManager(kuberuntime.Deps{
 		Runtime: a.runtime, Images: imageService, Recorder: a.events, Reasons: a.reasons, Log: log,
 		RootDir: cfg.RootDir, PodLogsDir: cfg.PodLogsDir, NodeName: cfg.NodeName,
 		NodeIPs: cfg.NodeIPs, DNS: dns, CgroupRoot: cfg.CgroupRoot, Volumes: vols, EnvData: vols, SubPaths: vols,
-		Credentials: &credentials.Keyring{Secrets: vols},
+		Credentials: &credentials.Keyring{Secrets: vols}, Probes: a.probes,
 		ImagePulls: images.Options{SerializeImagePulls: &serialize, MaxParallelImagePulls: cfg.MaxParallelImagePulls,
 			Used: a.imageGC.MarkUsed},
 	})
@@ -166,7 +155,7 @@ func New(cfg agentconfig.Config, opts Options) (*Agent, error) {
 	a.pods = podmanager.New()
 	a.statuses = status.NewManager(a.client, a.pods, log)
 	a.config = config.NewPodConfig(log)
-	a.pleg = pleg.New(a.runtime, pleg.Options{Log: log, RelistPeriod: opts.RelistPeriod})
+	a.pleg = pleg.New(a.runtime, pleg.Options{Log: log, RelistPeriod: deps.RelistPeriod})
 	if a.client != nil {
 		if cfg.RegisterNode {
 			a.nodes = nodestatus.New(nodestatus.Deps{Client: a.client, Runtime: a.runtime, NodeName: cfg.NodeName,
@@ -176,11 +165,45 @@ func New(cfg agentconfig.Config, opts Options) (*Agent, error) {
 		a.mirrors = &podmanager.MirrorClient{Client: a.client, NodeName: cfg.NodeName, NodeUID: a.nodeUID}
 	}
 	a.syncer = &podsync.Syncer{Runtime: a.manager, Status: a.statuses, Pods: a.pods, Volumes: vols, Reasons: a.reasons,
-		RuntimeName: func() string { return a.runtimeName.Load().(string) }, NodeIPs: cfg.NodeIPs, RootDir: cfg.RootDir, Log: log}
+		Prober: a.probes, RuntimeName: func() string { return a.runtimeName.Load().(string) }, NodeIPs: cfg.NodeIPs,
+		RootDir: cfg.RootDir, Log: log}
 	if a.mirrors != nil {
 		a.syncer.Mirrors = a.mirrors
 	}
+	a.workers = podworkers.New(a.syncer, log)
+	a.sources = a.configuredSources()
+	loopDeps := syncloop.Deps{
+		Updates: a.config.Updates(), PLEG: a.pleg.Watch(), Probes: a.probes.Updates(), Pods: a.pods, Workers: a.workers,
+		Runtime: a.manager, Statuses: a.statuses, Admit: a.admit, Reject: a.reject,
+		SourcesReady:       a.sourcesReady,
+		Housekeep:          a.housekeep,
+		SyncFrequency:      cfg.SyncFrequency,
+		HousekeepingPeriod: deps.HousekeepingPeriod,
+		Log:                log,
+	}
+	if a.mirrors != nil {
+		loopDeps.Mirrors = a.mirrors
+	}
+	a.loop = syncloop.New(loopDeps)
+	if a.rotator, err = logs.NewRotator(a.runtime, containerLogMaxSize, containerLogMaxFiles); err != nil {
+		return nil, a.closeWith(err)
+	}
+	if a.api, err = newAPI(a); err != nil {
+		return nil, a.closeWith(err)
+	}
 	return a, nil
+}
+
+// The kubelet's defaults: rotate a container's log past 10Mi, keep 5 files.
+const (
+	containerLogMaxSize  = "10Mi"
+	containerLogMaxFiles = 5
+)
+
+// closeWith releases what New opened before failing with err.
+func (a *Agent) closeWith(err error) error {
+	a.conn.Close()
+	return err
 }
 
 func (a *Agent) nodeUID() types.UID {
@@ -199,21 +222,8 @@ func (a *Agent) recorder() record.EventRecorder {
 	return b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: a.cfg.NodeName})
 }
 
-// timeoutInterceptor bounds every CRI call except pulls and the event stream, as the kubelet's
-// --runtime-request-timeout does; a hung runtime then fails a sync instead of freezing a worker.
-func timeoutInterceptor(d time.Duration) grpc.UnaryClientInterceptor {
-	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if d > 0 && method != "/runtime.v1.ImageService/PullImage" {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, d)
-			defer cancel()
-		}
-		return invoker(ctx, method, req, reply, cc, opts...)
-	}
-}
-
-// sources lists the sources configured; housekeeping waits until each has spoken.
-func (a *Agent) sources() []string {
+// configuredSources lists the pod sources configured; housekeeping waits until each has spoken.
+func (a *Agent) configuredSources() []string {
 	var s []string
 	if a.cfg.PodManifestPath != "" {
 		s = append(s, config.FileSource)
@@ -227,14 +237,16 @@ func (a *Agent) sources() []string {
 	return s
 }
 
-// Run runs the agent until ctx ends.
+func (a *Agent) sourcesReady() bool { return a.config.SeenAllSources(a.sources) }
+
+// Run starts every part and runs until ctx ends or the agent's API fails; it returns once all
+// parts have stopped. An Agent runs once.
 func (a *Agent) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if a.conn != nil {
-		defer a.conn.Close()
-	}
+	defer a.conn.Close()
 	var wg sync.WaitGroup
+	var apiErr error
 	goRun := func(name string, f func(context.Context) error) {
 		wg.Add(1)
 		go func() {
@@ -245,39 +257,11 @@ func (a *Agent) Run(ctx context.Context) error {
 		}()
 	}
 	goRun("runtime version", a.learnRuntime)
-
-	workers := podworkers.New(ctx, a.syncer, a.log)
-	// A probe result that flips wakes the pod's worker: a failed liveness probe restarts the
-	// container at once, a readiness change reaches the status at once.
-	probes := prober.New(ctx, a.runtime, func(uid types.UID) {
-		if p, ok := a.pods.GetPodByUID(uid); ok {
-			mirror, _ := a.pods.GetMirrorPodByPod(p)
-			workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodSync, Pod: p, MirrorPod: mirror})
-		}
-	}, a.log)
-	probes.Recorder = a.events
-	a.syncer.Prober = probes
-	a.manager.Probes = probes
-	sources := a.sources()
-	loop := syncloop.New(syncloop.Deps{
-		Updates: a.config.Updates(), PLEG: a.pleg.Watch(), Pods: a.pods, Workers: workers, Runtime: a.manager,
-		Statuses: a.statuses, Admit: a.admit(workers), Reject: a.reject,
-		SourcesReady:       func() bool { return a.config.SeenAllSources(sources) },
-		Housekeep:          a.housekeep,
-		SyncFrequency:      a.cfg.SyncFrequency,
-		HousekeepingPeriod: a.opts.HousekeepingPeriod,
-		Log:                a.log,
-	})
-	if a.mirrors != nil {
-		loop.Mirrors = a.mirrors
-	}
-	a.mu.Lock()
-	a.loop, a.workers = loop, workers
-	a.mu.Unlock()
-
+	goRun("pod workers", func(ctx context.Context) error { a.workers.Run(ctx); return nil })
+	goRun("prober", func(ctx context.Context) error { a.probes.Run(ctx); return nil })
 	goRun("pleg", func(ctx context.Context) error { a.pleg.Run(ctx); return nil })
 	goRun("garbage collectors", func(ctx context.Context) error {
-		p := gcPeriods{volumes: a.opts.HousekeepingPeriod, containers: a.opts.ContainerGCPeriod, images: a.opts.ImageGCPeriod}
+		p := gcPeriods{volumes: a.deps.HousekeepingPeriod, containers: a.deps.ContainerGCPeriod, images: a.deps.ImageGCPeriod}
 		if p.volumes == 0 {
 			p.volumes = syncloop.DefaultHousekeepingPeriod
 		}
@@ -287,10 +271,11 @@ func (a *Agent) Run(ctx context.Context) error {
 		if p.images == 0 {
 			p.images = imageGCPeriod
 		}
-		a.runGC(ctx, workers, func() bool { return a.config.SeenAllSources(sources) }, p)
+		a.runGC(ctx, a.workers, a.sourcesReady, p)
 		return nil
 	})
 	goRun("status", func(ctx context.Context) error { a.statuses.Run(ctx); return nil })
+	goRun("log rotation", func(ctx context.Context) error { a.rotator.Run(ctx, 10*time.Second); return nil })
 	if a.nodes != nil {
 		goRun("node status", func(ctx context.Context) error { a.nodes.Run(ctx); return nil })
 	}
@@ -311,12 +296,22 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.cfg.HealthzPort > 0 {
 		goRun("healthz", a.serveHealthz)
 	}
-	a.log.Info("agent started", "node", a.cfg.NodeName, "runtime", a.cfg.ContainerRuntimeEndpoint, "sources", sources)
-	loop.Run(ctx)
+	if a.api != nil {
+		// The API is how people and the apiserver reach the node: when it fails, the agent stops.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := a.api.run(ctx); err != nil && ctx.Err() == nil {
+				apiErr = fmt.Errorf("agent API: %w", err)
+			}
+			cancel()
+		}()
+	}
+	a.log.Info("agent started", "node", a.cfg.NodeName, "runtime", a.cfg.ContainerRuntimeEndpoint, "sources", a.sources)
+	a.loop.Run(ctx)
 	cancel()
-	workers.Wait()
 	wg.Wait()
-	return nil
+	return apiErr
 }
 
 // learnRuntime waits for the runtime to answer Version, then records its name for container IDs.
@@ -339,22 +334,20 @@ func (a *Agent) learnRuntime(ctx context.Context) error {
 
 // admit rejects new pods whose sysctls the node does not allow (SysctlForbidden), then those
 // beyond --max-pods, in the kubelet's order.
-func (a *Agent) admit(workers *podworkers.PodWorkers) syncloop.Admit {
-	return func(pod *v1.Pod, active []*v1.Pod) error {
-		if err := a.sysctls.Admit(pod); err != nil {
-			return &syncloop.AdmitError{Reason: sysctl.ForbiddenReason, Message: err.Error()}
-		}
-		n := 0
-		for _, p := range active {
-			if p.UID != pod.UID && !workers.IsPodKnownFinished(p.UID) {
-				n++
-			}
-		}
-		if n >= a.cfg.MaxPods {
-			return fmt.Errorf("node has reached its pod limit of %d", a.cfg.MaxPods)
-		}
-		return nil
+func (a *Agent) admit(pod *v1.Pod, active []*v1.Pod) error {
+	if err := a.sysctls.Admit(pod); err != nil {
+		return &syncloop.AdmitError{Reason: sysctl.ForbiddenReason, Message: err.Error()}
 	}
+	n := 0
+	for _, p := range active {
+		if p.UID != pod.UID && !a.workers.IsPodKnownFinished(p.UID) {
+			n++
+		}
+	}
+	if n >= a.cfg.MaxPods {
+		return fmt.Errorf("node has reached its pod limit of %d", a.cfg.MaxPods)
+	}
+	return nil
 }
 
 func (a *Agent) reject(pod *v1.Pod, reason, message string) {
@@ -364,13 +357,7 @@ func (a *Agent) reject(pod *v1.Pod, reason, message string) {
 
 // Healthz reports whether the SyncLoop and PLEG are alive.
 func (a *Agent) Healthz() error {
-	a.mu.Lock()
-	loop := a.loop
-	a.mu.Unlock()
-	if loop == nil {
-		return errors.New("sync loop not started")
-	}
-	return errors.Join(loop.Healthy(), a.pleg.Healthy())
+	return errors.Join(a.loop.Healthy(), a.pleg.Healthy())
 }
 
 // HealthzHandler serves /healthz.

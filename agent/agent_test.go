@@ -56,7 +56,7 @@ func newHarness(t *testing.T) *harness {
 	return h
 }
 
-func (h *harness) start(opts Options) {
+func (h *harness) start(opts Deps) {
 	h.t.Helper()
 	opts.HousekeepingPeriod, opts.RelistPeriod = 20*time.Millisecond, 20*time.Millisecond
 	a, err := New(h.cfg, opts)
@@ -116,7 +116,7 @@ func (h *harness) running() []*runtimeapi.ContainerStatus {
 
 func TestStaticPodLifecycle(t *testing.T) {
 	h := newHarness(t)
-	h.start(Options{})
+	h.start(Deps{})
 	h.write("web.yaml", fmt.Sprintf(manifest, "web", "busybox:1"))
 	h.eventually("web running", func() bool { return len(h.running()) == 1 })
 	first := h.running()[0]
@@ -159,7 +159,7 @@ func TestBadManifestDoesNotStopOthers(t *testing.T) {
 	h := newHarness(t)
 	h.write("bad.yaml", "kind: Pod\nmetadata: {name: bad}\nspec: {containers: [{name: Bad_Name}]}\n")
 	h.write("good.yaml", fmt.Sprintf(manifest, "good", "busybox:1"))
-	h.start(Options{})
+	h.start(Deps{})
 	h.eventually("good running", func() bool { return len(h.running()) == 1 })
 }
 
@@ -167,7 +167,7 @@ func TestAgentRestartKeepsContainersAndRemovesOrphans(t *testing.T) {
 	h := newHarness(t)
 	h.write("a.yaml", fmt.Sprintf(manifest, "a", "busybox:1"))
 	h.write("b.yaml", fmt.Sprintf(manifest, "b", "busybox:1"))
-	h.start(Options{})
+	h.start(Deps{})
 	h.eventually("two pods running", func() bool { return len(h.running()) == 2 })
 	before := h.running()
 	h.stop()
@@ -175,7 +175,7 @@ func TestAgentRestartKeepsContainersAndRemovesOrphans(t *testing.T) {
 	// While the agent is down, b's manifest goes away.
 	os.Remove(filepath.Join(h.dir, "b.yaml"))
 	h.cri.ResetCalls()
-	h.start(Options{})
+	h.start(Deps{})
 	h.eventually("orphan b removed", func() bool { return len(h.cri.Containers()) == 1 && len(h.cri.Sandboxes()) == 1 })
 	after := h.running()
 	if len(after) != 1 || !slices.ContainsFunc(before, func(c *runtimeapi.ContainerStatus) bool { return c.Id == after[0].Id }) {
@@ -198,7 +198,7 @@ func TestPLEGFallbackWithoutEventStream(t *testing.T) {
 	h := newHarness(t)
 	h.cri.DisableEvents()
 	h.write("web.yaml", fmt.Sprintf(manifest, "web", "busybox:1"))
-	h.start(Options{})
+	h.start(Deps{})
 	h.eventually("running", func() bool { return len(h.running()) == 1 })
 	id := h.running()[0].Id
 	h.cri.ExitContainer(id, 0)
@@ -213,7 +213,7 @@ func TestClusterPodsMirrorsAndNode(t *testing.T) {
 			Containers: []v1.Container{{Name: "c", Image: "busybox:1", ImagePullPolicy: v1.PullIfNotPresent}}}}
 	client := fake.NewSimpleClientset(apiPod)
 	h.write("static.yaml", fmt.Sprintf(manifest, "static", "busybox:1"))
-	h.start(Options{KubeClient: client})
+	h.start(Deps{KubeClient: client})
 	ctx := context.Background()
 	h.eventually("both running", func() bool { return len(h.running()) == 2 })
 	h.eventually("node registered and ready", func() bool {
@@ -264,7 +264,7 @@ func TestLivenessProbeFailureRestartsContainer(t *testing.T) {
       periodSeconds: 1
       failureThreshold: 1
 `)
-	h.start(Options{})
+	h.start(Deps{})
 	h.eventually("running", func() bool { return len(h.running()) == 1 })
 	first := h.running()[0].Id
 	h.cri.SetExecExitCode(1)

@@ -21,7 +21,7 @@ func TestOrphanedPodFoldersRemoved(t *testing.T) {
 	h.write("web.yaml", fmt.Sprintf(manifest, "web", "busybox:1")+`    volumeMounts: [{name: data, mountPath: /data}]
   volumes: [{name: data, emptyDir: {}}]
 `)
-	h.start(Options{ContainerGCPeriod: 20 * time.Millisecond, ImageGCPeriod: 20 * time.Millisecond})
+	h.start(Deps{ContainerGCPeriod: 20 * time.Millisecond, ImageGCPeriod: 20 * time.Millisecond})
 	h.eventually("web running", func() bool { return len(h.running()) == 1 })
 	h.eventually("orphan folder removed", func() bool {
 		_, err := os.Stat(filepath.Join(h.cfg.RootDir, "pods", "gone-uid"))

@@ -85,6 +85,12 @@ type Config struct {
 
 	// AllowedUnsafeSysctls are sysctls (or prefixes ending in "*") pods may set beyond the safe set.
 	AllowedUnsafeSysctls []string
+
+	// APISocket is the root-only unix socket of the agent's API; "" serves none.
+	APISocket string
+	// Serving is the API's HTTPS listener; its zero value (port 0, as Default has it) serves none.
+	// The commands start from DefaultServing.
+	Serving Serving
 }
 
 // Default is the configuration with no flags and no file.

@@ -30,7 +30,7 @@ func runChildAgent(js string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	a, err := agent.New(cfg, agent.Options{})
+	a, err := agent.New(cfg, agent.Deps{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2

@@ -74,7 +74,7 @@ func newEnv(t testing.TB, start func(t testing.TB, dir, reg string) *criRuntime)
 
 func (e *env) startAgent() {
 	e.t.Helper()
-	a, err := agent.New(e.cfg, agent.Options{})
+	a, err := agent.New(e.cfg, agent.Deps{})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -231,7 +231,7 @@ func TestImageGCThroughTheAgent(t *testing.T) {
 	}
 	e.cfg.ImageGCHighThresholdPercent, e.cfg.ImageGCLowThresholdPercent, e.cfg.ImageMinimumGCAge = 1, 0, 0
 	e.writePod("web", "Always", e.reg+"/busybox:1", loop)
-	a, err := agent.New(e.cfg, agent.Options{ImageGCPeriod: 200 * time.Millisecond})
+	a, err := agent.New(e.cfg, agent.Deps{ImageGCPeriod: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/nodelet/nodelet/runtime"
 	"github.com/nodelet/nodelet/runtime/cni"
 	"github.com/nodelet/nodelet/runtime/server"
 )
@@ -70,7 +71,31 @@ var handlerDefaults = []struct {
 	{"runsc", []string{"--network=host", "--ignore-cgroups"}},
 }
 
-func (r *runtimeFlags) config(root, state string, log *slog.Logger) (server.Config, error) {
+// config resolves the flags into the runtime's configuration.
+func (r *runtimeFlags) config(root, state string, log *slog.Logger) (runtime.Config, error) {
+	srv, err := r.serverConfig(root, state, log)
+	if err != nil {
+		return runtime.Config{}, err
+	}
+	reg, err := r.registry.config()
+	if err != nil {
+		return runtime.Config{}, err
+	}
+	cfg := runtime.Config{Server: srv, ImageDir: imageStoreDir(root), Registry: reg, Listen: r.listen}
+	if !r.noNetwork {
+		cfg.Network = &cni.Options{
+			ConfDir: r.cniConfDir,
+			BinDirs: r.cniBinDirs,
+			// The result cache outlives a reboot, as host-local's IP store on disk does.
+			StateDir:  filepath.Join(srv.Root, "cni"),
+			NoDefault: r.noDefaultCNI,
+			Logger:    log,
+		}
+	}
+	return cfg, nil
+}
+
+func (r *runtimeFlags) serverConfig(root, state string, log *slog.Logger) (server.Config, error) {
 	cfg := server.Config{
 		Root:           filepath.Join(root, "runtime"),
 		State:          filepath.Join(state, "runtime"),
@@ -166,18 +191,13 @@ func newRuntimeCmd() *cobra.Command {
 }
 
 func runRuntime(cmd *cobra.Command, rf *runtimeFlags) error {
-	ctx := cmd.Context()
-	log := slog.Default()
-	rt, err := startRuntime(ctx, rf, log)
+	cfg, err := rf.config(global.root, global.state, slog.Default())
 	if err != nil {
 		return err
 	}
-	defer rt.stop()
-	log.Info("runtime serving", "listen", rf.listen, "root", global.root, "state", global.state)
-	select {
-	case <-ctx.Done():
-	case err := <-rt.errc:
+	rt, err := runtime.New(cfg)
+	if err != nil {
 		return err
 	}
-	return nil
+	return rt.Run(cmd.Context())
 }

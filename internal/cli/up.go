@@ -1,18 +1,18 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/nodelet/nodelet/agent"
 	"github.com/nodelet/nodelet/agent/agentconfig"
-	"github.com/nodelet/nodelet/agent/metrics"
+	"github.com/nodelet/nodelet/runtime"
 )
 
 // DefaultManifestDir is where `nodelet up` takes static pods from unless told otherwise.
@@ -41,11 +41,10 @@ the runtime's socket (--listen).`,
 			if cmd.Flags().Changed("container-runtime-endpoint") {
 				return fmt.Errorf("--container-runtime-endpoint: nodelet up runs its own runtime (set its socket with --listen); use nodelet agent for another runtime")
 			}
-			rt, err := startRuntime(ctx, &rf, log)
+			rcfg, err := rf.config(global.root, global.state, log)
 			if err != nil {
 				return fmt.Errorf("runtime: %w", err)
 			}
-			defer rt.stop()
 			cfg, err := af.Config()
 			if err != nil {
 				return err
@@ -58,29 +57,18 @@ the runtime's socket (--listen).`,
 			if !cmd.Flags().Changed("root-dir") {
 				cfg.RootDir = filepath.Join(global.root, "agent")
 			}
-			if err := agentconfig.Complete(&cfg); err != nil {
-				return err
-			}
-			conn, err := grpc.NewClient(rf.listen,
-				grpc.WithTransportCredentials(insecure.NewCredentials()),
-				grpc.WithChainUnaryInterceptor(metrics.UnaryClientInterceptor()))
+			cfg.APISocket = apiSocket
+			rt, err := runtime.New(rcfg)
 			if err != nil {
-				return err
+				return fmt.Errorf("runtime: %w", err)
 			}
-			defer conn.Close()
-			a, err := agent.New(cfg, agent.Options{RuntimeConn: conn, Log: log})
+			a, err := agent.New(cfg, agent.Deps{Log: log})
 			if err != nil {
+				rt.Close()
 				return fmt.Errorf("agent: %w", err)
 			}
 			log.Info("nodelet up", "manifests", manifests, "runtime", rf.listen, "api", apiSocket, "root", global.root)
-			errc := make(chan error, 1)
-			go func() { errc <- runAgent(ctx, a, cfg, apiSocket) }()
-			select {
-			case err := <-errc:
-				return err
-			case err := <-rt.errc:
-				return fmt.Errorf("runtime stopped: %w", err)
-			}
+			return runBoth(ctx, rt, a)
 		},
 	}
 	rf.register(cmd)
@@ -88,4 +76,39 @@ the runtime's socket (--listen).`,
 	cmd.Flags().StringVar(&manifests, "manifests", DefaultManifestDir, "folder of static pod manifests")
 	cmd.Flags().StringVar(&apiSocket, "api-socket", "/run/nodelet/agent.sock", "root-only unix socket of the agent's API; empty disables it")
 	return cmd
+}
+
+// runBoth runs the runtime and the agent side by side until ctx ends or either stops, and stops
+// the other then: an agent without its runtime, or a runtime nobody drives, is not `nodelet up`.
+func runBoth(ctx context.Context, rt *runtime.Runtime, a *agent.Agent) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	rtErr, agentErr := make(chan error, 1), make(chan error, 1)
+	go func() { rtErr <- rt.Run(ctx) }()
+	// The agent starts once the runtime answers, so its first syncs do not fail and back off.
+	select {
+	case <-rt.Ready():
+	case err := <-rtErr:
+		if err == nil {
+			return nil // ctx ended first
+		}
+		return fmt.Errorf("runtime: %w", err)
+	}
+	go func() { agentErr <- a.Run(ctx) }()
+	var errA, errR error
+	select {
+	case errR = <-rtErr:
+		if errR == nil && ctx.Err() == nil {
+			errR = errors.New("runtime stopped")
+		}
+		cancel()
+		errA = <-agentErr
+	case errA = <-agentErr:
+		cancel()
+		errR = <-rtErr
+	}
+	if errR != nil {
+		errR = fmt.Errorf("runtime: %w", errR)
+	}
+	return errors.Join(errR, errA)
 }

@@ -1,0 +1,123 @@
+package agent
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/certificate"
+
+	"github.com/nodelet/nodelet/agent/auth"
+	"github.com/nodelet/nodelet/agent/nodestatus"
+	"github.com/nodelet/nodelet/agent/server"
+	"github.com/nodelet/nodelet/agent/stats"
+)
+
+// api is the agent's HTTP API (pods, logs, exec, stats, metrics) where the configuration asks for
+// it: the root-only unix socket, and HTTPS for the apiserver and people.
+type api struct {
+	srv   *server.Server
+	serve server.ServeConfig
+	// certs, with serverTLSBootstrap, requests and renews the serving certificate.
+	certs certificate.Manager
+	// publish, in a cluster, puts the HTTPS port into the Node's status.
+	publish func(ctx context.Context)
+}
+
+// newAPI builds the API the configuration asks for, or nil when it asks for none.
+func newAPI(a *Agent) (*api, error) {
+	cfg := a.cfg
+	p := &api{serve: server.ServeConfig{Socket: cfg.APISocket}}
+	if err := p.addTCP(a); err != nil {
+		return nil, err
+	}
+	if p.serve.Socket == "" && p.serve.TCPAddress == "" {
+		return nil, nil
+	}
+	summary := stats.New(a.runtime, stats.Options{
+		NodeName: cfg.NodeName, RootDir: cfg.RootDir, LogDir: cfg.PodLogsDir, PodsCgroup: cfg.CgroupRoot,
+	})
+	p.srv = server.New(server.Deps{
+		NodeName: cfg.NodeName, Pods: a, Events: a, Runtime: a.runtime,
+		SyncLoopHealthy: a.Healthz, Summary: summary.Summary, Config: func() any { return cfg },
+	})
+	return p, nil
+}
+
+// addTCP adds the HTTPS listener Serving asks for: in a cluster unless the port is 0, standalone
+// only when a port was given. Authentication and authorization come from Serving through
+// auth.FromConfig, with the apiserver's TokenReview and SubjectAccessReview in a cluster.
+func (p *api) addTCP(a *Agent) error {
+	cfg, serving, client := a.cfg, a.cfg.Serving, a.client
+	if serving.Port == 0 || (client == nil && !serving.PortSet) {
+		return nil
+	}
+	var tokens auth.TokenReviewer
+	var sar auth.SubjectAccessReviewer
+	if client != nil {
+		tokens = client.AuthenticationV1().TokenReviews()
+		sar = client.AuthorizationV1().SubjectAccessReviews()
+	}
+	filter, err := auth.FromConfig(serving.Authentication, serving.Authorization, tokens, sar, cfg.NodeName)
+	if err != nil {
+		return fmt.Errorf("agent API on port %d: %w", serving.Port, err)
+	}
+	// The self-signed certificate names every address the apiserver or a person may dial.
+	hosts := append([]string{cfg.NodeName, "localhost"}, cfg.NodeIPs...)
+	hosts = append(hosts, "127.0.0.1", "::1")
+	p.serve.TCPAddress = net.JoinHostPort(serving.Address, strconv.Itoa(serving.Port))
+	p.serve.TLS = server.TLSOptions{CertFile: serving.TLSCertFile, KeyFile: serving.TLSPrivateKeyFile,
+		CertDir: filepath.Join(cfg.RootDir, "pki"), Hosts: hosts}
+	if serving.ServerTLSBootstrap && serving.TLSCertFile == "" {
+		if client == nil {
+			return errors.New("serverTLSBootstrap (--rotate-server-certificates) needs a cluster (--kubeconfig)")
+		}
+		m, err := auth.ServingCertManager(func(*tls.Certificate) (kubernetes.Interface, error) { return client, nil },
+			cfg.NodeName, append([]string{cfg.NodeName}, cfg.NodeIPs...), p.serve.TLS.CertDir)
+		if err != nil {
+			return err
+		}
+		p.certs = m
+		// Until the cluster signs the request, handshakes fail: there is nothing to serve with yet.
+		p.serve.TLS.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			if c := m.Current(); c != nil {
+				return c, nil
+			}
+			return nil, errors.New("no serving certificate yet: its CertificateSigningRequest awaits approval")
+		}
+	}
+	p.serve.Filter = filter
+	if client != nil && cfg.RegisterNode {
+		port := int32(serving.Port)
+		p.publish = func(ctx context.Context) {
+			if err := nodestatus.PublishDaemonEndpoint(ctx, client, cfg.NodeName, port, a.log); err != nil && ctx.Err() == nil {
+				a.log.Error("the Node's status does not name the agent's port", "err", err)
+			}
+		}
+	}
+	if serving.Authentication.X509.ClientCAFile == "" && client != nil {
+		// The apiserver authenticates to nodes by client certificate; with only tokens it gets 401.
+		a.log.Warn("no client CA (--client-ca-file, authentication.x509.clientCAFile): the apiserver's kubectl logs, exec and port-forward will be refused")
+	}
+	a.log.Info("agent API", "https", p.serve.TCPAddress, "authorization", string(serving.Authorization.Mode),
+		"anonymous", serving.Authentication.Anonymous.Enabled != nil && *serving.Authentication.Anonymous.Enabled,
+		"serverTLSBootstrap", p.certs != nil)
+	return nil
+}
+
+// run serves until ctx ends or a listener fails.
+func (p *api) run(ctx context.Context) error {
+	if p.certs != nil {
+		p.certs.Start()
+		defer p.certs.Stop()
+	}
+	if p.publish != nil {
+		go p.publish(ctx)
+	}
+	return p.srv.Serve(ctx, p.serve)
+}
