@@ -87,11 +87,13 @@ func (m *Manager) startContainer(ctx context.Context, sandboxID string, sandboxC
 		err = makeLogDir(logDir)
 	}
 	if err != nil {
+		m.removeTerminationMessageFile(pod, c, cfg)
 		return fmt.Errorf("%w: container log directory: %v", kubecontainer.ErrCreateContainer, err)
 	}
 	created, err := m.Runtime.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
 		PodSandboxId: sandboxID, Config: cfg, SandboxConfig: sandboxCfg})
 	if err != nil {
+		m.removeTerminationMessageFile(pod, c, cfg)
 		m.Recorder.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
 		return fmt.Errorf("%w: %v", kubecontainer.ErrCreateContainer, err)
 	}
