@@ -97,7 +97,9 @@ func TestTerminationMessageHostileFile(t *testing.T) {
 		want    func(msg string) bool
 	}{
 		{"symlink", func(h string) error { os.Remove(h); return os.Symlink(secret, h) },
-			func(m string) bool { return strings.HasPrefix(m, "Error on reading termination log") && !strings.Contains(m, "secret") }},
+			func(m string) bool {
+				return strings.HasPrefix(m, "Error on reading termination log") && !strings.Contains(m, "secret")
+			}},
 		{"fifo", func(h string) error { os.Remove(h); return syscall.Mkfifo(h, 0o666) },
 			func(m string) bool { return m == "Error on reading termination log: "+errNotRegular.Error() }},
 		{"directory", func(h string) error { os.Remove(h); return os.Mkdir(h, 0o755) },
