@@ -435,6 +435,13 @@ func (m *Manager) generateContainerConfig(ctx context.Context, pod *v1.Pod, c *v
 	if err != nil {
 		return nil, err
 	}
+	hosts, err := m.etcHostsMount(pod, c, podIPs)
+	if err != nil {
+		return nil, err
+	}
+	if hosts != nil {
+		mounts = append(mounts, hosts)
+	}
 	annotations := newContainerAnnotations(c, pod, restartCount)
 	// Last, so that no earlier error leaves a file behind.
 	if mnt, name := m.terminationMessageMount(pod, c); mnt != nil {
