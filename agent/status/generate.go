@@ -4,6 +4,7 @@ package status
 
 import (
 	"sort"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -106,8 +107,10 @@ func containerStatuses(pod *v1.Pod, specs []v1.Container, ps *kubecontainer.PodS
 		f := false
 		st.Started = &f
 		if len(attempts) == 0 {
+			// As the kubelet: in a pod with init containers every container not yet made waits
+			// with PodInitializing, the first init container included.
 			reason := kubecontainer.ReasonContainerCreating
-			if init && spec.Name != pod.Spec.InitContainers[0].Name || !init && len(pod.Spec.InitContainers) > 0 {
+			if len(pod.Spec.InitContainers) > 0 {
 				reason = kubecontainer.ReasonPodInitializing
 			}
 			msg := ""
@@ -133,7 +136,11 @@ func containerStatuses(pod *v1.Pod, specs []v1.Container, ps *kubecontainer.PodS
 		switch cur.State {
 		case kubecontainer.StateRunning:
 			started, ready := true, true
-			if in.Probes != nil && !init {
+			switch {
+			case init && !isSidecar(&spec):
+				// A running init container has not done its part yet; it is ready once it succeeded.
+				ready = false
+			case in.Probes != nil:
 				started, ready = in.Probes.Started(&spec, cur.ID), in.Probes.Ready(&spec, cur.ID)
 			}
 			st.Started = &started
@@ -150,6 +157,8 @@ func containerStatuses(pod *v1.Pod, specs []v1.Container, ps *kubecontainer.PodS
 				st.LastTerminationState.Terminated = term
 			} else {
 				st.State.Terminated = term
+				// An init container that succeeded has done its part: the kubelet reports it ready.
+				st.Ready = init && !isSidecar(&spec) && cur.ExitCode == 0
 				if len(attempts) > 1 && attempts[1].State == kubecontainer.StateExited {
 					st.LastTerminationState.Terminated = terminatedState(attempts[1], in.RuntimeName)
 				}
@@ -256,51 +265,111 @@ func conditions(pod *v1.Pod, s *v1.PodStatus, ps *kubecontainer.PodStatus, old [
 	for _, c := range old {
 		oldBy[c.Type] = c
 	}
-	mk := func(t v1.PodConditionType, ok bool, reason string) v1.PodCondition {
+	mk := func(t v1.PodConditionType, ok bool, reason, message string) v1.PodCondition {
 		st := v1.ConditionFalse
 		if ok {
-			st, reason = v1.ConditionTrue, ""
+			st = v1.ConditionTrue
 		}
-		c := v1.PodCondition{Type: t, Status: st, Reason: reason, LastTransitionTime: metav1.NewTime(now)}
+		c := v1.PodCondition{Type: t, Status: st, Reason: reason, Message: message, LastTransitionTime: metav1.NewTime(now)}
 		if o, found := oldBy[t]; found && o.Status == st {
 			c.LastTransitionTime = o.LastTransitionTime
 		}
 		return c
 	}
-	initialized := true
-	for i, c := range s.InitContainerStatuses {
-		if i < len(pod.Spec.InitContainers) && isSidecar(&pod.Spec.InitContainers[i]) {
-			if !sidecarStarted(c) {
-				initialized = false
-			}
-			continue
-		}
-		if c.State.Terminated == nil || c.State.Terminated.ExitCode != 0 {
-			initialized = false
-		}
-	}
-	ready := len(s.ContainerStatuses) > 0 && s.Phase == v1.PodRunning
-	for _, c := range s.ContainerStatuses {
-		if !c.Ready {
-			ready = false
-		}
-	}
-	notReadyReason := "ContainersNotReady"
-	if s.Phase == v1.PodSucceeded || s.Phase == v1.PodFailed {
-		notReadyReason = "PodCompleted"
-	}
-	initReason := "ContainersNotInitialized"
-	if s.Phase == v1.PodSucceeded || s.Phase == v1.PodFailed {
-		initialized = initialized || len(s.InitContainerStatuses) == 0
-	}
-	sandboxReady := ps.ReadySandbox() != nil
+	initOK, initReason, initMsg := initializedCondition(pod, s)
+	readyOK, readyReason, readyMsg := containersReadyCondition(pod, s)
 	conds := []v1.PodCondition{
-		mk(v1.PodReadyToStartContainers, sandboxReady, ""),
-		mk(v1.PodInitialized, initialized, initReason),
-		mk(v1.PodReady, ready, notReadyReason),
-		mk(v1.ContainersReady, ready, notReadyReason),
-		mk(v1.PodScheduled, true, ""),
+		mk(v1.PodReadyToStartContainers, ps.ReadySandbox() != nil, "", ""),
+		mk(v1.PodInitialized, initOK, initReason, initMsg),
+		mk(v1.PodReady, readyOK, readyReason, readyMsg),
+		mk(v1.ContainersReady, readyOK, readyReason, readyMsg),
+		mk(v1.PodScheduled, true, "", ""),
 	}
 	sort.SliceStable(conds, func(i, j int) bool { return conds[i].Type < conds[j].Type })
 	return conds
+}
+
+// namesList formats names as the kubelet's condition messages do: [a b].
+func namesList(names []string) string {
+	return "[" + strings.Join(names, " ") + "]"
+}
+
+// initializedCondition: every init container has succeeded (a sidecar: has started). A pod whose
+// app containers have run stays initialized while a sidecar restarts; a succeeded pod says
+// PodCompleted; otherwise the message names the init containers still to complete, in spec order.
+func initializedCondition(pod *v1.Pod, s *v1.PodStatus) (bool, string, string) {
+	var incomplete []string
+	for i := range pod.Spec.InitContainers {
+		spec := &pod.Spec.InitContainers[i]
+		st, ok := findStatus(s.InitContainerStatuses, spec.Name)
+		switch {
+		case !ok:
+			incomplete = append(incomplete, spec.Name)
+		case isSidecar(spec):
+			if st.Started == nil || !*st.Started {
+				incomplete = append(incomplete, spec.Name)
+			}
+		case !st.Ready:
+			incomplete = append(incomplete, spec.Name)
+		}
+	}
+	if s.Phase == v1.PodSucceeded {
+		return true, reasonPodCompleted, ""
+	}
+	if len(incomplete) == 0 || anyAppContainerStarted(s.ContainerStatuses) {
+		return true, "", ""
+	}
+	return false, "ContainersNotInitialized", "containers with incomplete status: " + namesList(incomplete)
+}
+
+// containersReadyCondition: every sidecar and app container is ready. A pod that has ended is not
+// ready, with PodCompleted or PodFailed; otherwise the message names the unready containers,
+// sidecars first, in spec order.
+func containersReadyCondition(pod *v1.Pod, s *v1.PodStatus) (bool, string, string) {
+	switch s.Phase {
+	case v1.PodSucceeded:
+		return false, reasonPodCompleted, ""
+	case v1.PodFailed:
+		return false, reasonPodFailed, ""
+	}
+	var unready []string
+	for i := range pod.Spec.InitContainers {
+		if spec := &pod.Spec.InitContainers[i]; isSidecar(spec) {
+			if st, ok := findStatus(s.InitContainerStatuses, spec.Name); !ok || !st.Ready {
+				unready = append(unready, spec.Name)
+			}
+		}
+	}
+	for _, spec := range pod.Spec.Containers {
+		if st, ok := findStatus(s.ContainerStatuses, spec.Name); !ok || !st.Ready {
+			unready = append(unready, spec.Name)
+		}
+	}
+	if len(unready) > 0 {
+		return false, "ContainersNotReady", "containers with unready status: " + namesList(unready)
+	}
+	return true, "", ""
+}
+
+const (
+	reasonPodCompleted = "PodCompleted"
+	reasonPodFailed    = "PodFailed"
+)
+
+func findStatus(statuses []v1.ContainerStatus, name string) (v1.ContainerStatus, bool) {
+	for _, st := range statuses {
+		if st.Name == name {
+			return st, true
+		}
+	}
+	return v1.ContainerStatus{}, false
+}
+
+func anyAppContainerStarted(statuses []v1.ContainerStatus) bool {
+	for _, st := range statuses {
+		if st.State.Running != nil || st.State.Terminated != nil {
+			return true
+		}
+	}
+	return false
 }
