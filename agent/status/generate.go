@@ -3,6 +3,7 @@
 package status
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 	"time"
@@ -276,17 +277,64 @@ func conditions(pod *v1.Pod, s *v1.PodStatus, ps *kubecontainer.PodStatus, old [
 		}
 		return c
 	}
+	// Conditions others own (readiness gates, DisruptionTarget…) are kept as the apiserver has
+	// them: the status patch replaces the whole list.
+	var others []v1.PodCondition
+	for _, c := range pod.Status.Conditions {
+		if !ownedCondition(c.Type) {
+			others = append(others, c)
+		}
+	}
 	initOK, initReason, initMsg := initializedCondition(pod, s)
-	readyOK, readyReason, readyMsg := containersReadyCondition(pod, s)
-	conds := []v1.PodCondition{
+	ctrOK, ctrReason, ctrMsg := containersReadyCondition(pod, s)
+	readyOK, readyReason, readyMsg := ctrOK, ctrReason, ctrMsg
+	if ctrOK {
+		readyOK, readyReason, readyMsg = readinessGates(pod, others)
+	}
+	conds := append(others,
 		mk(v1.PodReadyToStartContainers, ps.ReadySandbox() != nil, "", ""),
 		mk(v1.PodInitialized, initOK, initReason, initMsg),
 		mk(v1.PodReady, readyOK, readyReason, readyMsg),
-		mk(v1.ContainersReady, readyOK, readyReason, readyMsg),
+		mk(v1.ContainersReady, ctrOK, ctrReason, ctrMsg),
 		mk(v1.PodScheduled, true, "", ""),
-	}
+	)
 	sort.SliceStable(conds, func(i, j int) bool { return conds[i].Type < conds[j].Type })
 	return conds
+}
+
+// ownedCondition: the agent sets this condition type; any other belongs to someone else.
+func ownedCondition(t v1.PodConditionType) bool {
+	switch t {
+	case v1.PodScheduled, v1.PodReady, v1.PodInitialized, v1.ContainersReady, v1.PodReadyToStartContainers,
+		v1.PodResizeInProgress, v1.PodResizePending:
+		return true
+	}
+	return false
+}
+
+// readinessGates: a pod whose containers are ready is ready once each of its readiness gates'
+// conditions is True.
+func readinessGates(pod *v1.Pod, conds []v1.PodCondition) (bool, string, string) {
+	var msgs []string
+	for _, g := range pod.Spec.ReadinessGates {
+		var found *v1.PodCondition
+		for i := range conds {
+			if conds[i].Type == g.ConditionType {
+				found = &conds[i]
+				break
+			}
+		}
+		switch {
+		case found == nil:
+			msgs = append(msgs, fmt.Sprintf("corresponding condition of pod readiness gate %q does not exist.", g.ConditionType))
+		case found.Status != v1.ConditionTrue:
+			msgs = append(msgs, fmt.Sprintf("the status of pod readiness gate %q is not \"True\", but %v", g.ConditionType, found.Status))
+		}
+	}
+	if len(msgs) > 0 {
+		return false, "ReadinessGatesNotReady", strings.Join(msgs, ", ")
+	}
+	return true, "", ""
 }
 
 // namesList formats names as the kubelet's condition messages do: [a b].

@@ -126,3 +126,43 @@ func TestSidecarConditions(t *testing.T) {
 		t.Errorf("containers ready %+v", c)
 	}
 }
+
+func TestReadinessGatesAndOthersConditions(t *testing.T) {
+	R := kubecontainer.StateRunning
+	pod := mkPod(v1.RestartPolicyAlways, nil, "a")
+	pod.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: "example.com/lb"}}
+	pod.Status.Conditions = []v1.PodCondition{
+		{Type: v1.PodReady, Status: v1.ConditionTrue}, // ours: recomputed, never copied
+		{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: "EvictionByEvictionAPI"},
+	}
+	s := generate(pod, ps(c("a", R, 0, 0)))
+	if c := condition(s, v1.ContainersReady); c.Status != v1.ConditionTrue {
+		t.Errorf("containers ready %+v", c)
+	}
+	if c := condition(s, v1.PodReady); c.Status != v1.ConditionFalse || c.Reason != "ReadinessGatesNotReady" ||
+		c.Message != `corresponding condition of pod readiness gate "example.com/lb" does not exist.` {
+		t.Errorf("ready %+v", c)
+	}
+	if c := condition(s, v1.DisruptionTarget); c.Reason != "EvictionByEvictionAPI" {
+		t.Errorf("others' condition lost: %+v", s.Conditions)
+	}
+	n := 0
+	for _, c := range s.Conditions {
+		if c.Type == v1.PodReady {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d Ready conditions", n)
+	}
+
+	pod.Status.Conditions = append(pod.Status.Conditions, v1.PodCondition{Type: "example.com/lb", Status: v1.ConditionFalse})
+	if c := condition(generate(pod, ps(c("a", R, 0, 0))), v1.PodReady); c.Status != v1.ConditionFalse ||
+		c.Message != `the status of pod readiness gate "example.com/lb" is not "True", but False` {
+		t.Errorf("ready %+v", c)
+	}
+	pod.Status.Conditions[2].Status = v1.ConditionTrue
+	if c := condition(generate(pod, ps(c("a", R, 0, 0))), v1.PodReady); c.Status != v1.ConditionTrue {
+		t.Errorf("ready %+v", c)
+	}
+}
