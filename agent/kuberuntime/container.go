@@ -61,8 +61,18 @@ func (e *RetryAfterError) Unwrap() error { return e.Err }
 // RetryAfter is the hint the pod worker reads.
 func (e *RetryAfterError) RetryAfter() time.Duration { return e.After }
 
+// configGenError: the agent could not make the container's CRI config (a missing config map or
+// secret, a rejected subPathExpr, its log folder…), which the status shows as
+// CreateContainerConfigError with the cause as the message. CreateContainerError is kept for the
+// runtime refusing CreateContainer, so users know which side to look at.
+type configGenError struct{ err error }
+
+func (e *configGenError) Error() string { return e.err.Error() }
+
+func (e *configGenError) Unwrap() []error { return []error{kubecontainer.ErrCreateConfig, e.err} }
+
 // startContainer pulls the image, then creates and starts the container. It returns the reason-
-// carrying error (ErrImagePull, CreateContainerError…) the status shows.
+// carrying error (ErrImagePull, CreateContainerConfigError, CreateContainerError…) the status shows.
 func (m *Manager) startContainer(ctx context.Context, sandboxID string, sandboxCfg *runtimeapi.PodSandboxConfig,
 	pod *v1.Pod, c *v1.Container, status *kubecontainer.PodStatus, podIPs []string) error {
 	imageRef, err := m.imageManager.EnsureImageExists(ctx, pod, c, sandboxCfg)
@@ -80,18 +90,22 @@ func (m *Manager) startContainer(ctx context.Context, sandboxID string, sandboxC
 	cfg, err := m.generateContainerConfig(ctx, pod, c, restartCount, imageRef, podIPs)
 	if err != nil {
 		m.Recorder.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
-		return fmt.Errorf("%w: %v", kubecontainer.ErrCreateContainer, err)
+		return &configGenError{err}
 	}
 	logDir, err := podpath.ContainerLogDir(sandboxCfg.LogDirectory, c.Name)
 	if err == nil {
 		err = makeLogDir(logDir)
 	}
 	if err != nil {
-		return fmt.Errorf("%w: container log directory: %v", kubecontainer.ErrCreateContainer, err)
+		m.removeTerminationMessageFile(pod, c, cfg)
+		err = fmt.Errorf("create container log directory for container %s: %w", c.Name, err)
+		m.Recorder.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
+		return &configGenError{err}
 	}
 	created, err := m.Runtime.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
 		PodSandboxId: sandboxID, Config: cfg, SandboxConfig: sandboxCfg})
 	if err != nil {
+		m.removeTerminationMessageFile(pod, c, cfg)
 		m.Recorder.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
 		return fmt.Errorf("%w: %v", kubecontainer.ErrCreateContainer, err)
 	}

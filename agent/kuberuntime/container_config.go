@@ -435,6 +435,19 @@ func (m *Manager) generateContainerConfig(ctx context.Context, pod *v1.Pod, c *v
 	if err != nil {
 		return nil, err
 	}
+	hosts, err := m.etcHostsMount(pod, c, podIPs)
+	if err != nil {
+		return nil, err
+	}
+	if hosts != nil {
+		mounts = append(mounts, hosts)
+	}
+	annotations := newContainerAnnotations(c, pod, restartCount)
+	// Last, so that no earlier error leaves a file behind.
+	if mnt, name := m.terminationMessageMount(pod, c); mnt != nil {
+		mounts = append(mounts, mnt)
+		annotations[AnnotationTerminationMessageFile] = name
+	}
 	expand := func(in []string) []string {
 		out := make([]string, len(in))
 		for i, s := range in {
@@ -451,7 +464,7 @@ func (m *Manager) generateContainerConfig(ctx context.Context, pod *v1.Pod, c *v
 		Envs:        envs,
 		Mounts:      mounts,
 		Labels:      newContainerLabels(c, pod),
-		Annotations: newContainerAnnotations(c, pod, restartCount),
+		Annotations: annotations,
 		LogPath:     filepath.Join(c.Name, strconv.Itoa(restartCount)+".log"),
 		Stdin:       c.Stdin,
 		StdinOnce:   c.StdinOnce,

@@ -189,7 +189,7 @@ func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 			}
 			return nil, fmt.Errorf("status of container %s: %w", c.Id, err)
 		}
-		status.ContainerStatuses = append(status.ContainerStatuses, toContainerStatus(resp.Status))
+		status.ContainerStatuses = append(status.ContainerStatuses, m.convertContainerStatus(ctx, resp.Status))
 	}
 	sort.SliceStable(status.ContainerStatuses, func(i, j int) bool {
 		a, b := status.ContainerStatuses[i], status.ContainerStatuses[j]
@@ -212,6 +212,22 @@ func sandboxIPs(st *runtimeapi.PodSandboxStatus) []string {
 		}
 	}
 	return ips
+}
+
+// convertContainerStatus adds to an exited container's status the message it left, after the
+// runtime's own message as the kubelet does.
+func (m *Manager) convertContainerStatus(ctx context.Context, s *runtimeapi.ContainerStatus) *kubecontainer.Status {
+	cs := toContainerStatus(s)
+	if s.State != runtimeapi.ContainerState_CONTAINER_EXITED {
+		return cs
+	}
+	if msg := m.terminationMessage(ctx, s, parseContainerLabels(s.Labels, s.Annotations)); msg != "" {
+		if cs.Message != "" {
+			cs.Message += ": "
+		}
+		cs.Message += msg
+	}
+	return cs
 }
 
 func toContainerStatus(s *runtimeapi.ContainerStatus) *kubecontainer.Status {

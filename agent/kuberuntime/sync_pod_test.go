@@ -112,7 +112,8 @@ func TestGenerateConfigs(t *testing.T) {
 	if got := cfg.Command; !slices.Equal(got, []string{"sh", "-c", "1-$(A)"}) {
 		t.Errorf("command %q", got)
 	}
-	if cfg.LogPath != "a/3.log" || cfg.Metadata.Attempt != 3 || len(cfg.Mounts) != 1 || !strings.HasSuffix(cfg.Mounts[0].HostPath, "kubernetes.io~empty-dir/scratch") {
+	if cfg.LogPath != "a/3.log" || cfg.Metadata.Attempt != 3 || len(cfg.Mounts) != 2 || !strings.HasSuffix(cfg.Mounts[0].HostPath, "kubernetes.io~empty-dir/scratch") ||
+		cfg.Mounts[1].ContainerPath != "/etc/hosts" {
 		t.Errorf("config %v", cfg)
 	}
 	if cfg.Linux.Resources.OomScoreAdj != oomBestEffort || len(cfg.Linux.SecurityContext.MaskedPaths) == 0 {

@@ -3,7 +3,9 @@
 package status
 
 import (
+	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -106,8 +108,10 @@ func containerStatuses(pod *v1.Pod, specs []v1.Container, ps *kubecontainer.PodS
 		f := false
 		st.Started = &f
 		if len(attempts) == 0 {
+			// As the kubelet: in a pod with init containers every container not yet made waits
+			// with PodInitializing, the first init container included.
 			reason := kubecontainer.ReasonContainerCreating
-			if init && spec.Name != pod.Spec.InitContainers[0].Name || !init && len(pod.Spec.InitContainers) > 0 {
+			if len(pod.Spec.InitContainers) > 0 {
 				reason = kubecontainer.ReasonPodInitializing
 			}
 			msg := ""
@@ -133,7 +137,11 @@ func containerStatuses(pod *v1.Pod, specs []v1.Container, ps *kubecontainer.PodS
 		switch cur.State {
 		case kubecontainer.StateRunning:
 			started, ready := true, true
-			if in.Probes != nil && !init {
+			switch {
+			case init && !isSidecar(&spec):
+				// A running init container has not done its part yet; it is ready once it succeeded.
+				ready = false
+			case in.Probes != nil:
 				started, ready = in.Probes.Started(&spec, cur.ID), in.Probes.Ready(&spec, cur.ID)
 			}
 			st.Started = &started
@@ -150,6 +158,8 @@ func containerStatuses(pod *v1.Pod, specs []v1.Container, ps *kubecontainer.PodS
 				st.LastTerminationState.Terminated = term
 			} else {
 				st.State.Terminated = term
+				// An init container that succeeded has done its part: the kubelet reports it ready.
+				st.Ready = init && !isSidecar(&spec) && cur.ExitCode == 0
 				if len(attempts) > 1 && attempts[1].State == kubecontainer.StateExited {
 					st.LastTerminationState.Terminated = terminatedState(attempts[1], in.RuntimeName)
 				}
@@ -256,51 +266,158 @@ func conditions(pod *v1.Pod, s *v1.PodStatus, ps *kubecontainer.PodStatus, old [
 	for _, c := range old {
 		oldBy[c.Type] = c
 	}
-	mk := func(t v1.PodConditionType, ok bool, reason string) v1.PodCondition {
+	mk := func(t v1.PodConditionType, ok bool, reason, message string) v1.PodCondition {
 		st := v1.ConditionFalse
 		if ok {
-			st, reason = v1.ConditionTrue, ""
+			st = v1.ConditionTrue
 		}
-		c := v1.PodCondition{Type: t, Status: st, Reason: reason, LastTransitionTime: metav1.NewTime(now)}
+		c := v1.PodCondition{Type: t, Status: st, Reason: reason, Message: message, LastTransitionTime: metav1.NewTime(now)}
 		if o, found := oldBy[t]; found && o.Status == st {
 			c.LastTransitionTime = o.LastTransitionTime
 		}
 		return c
 	}
-	initialized := true
-	for i, c := range s.InitContainerStatuses {
-		if i < len(pod.Spec.InitContainers) && isSidecar(&pod.Spec.InitContainers[i]) {
-			if !sidecarStarted(c) {
-				initialized = false
-			}
-			continue
-		}
-		if c.State.Terminated == nil || c.State.Terminated.ExitCode != 0 {
-			initialized = false
+	// Conditions others own (readiness gates, DisruptionTarget…) are kept as the apiserver has
+	// them: the status patch replaces the whole list.
+	var others []v1.PodCondition
+	for _, c := range pod.Status.Conditions {
+		if !ownedCondition(c.Type) {
+			others = append(others, c)
 		}
 	}
-	ready := len(s.ContainerStatuses) > 0 && s.Phase == v1.PodRunning
-	for _, c := range s.ContainerStatuses {
-		if !c.Ready {
-			ready = false
-		}
+	initOK, initReason, initMsg := initializedCondition(pod, s)
+	ctrOK, ctrReason, ctrMsg := containersReadyCondition(pod, s)
+	readyOK, readyReason, readyMsg := ctrOK, ctrReason, ctrMsg
+	if ctrOK {
+		readyOK, readyReason, readyMsg = readinessGates(pod, others)
 	}
-	notReadyReason := "ContainersNotReady"
-	if s.Phase == v1.PodSucceeded || s.Phase == v1.PodFailed {
-		notReadyReason = "PodCompleted"
-	}
-	initReason := "ContainersNotInitialized"
-	if s.Phase == v1.PodSucceeded || s.Phase == v1.PodFailed {
-		initialized = initialized || len(s.InitContainerStatuses) == 0
-	}
-	sandboxReady := ps.ReadySandbox() != nil
-	conds := []v1.PodCondition{
-		mk(v1.PodReadyToStartContainers, sandboxReady, ""),
-		mk(v1.PodInitialized, initialized, initReason),
-		mk(v1.PodReady, ready, notReadyReason),
-		mk(v1.ContainersReady, ready, notReadyReason),
-		mk(v1.PodScheduled, true, ""),
-	}
+	conds := append(others,
+		mk(v1.PodReadyToStartContainers, ps.ReadySandbox() != nil, "", ""),
+		mk(v1.PodInitialized, initOK, initReason, initMsg),
+		mk(v1.PodReady, readyOK, readyReason, readyMsg),
+		mk(v1.ContainersReady, ctrOK, ctrReason, ctrMsg),
+		mk(v1.PodScheduled, true, "", ""),
+	)
 	sort.SliceStable(conds, func(i, j int) bool { return conds[i].Type < conds[j].Type })
 	return conds
+}
+
+// ownedCondition: the agent sets this condition type; any other belongs to someone else.
+func ownedCondition(t v1.PodConditionType) bool {
+	switch t {
+	case v1.PodScheduled, v1.PodReady, v1.PodInitialized, v1.ContainersReady, v1.PodReadyToStartContainers,
+		v1.PodResizeInProgress, v1.PodResizePending:
+		return true
+	}
+	return false
+}
+
+// readinessGates: a pod whose containers are ready is ready once each of its readiness gates'
+// conditions is True.
+func readinessGates(pod *v1.Pod, conds []v1.PodCondition) (bool, string, string) {
+	var msgs []string
+	for _, g := range pod.Spec.ReadinessGates {
+		var found *v1.PodCondition
+		for i := range conds {
+			if conds[i].Type == g.ConditionType {
+				found = &conds[i]
+				break
+			}
+		}
+		switch {
+		case found == nil:
+			msgs = append(msgs, fmt.Sprintf("corresponding condition of pod readiness gate %q does not exist.", g.ConditionType))
+		case found.Status != v1.ConditionTrue:
+			msgs = append(msgs, fmt.Sprintf("the status of pod readiness gate %q is not \"True\", but %v", g.ConditionType, found.Status))
+		}
+	}
+	if len(msgs) > 0 {
+		return false, "ReadinessGatesNotReady", strings.Join(msgs, ", ")
+	}
+	return true, "", ""
+}
+
+// namesList formats names as the kubelet's condition messages do: [a b].
+func namesList(names []string) string {
+	return "[" + strings.Join(names, " ") + "]"
+}
+
+// initializedCondition: every init container has succeeded (a sidecar: has started). A pod whose
+// app containers have run stays initialized while a sidecar restarts; a succeeded pod says
+// PodCompleted; otherwise the message names the init containers still to complete, in spec order.
+func initializedCondition(pod *v1.Pod, s *v1.PodStatus) (bool, string, string) {
+	var incomplete []string
+	for i := range pod.Spec.InitContainers {
+		spec := &pod.Spec.InitContainers[i]
+		st, ok := findStatus(s.InitContainerStatuses, spec.Name)
+		switch {
+		case !ok:
+			incomplete = append(incomplete, spec.Name)
+		case isSidecar(spec):
+			if st.Started == nil || !*st.Started {
+				incomplete = append(incomplete, spec.Name)
+			}
+		case !st.Ready:
+			incomplete = append(incomplete, spec.Name)
+		}
+	}
+	if s.Phase == v1.PodSucceeded {
+		return true, reasonPodCompleted, ""
+	}
+	if len(incomplete) == 0 || anyAppContainerStarted(s.ContainerStatuses) {
+		return true, "", ""
+	}
+	return false, "ContainersNotInitialized", "containers with incomplete status: " + namesList(incomplete)
+}
+
+// containersReadyCondition: every sidecar and app container is ready. A pod that has ended is not
+// ready, with PodCompleted or PodFailed; otherwise the message names the unready containers,
+// sidecars first, in spec order.
+func containersReadyCondition(pod *v1.Pod, s *v1.PodStatus) (bool, string, string) {
+	switch s.Phase {
+	case v1.PodSucceeded:
+		return false, reasonPodCompleted, ""
+	case v1.PodFailed:
+		return false, reasonPodFailed, ""
+	}
+	var unready []string
+	for i := range pod.Spec.InitContainers {
+		if spec := &pod.Spec.InitContainers[i]; isSidecar(spec) {
+			if st, ok := findStatus(s.InitContainerStatuses, spec.Name); !ok || !st.Ready {
+				unready = append(unready, spec.Name)
+			}
+		}
+	}
+	for _, spec := range pod.Spec.Containers {
+		if st, ok := findStatus(s.ContainerStatuses, spec.Name); !ok || !st.Ready {
+			unready = append(unready, spec.Name)
+		}
+	}
+	if len(unready) > 0 {
+		return false, "ContainersNotReady", "containers with unready status: " + namesList(unready)
+	}
+	return true, "", ""
+}
+
+const (
+	reasonPodCompleted = "PodCompleted"
+	reasonPodFailed    = "PodFailed"
+)
+
+func findStatus(statuses []v1.ContainerStatus, name string) (v1.ContainerStatus, bool) {
+	for _, st := range statuses {
+		if st.Name == name {
+			return st, true
+		}
+	}
+	return v1.ContainerStatus{}, false
+}
+
+func anyAppContainerStarted(statuses []v1.ContainerStatus) bool {
+	for _, st := range statuses {
+		if st.State.Running != nil || st.State.Terminated != nil {
+			return true
+		}
+	}
+	return false
 }

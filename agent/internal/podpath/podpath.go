@@ -24,6 +24,8 @@ const (
 	podsDir        = "pods"
 	volumesDir     = "volumes"
 	subPathsDir    = "volume-subpaths"
+	containersDir  = "containers"
+	etcHostsFile   = "etc-hosts"
 	EmptyDirPlugin = "kubernetes.io~empty-dir"
 )
 
@@ -96,6 +98,42 @@ func SubPathDir(root string, uid types.UID, volume, container string, index int)
 		return "", err
 	}
 	return filepath.Join(dir, subPathsDir, volume, container, strconv.Itoa(index)), nil
+}
+
+// ContainerDir is <root>/pods/<uid>/containers/<container>, which holds the termination message
+// file of each of the container's instances.
+func ContainerDir(root string, uid types.UID, container string) (string, error) {
+	dir, err := PodDir(root, uid)
+	if err != nil {
+		return "", err
+	}
+	if err := Element("container name", container); err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, containersDir, container), nil
+}
+
+// TerminationMessageFile is <root>/pods/<uid>/containers/<container>/<file>, one instance's
+// termination message file.
+func TerminationMessageFile(root string, uid types.UID, container, file string) (string, error) {
+	dir, err := ContainerDir(root, uid, container)
+	if err != nil {
+		return "", err
+	}
+	if err := Element("termination message file", file); err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, file), nil
+}
+
+// EtcHostsFile is <root>/pods/<uid>/etc-hosts, the hosts file mounted at /etc/hosts in the pod's
+// containers.
+func EtcHostsFile(root string, uid types.UID) (string, error) {
+	dir, err := PodDir(root, uid)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, etcHostsFile), nil
 }
 
 // LogDir is <logRoot>/<namespace>_<name>_<uid>, the upstream layout of /var/log/pods.

@@ -61,6 +61,12 @@ func TestBuilders(t *testing.T) {
 		{"log dir bad name", func() (string, error) { return LogDir("/var/log/pods", "ns", "a/../../b", "u1") }, ""},
 		{"log dir bad uid", func() (string, error) { return LogDir("/var/log/pods", "ns", "web", types.UID("/../../etc")) }, ""},
 		{"container log dir", func() (string, error) { return ContainerLogDir("/var/log/pods/ns_web_u1", "app") }, "/var/log/pods/ns_web_u1/app"},
+		{"container dir", func() (string, error) { return ContainerDir(root, "u1", "app") }, root + "/pods/u1/containers/app"},
+		{"container dir climbing", func() (string, error) { return ContainerDir(root, "u1", "..") }, ""},
+		{"termination file", func() (string, error) { return TerminationMessageFile(root, "u1", "app", "0a1b") }, root + "/pods/u1/containers/app/0a1b"},
+		{"termination file climbing", func() (string, error) { return TerminationMessageFile(root, "u1", "app", "../../etc-hosts") }, ""},
+		{"etc-hosts", func() (string, error) { return EtcHostsFile(root, "u1") }, root + "/pods/u1/etc-hosts"},
+		{"etc-hosts bad uid", func() (string, error) { return EtcHostsFile(root, "..") }, ""},
 		{"container log dir climbing", func() (string, error) { return ContainerLogDir("/var/log/pods/ns_web_u1", "../../x") }, ""},
 	}
 	for _, c := range cases {
