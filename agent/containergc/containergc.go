@@ -22,12 +22,8 @@ import (
 	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-)
 
-// The kubelet's labels on CRI objects; the runtime manager writes them.
-const (
-	labelPodUID        = "io.kubernetes.pod.uid"
-	labelContainerName = "io.kubernetes.container.name"
+	kubecontainer "github.com/nodelet/nodelet/agent/container"
 )
 
 // Runtime is the part of CRI the collector uses (a runtimeapi.RuntimeServiceClient).
@@ -105,9 +101,9 @@ func (g *GC) Collect(ctx context.Context) (Stats, error) {
 			liveIn[c.PodSandboxId]++
 			continue
 		}
-		uid := types.UID(c.Labels[labelPodUID])
-		k := string(uid) + "/" + c.Labels[labelContainerName]
-		groups[k] = append(groups[k], dead{id: c.Id, created: created, pod: uid, name: c.Labels[labelContainerName]})
+		uid := types.UID(c.Labels[kubecontainer.LabelPodUID])
+		k := string(uid) + "/" + c.Labels[kubecontainer.LabelContainerName]
+		groups[k] = append(groups[k], dead{id: c.Id, created: created, pod: uid, name: c.Labels[kubecontainer.LabelContainerName]})
 		liveIn[c.PodSandboxId]++ // until removed below
 	}
 	sandboxOf := map[string]string{}
@@ -148,14 +144,14 @@ func (g *GC) Collect(ctx context.Context) (Stats, error) {
 	}
 	newest := map[types.UID]*runtimeapi.PodSandbox{}
 	for _, sb := range sbs.Items {
-		uid := types.UID(sb.Labels[labelPodUID])
+		uid := types.UID(sb.Labels[kubecontainer.LabelPodUID])
 		if n := newest[uid]; n == nil || sb.CreatedAt > n.CreatedAt {
 			newest[uid] = sb
 		}
 	}
 	left := map[types.UID]bool{}
 	for _, sb := range sbs.Items {
-		uid := types.UID(sb.Labels[labelPodUID])
+		uid := types.UID(sb.Labels[kubecontainer.LabelPodUID])
 		deleted := uid == "" || g.Pods.Deleted(uid)
 		// A live pod keeps its newest sandbox even when stopped: the next sync decides what to do with it.
 		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY || liveIn[sb.Id] > 0 || (!deleted && newest[uid] == sb) {

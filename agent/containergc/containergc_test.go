@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	kubecontainer "github.com/nodelet/nodelet/agent/container"
 )
 
 // fakeRuntime holds containers and sandboxes in memory; only what the collector calls.
@@ -72,7 +74,7 @@ func (f *fakeRuntime) sandbox(id, uid string, ready bool, age int) {
 		st = runtimeapi.PodSandboxState_SANDBOX_READY
 	}
 	f.sandboxes[id] = &runtimeapi.PodSandbox{Id: id, State: st, CreatedAt: t0.Add(time.Duration(-age) * time.Minute).UnixNano(),
-		Labels: map[string]string{labelPodUID: uid}}
+		Labels: map[string]string{kubecontainer.LabelPodUID: uid}}
 }
 
 func (f *fakeRuntime) container(t *testing.T, id, sandbox, uid, name string, running bool, age int) {
@@ -82,7 +84,7 @@ func (f *fakeRuntime) container(t *testing.T, id, sandbox, uid, name string, run
 	}
 	f.containers[id] = &runtimeapi.Container{Id: id, PodSandboxId: sandbox, State: st,
 		CreatedAt: t0.Add(time.Duration(-age) * time.Minute).UnixNano(),
-		Labels:    map[string]string{labelPodUID: uid, labelContainerName: name}}
+		Labels:    map[string]string{kubecontainer.LabelPodUID: uid, kubecontainer.LabelContainerName: name}}
 	dir := filepath.Join(t.TempDir(), "log")
 	os.MkdirAll(dir, 0o755)
 	f.logs[id] = filepath.Join(dir, "0.log")

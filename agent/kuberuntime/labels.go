@@ -7,17 +7,14 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	kubecontainer "github.com/nodelet/nodelet/agent/container"
 )
 
-// Labels and annotations as the kubelet writes them on CRI objects. They are the agent's only
+// Annotations as the kubelet writes them on CRI objects (the labels are kubecontainer's). They are the agent's only
 // memory of which pod a sandbox or container belongs to, so an agent restarted after SIGKILL rebuilds
 // its view from the runtime alone; crictl users and other tools read the same keys.
 const (
-	LabelPodName       = "io.kubernetes.pod.name"
-	LabelPodNamespace  = "io.kubernetes.pod.namespace"
-	LabelPodUID        = "io.kubernetes.pod.uid"
-	LabelContainerName = "io.kubernetes.container.name"
-
 	AnnotationContainerHash          = "io.kubernetes.container.hash"
 	AnnotationRestartCount           = "io.kubernetes.container.restartCount"
 	AnnotationTerminationMessagePath = "io.kubernetes.container.terminationMessagePath"
@@ -35,9 +32,9 @@ func newPodLabels(pod *v1.Pod) map[string]string {
 	for k, v := range pod.Labels {
 		labels[k] = v
 	}
-	labels[LabelPodName] = pod.Name
-	labels[LabelPodNamespace] = pod.Namespace
-	labels[LabelPodUID] = string(pod.UID)
+	labels[kubecontainer.LabelPodName] = pod.Name
+	labels[kubecontainer.LabelPodNamespace] = pod.Namespace
+	labels[kubecontainer.LabelPodUID] = string(pod.UID)
 	return labels
 }
 
@@ -47,10 +44,10 @@ func newSandboxLabels(pod *v1.Pod) map[string]string {
 
 func newContainerLabels(c *v1.Container, pod *v1.Pod) map[string]string {
 	return map[string]string{
-		LabelPodName:       pod.Name,
-		LabelPodNamespace:  pod.Namespace,
-		LabelPodUID:        string(pod.UID),
-		LabelContainerName: c.Name,
+		kubecontainer.LabelPodName:       pod.Name,
+		kubecontainer.LabelPodNamespace:  pod.Namespace,
+		kubecontainer.LabelPodUID:        string(pod.UID),
+		kubecontainer.LabelContainerName: c.Name,
 	}
 }
 
@@ -92,10 +89,10 @@ type labeledInfo struct {
 
 func parseContainerLabels(labels, annotations map[string]string) labeledInfo {
 	info := labeledInfo{
-		PodName:       labels[LabelPodName],
-		PodNamespace:  labels[LabelPodNamespace],
-		PodUID:        types.UID(labels[LabelPodUID]),
-		ContainerName: labels[LabelContainerName],
+		PodName:       labels[kubecontainer.LabelPodName],
+		PodNamespace:  labels[kubecontainer.LabelPodNamespace],
+		PodUID:        types.UID(labels[kubecontainer.LabelPodUID]),
+		ContainerName: labels[kubecontainer.LabelContainerName],
 	}
 	info.Hash, _ = strconv.ParseUint(annotations[AnnotationContainerHash], 16, 64)
 	info.RestartCount, _ = strconv.Atoi(annotations[AnnotationRestartCount])

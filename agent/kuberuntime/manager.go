@@ -153,7 +153,7 @@ func (m *Manager) GC() {
 
 // GetPodStatus observes one pod through CRI: its sandboxes and every container attempt, newest first.
 func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespace string) (*kubecontainer.PodStatus, error) {
-	filter := map[string]string{LabelPodUID: string(uid)}
+	filter := map[string]string{kubecontainer.LabelPodUID: string(uid)}
 	sbs, err := m.Runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{
 		Filter: &runtimeapi.PodSandboxFilter{LabelSelector: filter}})
 	if err != nil {
@@ -275,13 +275,13 @@ func (m *Manager) GetPods(ctx context.Context) ([]*kubecontainer.RuntimePod, err
 	}
 	pods := map[types.UID]*kubecontainer.RuntimePod{}
 	get := func(labels map[string]string) *kubecontainer.RuntimePod {
-		uid := types.UID(labels[LabelPodUID])
+		uid := types.UID(labels[kubecontainer.LabelPodUID])
 		if uid == "" {
 			return nil
 		}
 		p := pods[uid]
 		if p == nil {
-			p = &kubecontainer.RuntimePod{ID: uid, Name: labels[LabelPodName], Namespace: labels[LabelPodNamespace]}
+			p = &kubecontainer.RuntimePod{ID: uid, Name: labels[kubecontainer.LabelPodName], Namespace: labels[kubecontainer.LabelPodNamespace]}
 			pods[uid] = p
 		}
 		return p
@@ -294,7 +294,7 @@ func (m *Manager) GetPods(ctx context.Context) ([]*kubecontainer.RuntimePod, err
 	for _, c := range cs.Containers {
 		if p := get(c.Labels); p != nil {
 			p.Containers = append(p.Containers, kubecontainer.RuntimeContainer{
-				ID: c.Id, Name: c.Labels[LabelContainerName], State: kubecontainer.StateFromCRI(c.State)})
+				ID: c.Id, Name: c.Labels[kubecontainer.LabelContainerName], State: kubecontainer.StateFromCRI(c.State)})
 		}
 	}
 	out := make([]*kubecontainer.RuntimePod, 0, len(pods))

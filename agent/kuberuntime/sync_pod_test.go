@@ -69,13 +69,13 @@ func TestSyncPodStartsSandboxAndContainers(t *testing.T) {
 		t.Fatalf("calls %q, want %q", got, want)
 	}
 	sb := f.cri.Sandboxes()[0]
-	for k, v := range map[string]string{LabelPodName: "web", LabelPodNamespace: "default", LabelPodUID: "uid-1"} {
+	for k, v := range map[string]string{kubecontainer.LabelPodName: "web", kubecontainer.LabelPodNamespace: "default", kubecontainer.LabelPodUID: "uid-1"} {
 		if sb.Labels[k] != v {
 			t.Errorf("sandbox label %s=%q, want %q", k, sb.Labels[k], v)
 		}
 	}
 	c := f.cri.Containers()[0]
-	if c.Labels[LabelContainerName] != "a" || c.Annotations[AnnotationRestartCount] != "0" || c.Annotations[AnnotationContainerHash] == "" {
+	if c.Labels[kubecontainer.LabelContainerName] != "a" || c.Annotations[AnnotationRestartCount] != "0" || c.Annotations[AnnotationContainerHash] == "" {
 		t.Errorf("container labels %v annotations %v", c.Labels, c.Annotations)
 	}
 	// A second sync with everything running changes nothing.

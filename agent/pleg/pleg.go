@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	kubecontainer "github.com/nodelet/nodelet/agent/container"
 	"github.com/nodelet/nodelet/agent/metrics"
 )
 
@@ -40,9 +41,6 @@ type PodLifecycleEvent struct {
 	Type EventType
 	Data string // container or sandbox ID
 }
-
-// The label the agent writes on every sandbox and container (the kubelet's io.kubernetes.pod.uid).
-const podUIDLabel = "io.kubernetes.pod.uid"
 
 // Defaults.
 const (
@@ -239,11 +237,11 @@ func (g *GenericPLEG) handleEvent(ev *runtimeapi.ContainerEventResponse) {
 	}
 	for _, cs := range ev.ContainersStatuses {
 		if cs.Id == ev.ContainerId {
-			uid = types.UID(cs.Labels[podUIDLabel])
+			uid = types.UID(cs.Labels[kubecontainer.LabelPodUID])
 		}
 	}
 	if uid == "" && ev.PodSandboxStatus != nil {
-		uid = types.UID(ev.PodSandboxStatus.Labels[podUIDLabel])
+		uid = types.UID(ev.PodSandboxStatus.Labels[kubecontainer.LabelPodUID])
 	}
 	g.mu.Lock()
 	if uid == "" {
@@ -310,7 +308,7 @@ func (g *GenericPLEG) Relist(ctx context.Context) error {
 	}
 	seen := map[string]record{}
 	for _, sb := range sbs.Items {
-		if uid := types.UID(sb.Labels[podUIDLabel]); uid != "" {
+		if uid := types.UID(sb.Labels[kubecontainer.LabelPodUID]); uid != "" {
 			st := stateExited
 			if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
 				st = stateRunning
@@ -319,7 +317,7 @@ func (g *GenericPLEG) Relist(ctx context.Context) error {
 		}
 	}
 	for _, c := range cs.Containers {
-		if uid := types.UID(c.Labels[podUIDLabel]); uid != "" {
+		if uid := types.UID(c.Labels[kubecontainer.LabelPodUID]); uid != "" {
 			seen[c.Id] = record{pod: uid, state: fromCRI(c.State)}
 		}
 	}

@@ -10,12 +10,14 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/test/harness/fakecri"
+
+	kubecontainer "github.com/nodelet/nodelet/agent/container"
 )
 
 func startContainer(t *testing.T, rt runtimeapi.RuntimeServiceClient, uid, name string) string {
 	t.Helper()
 	ctx := context.Background()
-	labels := map[string]string{podUIDLabel: uid}
+	labels := map[string]string{kubecontainer.LabelPodUID: uid}
 	sbCfg := &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "p", Uid: uid}, Labels: labels}
 	sb, err := rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: sbCfg})
 	if err != nil {

@@ -11,14 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-)
 
-// The labels the agent (like the kubelet) puts on CRI objects; they tie them back to pods.
-const (
-	labelPodName       = "io.kubernetes.pod.name"
-	labelPodNamespace  = "io.kubernetes.pod.namespace"
-	labelPodUID        = "io.kubernetes.pod.uid"
-	labelContainerName = "io.kubernetes.container.name"
+	kubecontainer "github.com/nodelet/nodelet/agent/container"
 )
 
 func writeJSON(w http.ResponseWriter, v any) {
@@ -70,7 +64,7 @@ func (s *Server) runningPods(w http.ResponseWriter, r *http.Request) {
 		order = append(order, md.GetUid())
 	}
 	for _, c := range ctrs.GetContainers() {
-		p := byUID[c.GetLabels()[labelPodUID]]
+		p := byUID[c.GetLabels()[kubecontainer.LabelPodUID]]
 		if p == nil {
 			continue
 		}
@@ -148,7 +142,7 @@ func (s *Server) findContainer(ctx context.Context, pod *v1.Pod, name string, pr
 		return "", &httpError{http.StatusBadRequest, fmt.Sprintf("container %s is not valid for pod %s", name, pod.Name)}
 	}
 	resp, err := s.d.Runtime.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
-		LabelSelector: map[string]string{labelPodUID: string(pod.UID), labelContainerName: name},
+		LabelSelector: map[string]string{kubecontainer.LabelPodUID: string(pod.UID), kubecontainer.LabelContainerName: name},
 	}})
 	if err != nil {
 		return "", fmt.Errorf("list containers: %w", err)
@@ -172,7 +166,7 @@ func (s *Server) findContainer(ctx context.Context, pod *v1.Pod, name string, pr
 func (s *Server) findSandbox(ctx context.Context, pod *v1.Pod) (string, error) {
 	resp, err := s.d.Runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
 		State:         &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY},
-		LabelSelector: map[string]string{labelPodUID: string(pod.UID)},
+		LabelSelector: map[string]string{kubecontainer.LabelPodUID: string(pod.UID)},
 	}})
 	if err != nil {
 		return "", fmt.Errorf("list pod sandboxes: %w", err)
