@@ -63,6 +63,9 @@ type Deps struct {
 	// SubPaths makes the bind mounts of volumeMounts' subPath and subPathExpr safely (the volume
 	// manager); nil refuses them rather than let the runtime follow a symlink out of the volume.
 	SubPaths SubPaths
+	// Services gives the Service environment variables (KUBERNETES_SERVICE_HOST…) in a cluster;
+	// nil gives none, as a standalone kubelet does.
+	Services ServiceLister
 	// RuntimeName is the prefix of container IDs in pod status ("containerd://…"), from Version.
 	RuntimeName string
 }
