@@ -112,7 +112,7 @@ func (m *Manager) makeEnv(ctx context.Context, pod *v1.Pod, c *v1.Container, pod
 			case src.FieldRef != nil:
 				v, err = m.fieldRef(pod, src.FieldRef.FieldPath, podIPs)
 			case src.ResourceFieldRef != nil:
-				v = resourceFieldRef(c, src.ResourceFieldRef)
+				v, err = m.resourceFieldRef(pod, c, src.ResourceFieldRef)
 			case src.ConfigMapKeyRef != nil:
 				v, found, err = m.keyRef(ctx, pod.Namespace, src.ConfigMapKeyRef.Name, src.ConfigMapKeyRef.Key, src.ConfigMapKeyRef.Optional, false)
 			case src.SecretKeyRef != nil:
@@ -225,27 +225,6 @@ func (m *Manager) fieldRef(pod *v1.Pod, path string, podIPs []string) (string, e
 		return pod.Annotations[path[len("metadata.annotations['"):len(path)-2]], nil
 	}
 	return "", fmt.Errorf("unsupported fieldRef %q", path)
-}
-
-func resourceFieldRef(c *v1.Container, r *v1.ResourceFieldSelector) string {
-	var q interface{ String() string }
-	switch r.Resource {
-	case "limits.cpu":
-		x := c.Resources.Limits[v1.ResourceCPU]
-		q = &x
-	case "limits.memory":
-		x := c.Resources.Limits[v1.ResourceMemory]
-		q = &x
-	case "requests.cpu":
-		x := c.Resources.Requests[v1.ResourceCPU]
-		q = &x
-	case "requests.memory":
-		x := c.Resources.Requests[v1.ResourceMemory]
-		q = &x
-	default:
-		return ""
-	}
-	return q.String()
 }
 
 // emptyDirPath is the emptyDir's folder, which the volume manager made; without one (tests, a
