@@ -68,8 +68,8 @@ func expandVars(s string, env map[string]string) string {
 	return b.String()
 }
 
-// makeEnv resolves the container's env: envFrom first, then env, later entries winning, with
-// $(VAR) references expanded against what came before.
+// makeEnv resolves the container's env: the Services' variables first, then envFrom, then env,
+// later entries winning, with $(VAR) references expanded against what came before.
 func (m *Manager) makeEnv(ctx context.Context, pod *v1.Pod, c *v1.Container, podIPs []string) ([]*runtimeapi.KeyValue, map[string]string, error) {
 	vals := map[string]string{}
 	var order []string
@@ -78,6 +78,13 @@ func (m *Manager) makeEnv(ctx context.Context, pod *v1.Pod, c *v1.Container, pod
 			order = append(order, k)
 		}
 		vals[k] = v
+	}
+	svcKeys, svcVals, err := m.serviceEnv(pod)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, k := range svcKeys {
+		set(k, svcVals[k])
 	}
 	for _, from := range c.EnvFrom {
 		data, optional, err := m.envFromData(ctx, pod.Namespace, from)
@@ -100,20 +107,24 @@ func (m *Manager) makeEnv(ctx context.Context, pod *v1.Pod, c *v1.Container, pod
 		v := expandVars(e.Value, vals)
 		if src := e.ValueFrom; src != nil {
 			var err error
+			found := true
 			switch {
 			case src.FieldRef != nil:
 				v, err = m.fieldRef(pod, src.FieldRef.FieldPath, podIPs)
 			case src.ResourceFieldRef != nil:
-				v = resourceFieldRef(c, src.ResourceFieldRef)
+				v, err = m.resourceFieldRef(pod, c, src.ResourceFieldRef)
 			case src.ConfigMapKeyRef != nil:
-				v, err = m.keyRef(ctx, pod.Namespace, src.ConfigMapKeyRef.Name, src.ConfigMapKeyRef.Key, src.ConfigMapKeyRef.Optional, false)
+				v, found, err = m.keyRef(ctx, pod.Namespace, src.ConfigMapKeyRef.Name, src.ConfigMapKeyRef.Key, src.ConfigMapKeyRef.Optional, false)
 			case src.SecretKeyRef != nil:
-				v, err = m.keyRef(ctx, pod.Namespace, src.SecretKeyRef.Name, src.SecretKeyRef.Key, src.SecretKeyRef.Optional, true)
+				v, found, err = m.keyRef(ctx, pod.Namespace, src.SecretKeyRef.Name, src.SecretKeyRef.Key, src.SecretKeyRef.Optional, true)
 			default:
 				err = fmt.Errorf("env %s: unsupported valueFrom", e.Name)
 			}
 			if err != nil {
 				return nil, nil, fmt.Errorf("env %s: %w", e.Name, err)
+			}
+			if !found {
+				continue
 			}
 		}
 		set(e.Name, v)
@@ -144,9 +155,11 @@ func (m *Manager) envFromData(ctx context.Context, ns string, from v1.EnvFromSou
 	return nil, false, errors.New("envFrom names neither a config map nor a secret")
 }
 
-func (m *Manager) keyRef(ctx context.Context, ns, name, key string, optional *bool, secret bool) (string, error) {
+// keyRef reads one key of a config map or secret; found is false when an optional reference
+// misses, and the variable is then left out rather than set empty, as with the kubelet.
+func (m *Manager) keyRef(ctx context.Context, ns, name, key string, optional *bool, secret bool) (string, bool, error) {
 	if m.EnvData == nil {
-		return "", errors.New("config map and secret references need the apiserver")
+		return "", false, errors.New("config map and secret references need the apiserver")
 	}
 	opt := optional != nil && *optional
 	var v string
@@ -155,9 +168,9 @@ func (m *Manager) keyRef(ctx context.Context, ns, name, key string, optional *bo
 		d, err := m.EnvData.SecretData(ctx, ns, name)
 		if err != nil {
 			if opt && apierrors.IsNotFound(err) {
-				return "", nil
+				return "", false, nil
 			}
-			return "", err
+			return "", false, err
 		}
 		var b []byte
 		b, ok = d[key]
@@ -166,16 +179,16 @@ func (m *Manager) keyRef(ctx context.Context, ns, name, key string, optional *bo
 		d, err := m.EnvData.ConfigMapData(ctx, ns, name)
 		if err != nil {
 			if opt && apierrors.IsNotFound(err) {
-				return "", nil
+				return "", false, nil
 			}
-			return "", err
+			return "", false, err
 		}
 		v, ok = d[key]
 	}
 	if !ok && !opt {
-		return "", fmt.Errorf("key %q not found in %s", key, name)
+		return "", false, fmt.Errorf("key %q not found in %s", key, name)
 	}
-	return v, nil
+	return v, ok, nil
 }
 
 func (m *Manager) fieldRef(pod *v1.Pod, path string, podIPs []string) (string, error) {
@@ -212,27 +225,6 @@ func (m *Manager) fieldRef(pod *v1.Pod, path string, podIPs []string) (string, e
 		return pod.Annotations[path[len("metadata.annotations['"):len(path)-2]], nil
 	}
 	return "", fmt.Errorf("unsupported fieldRef %q", path)
-}
-
-func resourceFieldRef(c *v1.Container, r *v1.ResourceFieldSelector) string {
-	var q interface{ String() string }
-	switch r.Resource {
-	case "limits.cpu":
-		x := c.Resources.Limits[v1.ResourceCPU]
-		q = &x
-	case "limits.memory":
-		x := c.Resources.Limits[v1.ResourceMemory]
-		q = &x
-	case "requests.cpu":
-		x := c.Resources.Requests[v1.ResourceCPU]
-		q = &x
-	case "requests.memory":
-		x := c.Resources.Requests[v1.ResourceMemory]
-		q = &x
-	default:
-		return ""
-	}
-	return q.String()
 }
 
 // emptyDirPath is the emptyDir's folder, which the volume manager made; without one (tests, a

@@ -63,6 +63,12 @@ type Deps struct {
 	// SubPaths makes the bind mounts of volumeMounts' subPath and subPathExpr safely (the volume
 	// manager); nil refuses them rather than let the runtime follow a symlink out of the volume.
 	SubPaths SubPaths
+	// Services gives the Service environment variables (KUBERNETES_SERVICE_HOST…) in a cluster;
+	// nil gives none, as a standalone kubelet does.
+	Services ServiceLister
+	// Allocatable is the node's allocatable resources: what a downward API limits.cpu or
+	// limits.memory shows when the container sets no limit. Nil makes such a reference an error.
+	Allocatable func() v1.ResourceList
 	// RuntimeName is the prefix of container IDs in pod status ("containerd://…"), from Version.
 	RuntimeName string
 }

@@ -159,11 +159,7 @@ func (m *Manager) UpdateStatus(ctx context.Context) error {
 
 func (m *Manager) fillStatus(ctx context.Context, s *v1.NodeStatus) {
 	now := metav1.NewTime(time.Now())
-	capacity := v1.ResourceList{
-		v1.ResourceCPU:    *resource.NewQuantity(int64(goruntime.NumCPU()), resource.DecimalSI),
-		v1.ResourceMemory: *resource.NewQuantity(memTotal(), resource.BinarySI),
-		v1.ResourcePods:   *resource.NewQuantity(int64(m.MaxPods), resource.DecimalSI),
-	}
+	capacity := Capacity(m.MaxPods)
 	s.Capacity = capacity
 	s.Allocatable = capacity.DeepCopy()
 	s.Addresses = nil
@@ -261,6 +257,20 @@ func (m *Manager) RenewLease(ctx context.Context) error {
 }
 
 // Host facts, read from files rather than any network lookup.
+
+// Capacity is the node's capacity as the Node reports it: this machine's CPUs and memory, and
+// maxPods pods. Allocatable is the same for now (nothing is reserved for the system). Memory is
+// left out if /proc/meminfo cannot be read, rather than reported as 0.
+func Capacity(maxPods int) v1.ResourceList {
+	c := v1.ResourceList{
+		v1.ResourceCPU:  *resource.NewQuantity(int64(goruntime.NumCPU()), resource.DecimalSI),
+		v1.ResourcePods: *resource.NewQuantity(int64(maxPods), resource.DecimalSI),
+	}
+	if mem := memTotal(); mem > 0 {
+		c[v1.ResourceMemory] = *resource.NewQuantity(mem, resource.BinarySI)
+	}
+	return c
+}
 
 func memTotal() int64 {
 	b, err := os.ReadFile("/proc/meminfo")

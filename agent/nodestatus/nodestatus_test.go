@@ -105,3 +105,17 @@ func TestPublishDaemonEndpoint(t *testing.T) {
 		t.Fatalf("addresses %v", a)
 	}
 }
+
+// Capacity is what the downward API's defaults come from too, so it must not make up a 0.
+func TestCapacity(t *testing.T) {
+	c := Capacity(110)
+	if cpu := c[v1.ResourceCPU]; cpu.Value() < 1 {
+		t.Errorf("cpu %v", cpu.String())
+	}
+	if mem, ok := c[v1.ResourceMemory]; !ok || mem.Value() <= 0 {
+		t.Errorf("memory %v %v", mem.String(), ok)
+	}
+	if pods := c[v1.ResourcePods]; pods.Value() != 110 {
+		t.Errorf("pods %v", pods.String())
+	}
+}

@@ -193,7 +193,7 @@ func (m *Manager) files(ctx context.Context, pod *v1.Pod, v *v1.Volume) (map[str
 	case v.ConfigMap != nil:
 		return out, m.configMapFiles(ctx, pod, v.ConfigMap.Name, v.ConfigMap.Items, v.ConfigMap.Optional, v.ConfigMap.DefaultMode, out)
 	case v.DownwardAPI != nil:
-		return out, downwardFiles(pod, v.DownwardAPI.Items, v.DownwardAPI.DefaultMode, m.Allocatable, out)
+		return out, downwardFiles(pod, v.DownwardAPI.Items, v.DownwardAPI.DefaultMode, m.allocatable(), out)
 	}
 	p := v.Projected
 	for _, s := range p.Sources {
@@ -204,7 +204,7 @@ func (m *Manager) files(ctx context.Context, pod *v1.Pod, v *v1.Volume) (map[str
 		case s.ConfigMap != nil:
 			err = m.configMapFiles(ctx, pod, s.ConfigMap.Name, s.ConfigMap.Items, s.ConfigMap.Optional, p.DefaultMode, out)
 		case s.DownwardAPI != nil:
-			err = downwardFiles(pod, s.DownwardAPI.Items, p.DefaultMode, m.Allocatable, out)
+			err = downwardFiles(pod, s.DownwardAPI.Items, p.DefaultMode, m.allocatable(), out)
 		case s.ServiceAccountToken != nil:
 			var tok string
 			if tok, err = m.serviceAccountToken(ctx, pod, s.ServiceAccountToken); err == nil {

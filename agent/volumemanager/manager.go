@@ -48,8 +48,9 @@ type Manager struct {
 	Client kubernetes.Interface
 	// Objects serves secrets and config maps when there is no Client (the manifest folder).
 	Objects ObjectSource
-	// Allocatable is the node's, for resourceFieldRef limits a container leaves unset.
-	Allocatable v1.ResourceList
+	// Allocatable is the node's, for resourceFieldRef limits a container leaves unset; nil makes
+	// such a file an error (ErrNoAllocatable) rather than a made-up 0.
+	Allocatable func() v1.ResourceList
 	// Mounter does mount(2) and umount(2); nil uses the kernel.
 	Mounter Mounter
 	Now     func() time.Time
@@ -76,6 +77,13 @@ type Mounter interface {
 	Unmount(target string) error
 	// MountPoints lists mount points under dir (dir included), deepest first.
 	MountPoints(dir string) ([]string, error)
+}
+
+func (m *Manager) allocatable() v1.ResourceList {
+	if m.Allocatable == nil {
+		return nil
+	}
+	return m.Allocatable()
 }
 
 func (m *Manager) mounter() Mounter {
