@@ -43,6 +43,7 @@ import (
 	"github.com/nodelet/nodelet/agent/podsync"
 	"github.com/nodelet/nodelet/agent/podworkers"
 	"github.com/nodelet/nodelet/agent/prober"
+	"github.com/nodelet/nodelet/agent/services"
 	"github.com/nodelet/nodelet/agent/status"
 	"github.com/nodelet/nodelet/agent/syncloop"
 	"github.com/nodelet/nodelet/agent/volumemanager"
@@ -84,6 +85,7 @@ type Agent struct {
 	imageGC  *images.ImageGC
 	sysctls  *sysctl.Allowlist
 	probes   *prober.Manager
+	services *services.Lister
 	workers  *podworkers.PodWorkers
 	loop     *syncloop.SyncLoop
 	sources  []string
@@ -131,7 +133,8 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 		log.Warn("pods with dnsPolicy Default get no resolver settings", "err", err)
 	}
 	a.events = newEventLog(a.recorder())
-	vols := &volumemanager.Manager{Client: a.client, RootDir: cfg.RootDir, Recorder: a.events}
+	allocatable := func() v1.ResourceList { return nodestatus.Capacity(cfg.MaxPods) }
+	vols := &volumemanager.Manager{Client: a.client, RootDir: cfg.RootDir, Recorder: a.events, Allocatable: allocatable}
 	if a.client == nil && cfg.PodManifestPath != "" {
 		// Standalone: secrets and config maps sit beside the static pod manifests.
 		vols.Objects = &volumemanager.DirObjects{Dir: cfg.PodManifestPath}
@@ -145,12 +148,15 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 		Runtime: a.runtime, Images: imageService, Recorder: a.events, Reasons: a.reasons, Log: log,
 		RootDir: cfg.RootDir, PodLogsDir: cfg.PodLogsDir, NodeName: cfg.NodeName,
 		NodeIPs: cfg.NodeIPs, DNS: dns, CgroupRoot: cfg.CgroupRoot, Volumes: vols, EnvData: vols, SubPaths: vols,
-		Credentials: &credentials.Keyring{Secrets: vols}, Probes: a.probes,
+		Credentials: &credentials.Keyring{Secrets: vols}, Probes: a.probes, Allocatable: allocatable,
 		ImagePulls: images.Options{SerializeImagePulls: &serialize, MaxParallelImagePulls: cfg.MaxParallelImagePulls,
 			Used: a.imageGC.MarkUsed},
 	})
 	if a.client != nil {
 		a.manager.RuntimeClasses = kuberuntime.APIRuntimeClasses{Client: a.client}
+		// Containers get the cluster's Service variables; only a cluster has Services.
+		a.services = services.New(a.client)
+		a.manager.Services = a.services
 	}
 	a.pods = podmanager.New()
 	a.statuses = status.NewManager(a.client, a.pods, log)
@@ -259,6 +265,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	goRun("runtime version", a.learnRuntime)
 	goRun("pod workers", func(ctx context.Context) error { a.workers.Run(ctx); return nil })
 	goRun("prober", func(ctx context.Context) error { a.probes.Run(ctx); return nil })
+	if a.services != nil {
+		goRun("services", func(ctx context.Context) error { a.services.Run(ctx); return nil })
+	}
 	goRun("pleg", func(ctx context.Context) error { a.pleg.Run(ctx); return nil })
 	goRun("garbage collectors", func(ctx context.Context) error {
 		p := gcPeriods{volumes: a.deps.HousekeepingPeriod, containers: a.deps.ContainerGCPeriod, images: a.deps.ImageGCPeriod}
