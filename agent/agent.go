@@ -37,6 +37,7 @@ import (
 	"github.com/nodelet/nodelet/agent/internal/sysctl"
 	"github.com/nodelet/nodelet/agent/kuberuntime"
 	"github.com/nodelet/nodelet/agent/logs"
+	"github.com/nodelet/nodelet/agent/metrics"
 	"github.com/nodelet/nodelet/agent/nodestatus"
 	"github.com/nodelet/nodelet/agent/pleg"
 	"github.com/nodelet/nodelet/agent/podmanager"
@@ -316,6 +317,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			cancel()
 		}()
 	}
+	metrics.SetNodeName(a.cfg.NodeName)
 	a.log.Info("agent started", "node", a.cfg.NodeName, "runtime", a.cfg.ContainerRuntimeEndpoint, "sources", a.sources)
 	a.loop.Run(ctx)
 	cancel()

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/agent/metrics"
 )
 
 // puller bounds how many pulls run at once: 1 is the kubelet's serialized puller, 0 no bound.
@@ -62,5 +64,6 @@ func (p *puller) pull(ctx context.Context, req *runtimeapi.PullImageRequest, aut
 	if st, err := p.images.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: spec}); err == nil && st.Image != nil {
 		res.size, res.id = st.Image.Size, st.Image.Id
 	}
+	metrics.ObserveImagePull(int64(res.size), res.pulling)
 	return res
 }

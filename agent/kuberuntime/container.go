@@ -14,6 +14,7 @@ import (
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
 	"github.com/nodelet/nodelet/agent/internal/podpath"
 	"github.com/nodelet/nodelet/agent/lifecycle"
+	"github.com/nodelet/nodelet/agent/metrics"
 )
 
 // minimumGracePeriod is the kubelet's floor for a kill: a container always gets this long after SIGTERM.
@@ -71,6 +72,16 @@ func (e *configGenError) Error() string { return e.err.Error() }
 
 func (e *configGenError) Unwrap() []error { return []error{kubecontainer.ErrCreateConfig, e.err} }
 
+// containerKind is the kubelet's container_type label of the started-containers metrics.
+func containerKind(pod *v1.Pod, c *v1.Container) string {
+	for i := range pod.Spec.InitContainers {
+		if &pod.Spec.InitContainers[i] == c || pod.Spec.InitContainers[i].Name == c.Name {
+			return "init_container"
+		}
+	}
+	return "container"
+}
+
 // startContainer pulls the image, then creates and starts the container. It returns the reason-
 // carrying error (ErrImagePull, CreateContainerConfigError, CreateContainerError…) the status shows.
 func (m *Manager) startContainer(ctx context.Context, sandboxID string, sandboxCfg *runtimeapi.PodSandboxConfig,
@@ -105,12 +116,15 @@ func (m *Manager) startContainer(ctx context.Context, sandboxID string, sandboxC
 	created, err := m.Runtime.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
 		PodSandboxId: sandboxID, Config: cfg, SandboxConfig: sandboxCfg})
 	if err != nil {
+		metrics.ContainerStarted(containerKind(pod, c), err)
 		m.removeTerminationMessageFile(pod, c, cfg)
 		m.Recorder.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
 		return fmt.Errorf("%w: %v", kubecontainer.ErrCreateContainer, err)
 	}
 	m.Recorder.Eventf(pod, v1.EventTypeNormal, "Created", "Created container %s", c.Name)
-	if _, err := m.Runtime.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: created.ContainerId}); err != nil {
+	_, err = m.Runtime.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: created.ContainerId})
+	metrics.ContainerStarted(containerKind(pod, c), err)
+	if err != nil {
 		m.Recorder.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
 		return fmt.Errorf("%w: %v", kubecontainer.ErrRunContainer, err)
 	}

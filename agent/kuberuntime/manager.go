@@ -69,8 +69,6 @@ type Deps struct {
 	// Allocatable is the node's allocatable resources: what a downward API limits.cpu or
 	// limits.memory shows when the container sets no limit. Nil makes such a reference an error.
 	Allocatable func() v1.ResourceList
-	// RuntimeName is the prefix of container IDs in pod status ("containerd://…"), from Version.
-	RuntimeName string
 }
 
 // VolumePaths finds the host folder of a pod's volume made by the volume manager.

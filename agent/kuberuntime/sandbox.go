@@ -12,6 +12,7 @@ import (
 
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
 	"github.com/nodelet/nodelet/agent/internal/podpath"
+	"github.com/nodelet/nodelet/agent/metrics"
 )
 
 // podLogsDir is the upstream layout <root>/<namespace>_<name>_<uid>; a namespace, name or UID that
@@ -187,6 +188,7 @@ func (m *Manager) createPodSandbox(ctx context.Context, pod *v1.Pod, attempt uin
 		return "", nil, err
 	}
 	resp, err := m.Runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: cfg, RuntimeHandler: handler})
+	metrics.PodStarted(err)
 	if err != nil {
 		return "", nil, fmt.Errorf("run pod sandbox: %w", err)
 	}

@@ -44,11 +44,7 @@ func TestVolumesInRealContainers(t *testing.T) {
 		}
 	})
 	data := emptyDir(t, m, pod, "data")
-	sub, err := ExpandSubPathExpr("logs/$(POD_NAME)", map[string]string{"POD_NAME": "web-0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs, err := m.SubPath(pod, "app", 3, "data", data, sub)
+	logs, err := m.SubPath(pod, "app", 3, "data", data, "logs/web-0")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -106,39 +106,3 @@ func validSubPath(p string) error {
 	}
 	return nil
 }
-
-// ExpandSubPathExpr replaces $(VAR) with the container's environment, as the kubelet does for
-// subPathExpr: "$$" escapes a dollar, and a reference to an unknown variable stays as written.
-func ExpandSubPathExpr(expr string, env map[string]string) (string, error) {
-	var b strings.Builder
-	for i := 0; i < len(expr); i++ {
-		c := expr[i]
-		if c != '$' || i+1 >= len(expr) {
-			b.WriteByte(c)
-			continue
-		}
-		switch expr[i+1] {
-		case '$':
-			b.WriteByte('$')
-			i++
-			continue
-		case '(':
-			end := strings.IndexByte(expr[i+2:], ')')
-			if end < 0 {
-				b.WriteByte(c)
-				continue
-			}
-			name := expr[i+2 : i+2+end]
-			if v, ok := env[name]; ok {
-				b.WriteString(v)
-			} else {
-				b.WriteString(expr[i : i+3+end])
-			}
-			i += 2 + end
-			continue
-		}
-		b.WriteByte(c)
-	}
-	out := b.String()
-	return out, validSubPath(out)
-}

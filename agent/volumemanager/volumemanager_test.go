@@ -75,28 +75,6 @@ func TestCheckHostPath(t *testing.T) {
 	}
 }
 
-func TestExpandSubPathExpr(t *testing.T) {
-	env := map[string]string{"POD_NAME": "web-0", "NS": "prod"}
-	cases := []struct {
-		in, want string
-		wantErr  bool
-	}{
-		{"$(POD_NAME)", "web-0", false},
-		{"logs/$(NS)/$(POD_NAME)", "logs/prod/web-0", false},
-		{"$$(POD_NAME)", "$(POD_NAME)", false},
-		{"$(UNKNOWN)", "$(UNKNOWN)", false},
-		{"a/$(", "a/$(", false},
-		{"../$(POD_NAME)", "../web-0", true},
-		{"/$(NS)", "/prod", true},
-	}
-	for _, c := range cases {
-		got, err := ExpandSubPathExpr(c.in, env)
-		if got != c.want || (err != nil) != c.wantErr {
-			t.Errorf("ExpandSubPathExpr(%q) = %q, %v; want %q, error %v", c.in, got, err, c.want, c.wantErr)
-		}
-	}
-}
-
 func TestWriteAtomic(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "vol")
 	changed, err := WriteAtomic(dir, map[string]File{"a": {Data: []byte("1")}, "sub/b": {Data: []byte("2"), Mode: 0o400}})
