@@ -103,9 +103,18 @@ func (m *Manager) prepareAPIVolumes(ctx context.Context, pod *v1.Pod) error {
 		if err != nil {
 			return fmt.Errorf("volume %q: %w", v.Name, err)
 		}
-		if _, err := WriteAtomic(dir, files); err != nil {
+		if _, err := WriteAtomic(dir, files, fsGroup(pod)); err != nil {
 			return fmt.Errorf("volume %q: %w", v.Name, err)
 		}
+	}
+	return nil
+}
+
+// fsGroup is the pod's fsGroup, which the kubelet applies to the volumes that support ownership
+// management: emptyDir and the API volumes.
+func fsGroup(pod *v1.Pod) *int64 {
+	if sc := pod.Spec.SecurityContext; sc != nil {
+		return sc.FSGroup
 	}
 	return nil
 }

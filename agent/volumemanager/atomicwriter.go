@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -28,7 +29,11 @@ const dataDirName = "..data"
 //
 // Unchanged content leaves dir as it is (no new generation, no inotify noise). Paths are relative
 // without ".." (checked: a key is user input).
-func WriteAtomic(dir string, files map[string]File) (changed bool, err error) {
+//
+// With the pod's fsGroup, as the kubelet's volume ownership: every file and folder belongs to that
+// group, files are group-readable (the volume is read-only to containers), folders are
+// group-searchable and setgid.
+func WriteAtomic(dir string, files map[string]File, fsGroup *int64) (changed bool, err error) {
 	for p := range files {
 		if p == "" || filepath.IsAbs(p) || strings.HasPrefix(p, "..") || filepath.Clean(p) != p {
 			return false, fmt.Errorf("file %q: %w", p, ErrBadSubPath)
@@ -37,19 +42,25 @@ func WriteAtomic(dir string, files map[string]File) (changed bool, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return false, err
 	}
+	if err := own(dir, true, fsGroup); err != nil {
+		return false, err
+	}
 	oldGen, _ := os.Readlink(filepath.Join(dir, dataDirName))
-	if oldGen != "" && same(filepath.Join(dir, oldGen), files) {
+	if oldGen != "" && same(filepath.Join(dir, oldGen), files, fsGroup) {
 		return false, nil
 	}
 	gen, err := os.MkdirTemp(dir, time.Now().UTC().Format("..2006_01_02_15_04_05."))
 	if err != nil {
 		return false, err
 	}
-	if err := writeGeneration(gen, files); err != nil {
+	if err := writeGeneration(gen, files, fsGroup); err != nil {
 		os.RemoveAll(gen)
 		return false, err
 	}
-	if err := os.Chmod(gen, 0o755); err != nil {
+	if err := os.Chmod(gen, 0o755); err == nil {
+		err = own(gen, true, fsGroup)
+	}
+	if err != nil {
 		os.RemoveAll(gen)
 		return false, err
 	}
@@ -96,7 +107,7 @@ func WriteAtomic(dir string, files map[string]File) (changed bool, err error) {
 	return true, nil
 }
 
-func writeGeneration(gen string, files map[string]File) error {
+func writeGeneration(gen string, files map[string]File, fsGroup *int64) error {
 	names := make([]string, 0, len(files))
 	for p := range files {
 		names = append(names, p)
@@ -105,10 +116,22 @@ func writeGeneration(gen string, files map[string]File) error {
 	for _, p := range names {
 		f := files[p]
 		full := filepath.Join(gen, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			return err
+		var dirs []string
+		for d := filepath.Dir(p); d != "."; d = filepath.Dir(d) {
+			dirs = append(dirs, d)
 		}
-		mode := wantMode(f)
+		for i := len(dirs) - 1; i >= 0; i-- {
+			d := filepath.Join(gen, dirs[i])
+			if err := os.Mkdir(d, 0o755); errors.Is(err, os.ErrExist) {
+				continue
+			} else if err != nil {
+				return err
+			}
+			if err := own(d, true, fsGroup); err != nil {
+				return err
+			}
+		}
+		mode := wantMode(f, fsGroup)
 		if err := os.WriteFile(full, f.Data, mode); err != nil {
 			return err
 		}
@@ -116,12 +139,34 @@ func writeGeneration(gen string, files map[string]File) error {
 		if err := os.Chmod(full, mode); err != nil {
 			return err
 		}
+		if err := own(full, false, fsGroup); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
-// same reports whether generation dir holds exactly files.
-func same(gen string, files map[string]File) bool {
+// own gives path to the fsGroup (nil: leaves it alone); a folder also gets group search and the
+// setgid bit, so what is made in it later belongs to the group too.
+func own(path string, dir bool, fsGroup *int64) error {
+	if fsGroup == nil {
+		return nil
+	}
+	if err := os.Lchown(path, -1, int(*fsGroup)); err != nil {
+		return err
+	}
+	if !dir {
+		return nil
+	}
+	st, err := os.Lstat(path)
+	if err != nil {
+		return err
+	}
+	return os.Chmod(path, st.Mode().Perm()|0o050|os.ModeSetgid)
+}
+
+// same reports whether generation dir holds exactly files, owned as fsGroup asks.
+func same(gen string, files map[string]File, fsGroup *int64) bool {
 	n := 0
 	err := filepath.WalkDir(gen, func(p string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -134,8 +179,11 @@ func same(gen string, files map[string]File) bool {
 		}
 		n++
 		info, err := d.Info()
-		if err != nil || info.Mode().Perm() != wantMode(f) {
+		if err != nil || info.Mode().Perm() != wantMode(f, fsGroup) {
 			return errors.New("mode")
+		}
+		if st, ok := info.Sys().(*syscall.Stat_t); fsGroup != nil && (!ok || int64(st.Gid) != *fsGroup) {
+			return errors.New("group")
 		}
 		b, err := os.ReadFile(p)
 		if err != nil || !bytes.Equal(b, f.Data) {
@@ -146,9 +194,14 @@ func same(gen string, files map[string]File) bool {
 	return err == nil && n == len(files)
 }
 
-func wantMode(f File) os.FileMode {
+func wantMode(f File, fsGroup *int64) os.FileMode {
+	m := f.Mode.Perm()
 	if f.Mode == 0 {
-		return 0o644
+		m = 0o644
 	}
-	return f.Mode.Perm()
+	if fsGroup != nil {
+		// The kubelet's ownership mask for a read-only volume: owner and group may read.
+		m |= 0o440
+	}
+	return m
 }

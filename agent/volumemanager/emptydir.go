@@ -32,9 +32,12 @@ func (m *Manager) setUpEmptyDir(pod *v1.Pod, v *v1.Volume) error {
 		return err
 	}
 	if v.EmptyDir.Medium != v1.StorageMediumMemory {
-		return nil
+		return own(dir, true, fsGroup(pod))
 	}
 	if mounted, err := m.isMountPoint(dir); err != nil || mounted {
+		if err == nil {
+			err = own(dir, true, fsGroup(pod))
+		}
 		return err
 	}
 	var size int64
@@ -44,7 +47,7 @@ func (m *Manager) setUpEmptyDir(pod *v1.Pod, v *v1.Volume) error {
 	if err := m.mounter().MountTmpfs(dir, size, 0o777); err != nil {
 		return fmt.Errorf("tmpfs: %w", err)
 	}
-	return nil
+	return own(dir, true, fsGroup(pod))
 }
 
 // isMountPoint reports whether dir itself is mounted on.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -77,7 +78,7 @@ func TestCheckHostPath(t *testing.T) {
 
 func TestWriteAtomic(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "vol")
-	changed, err := WriteAtomic(dir, map[string]File{"a": {Data: []byte("1")}, "sub/b": {Data: []byte("2"), Mode: 0o400}})
+	changed, err := WriteAtomic(dir, map[string]File{"a": {Data: []byte("1")}, "sub/b": {Data: []byte("2"), Mode: 0o400}}, nil)
 	if err != nil || !changed {
 		t.Fatal(changed, err)
 	}
@@ -93,12 +94,12 @@ func TestWriteAtomic(t *testing.T) {
 	}
 	gen1, _ := os.Readlink(filepath.Join(dir, "..data"))
 
-	if changed, err := WriteAtomic(dir, map[string]File{"a": {Data: []byte("1")}, "sub/b": {Data: []byte("2"), Mode: 0o400}}); err != nil || changed {
+	if changed, err := WriteAtomic(dir, map[string]File{"a": {Data: []byte("1")}, "sub/b": {Data: []byte("2"), Mode: 0o400}}, nil); err != nil || changed {
 		t.Fatalf("unchanged content rewritten: %v %v", changed, err)
 	}
 
 	// An update swaps the generation: a removed key's link goes, the old generation too.
-	if changed, err := WriteAtomic(dir, map[string]File{"a": {Data: []byte("new")}}); err != nil || !changed {
+	if changed, err := WriteAtomic(dir, map[string]File{"a": {Data: []byte("new")}}, nil); err != nil || !changed {
 		t.Fatal(changed, err)
 	}
 	gen2, _ := os.Readlink(filepath.Join(dir, "..data"))
@@ -112,7 +113,7 @@ func TestWriteAtomic(t *testing.T) {
 		t.Fatalf("old generation kept: %v", err)
 	}
 	for _, bad := range []string{"../x", "/etc/x", "..data/x", "a/../../x"} {
-		if _, err := WriteAtomic(dir, map[string]File{bad: {}}); !errors.Is(err, ErrBadSubPath) {
+		if _, err := WriteAtomic(dir, map[string]File{bad: {}}, nil); !errors.Is(err, ErrBadSubPath) {
 			t.Errorf("key %q: err %v", bad, err)
 		}
 	}
@@ -322,7 +323,7 @@ func BenchmarkWriteAtomic(b *testing.B) {
 	}
 	for i := 0; b.Loop(); i++ {
 		files["a"] = File{Data: []byte{byte(i), byte(i >> 8)}}
-		if _, err := WriteAtomic(dir, files); err != nil {
+		if _, err := WriteAtomic(dir, files, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -351,7 +352,7 @@ func TestSubPathIntoAtomicVolume(t *testing.T) {
 	m := &Manager{RootDir: t.TempDir()}
 	pod := testPod("uid-cm")
 	vol := filepath.Join(t.TempDir(), "cm")
-	if _, err := WriteAtomic(vol, map[string]File{"conf/app.ini": {Data: []byte("a=1")}}); err != nil {
+	if _, err := WriteAtomic(vol, map[string]File{"conf/app.ini": {Data: []byte("a=1")}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.TearDown(pod.UID) })
@@ -403,4 +404,40 @@ func podDir(t testing.TB, m *Manager, pod *v1.Pod) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// With an fsGroup every file and folder of the volume belongs to the group, files are group
+// readable whatever their defaultMode, folders setgid; rewriting the same content is a no-op.
+func TestWriteAtomicFSGroup(t *testing.T) {
+	dir := t.TempDir()
+	gid := int64(4321)
+	files := map[string]File{"a": {Data: []byte("1"), Mode: 0o400}, "sub/deep/b": {Data: []byte("2")}}
+	if _, err := WriteAtomic(dir, files, &gid); err != nil {
+		t.Fatal(err)
+	}
+	check := func(rel string, wantMode os.FileMode) {
+		t.Helper()
+		st, err := os.Stat(filepath.Join(dir, rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := st.Mode() & (os.ModePerm | os.ModeSetgid); got != wantMode {
+			t.Errorf("%s: mode %v, want %v", rel, got, wantMode)
+		}
+		if g := st.Sys().(*syscall.Stat_t).Gid; int64(g) != gid {
+			t.Errorf("%s: group %d, want %d", rel, g, gid)
+		}
+	}
+	check("a", 0o440)
+	check("sub/deep/b", 0o644)
+	check("sub", 0o755|os.ModeSetgid)
+	check("sub/deep", 0o755|os.ModeSetgid)
+	check(".", 0o755|os.ModeSetgid|0o050)
+	if changed, err := WriteAtomic(dir, files, &gid); err != nil || changed {
+		t.Fatalf("same content and group rewritten: changed %v err %v", changed, err)
+	}
+	other := int64(4322)
+	if changed, err := WriteAtomic(dir, files, &other); err != nil || !changed {
+		t.Fatalf("a new fsGroup left the files as they were: changed %v err %v", changed, err)
+	}
 }
