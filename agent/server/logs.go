@@ -111,8 +111,11 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/plain")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
+	// The body is streamed (chunked, each write flushed), never buffered into one answer with a
+	// Content-Length: the apiserver relays it to `kubectl logs` over a WebSocket as it comes, and
+	// a follower must see lines live.
 	out := &flushWriter{w: w}
-	if f, ok := w.(http.Flusher); ok && opts.Follow {
+	if f, ok := w.(http.Flusher); ok {
 		out.f = f
 	}
 	if err := logs.ReadLogs(ctx, path, opts, out); err != nil {
@@ -124,7 +127,7 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// flushWriter sends each write at once while following, so `logs -f` is live.
+// flushWriter sends each write at once.
 type flushWriter struct {
 	w     http.ResponseWriter
 	f     http.Flusher

@@ -1,8 +1,13 @@
 package server_test
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/nodelet/nodelet/test/harness/apitest"
 )
 
 // A container that exits mid-line leaves a partial entry with no full one after it; the API
@@ -16,6 +21,34 @@ func TestContainerLogsLastLineWithoutNewline(t *testing.T) {
 	for query, want := range map[string]string{"": "one\nbye", "?tailLines=1": "bye", "?follow=true": "one\nbye"} {
 		if code, body := get(t, c, "/containerLogs/default/web/nginx"+query); code != 200 || body != want {
 			t.Errorf("%s: %d %q, want %q", query, code, body, want)
+		}
+	}
+}
+
+// The log body is streamed with chunked transfer, not buffered with a Content-Length: the
+// apiserver's WebSocket relay of `kubectl logs` cuts a buffered answer short.
+func TestContainerLogsStreamed(t *testing.T) {
+	f := apitest.NewFixture(t)
+	pod := f.AddPod("default", "web", "nginx")
+	id := strings.TrimPrefix(pod.Status.ContainerStatuses[0].ContainerID, "nodelet://")
+	f.Runtime.WriteLog(id, "stdout F one", "stderr F two")
+	srv := httptest.NewServer(f.Server(nil))
+	defer srv.Close()
+	for _, query := range []string{"", "?tailLines=1"} {
+		resp, err := http.Get(srv.URL + "/containerLogs/default/web/nginx" + query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%q: %d %q %v", query, resp.StatusCode, body, err)
+		}
+		if resp.ContentLength != -1 || len(resp.TransferEncoding) != 1 || resp.TransferEncoding[0] != "chunked" {
+			t.Errorf("%q: Content-Length %d, Transfer-Encoding %v; want a chunked stream", query, resp.ContentLength, resp.TransferEncoding)
+		}
+		if want := map[string]string{"": "one\ntwo\n", "?tailLines=1": "two\n"}[query]; string(body) != want {
+			t.Errorf("%q: body %q, want %q", query, body, want)
 		}
 	}
 }
