@@ -31,7 +31,8 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *kubecontaine
 
 	// Step 2.
 	if plan.KillPod {
-		if plan.CreateSandbox {
+		// Only replacing a sandbox is news: a new pod has none yet, and its first one is not a change.
+		if plan.CreateSandbox && plan.SandboxID != "" {
 			m.Recorder.Event(pod, v1.EventTypeNormal, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
 		}
 		if err := m.KillPod(ctx, pod, status, nil); err != nil {

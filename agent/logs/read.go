@@ -89,6 +89,9 @@ func readAll(ctx context.Context, path string, opts Options, out *printer) error
 	if err != nil {
 		if len(rotated) > 0 && errors.Is(err, os.ErrNotExist) && !opts.Follow {
 			// Caught between rename and reopen: the rotated files are all there is.
+			if err := out.endOpen(); err != nil {
+				return err
+			}
 			return out.flushTail()
 		}
 		return fmt.Errorf("open container log: %w", err)
@@ -102,6 +105,13 @@ func readAll(ctx context.Context, path string, opts Options, out *printer) error
 	src := newSource(ctx, f)
 	if err := src.drain(out); err != nil {
 		return err
+	}
+	if !opts.Follow {
+		// No "F" will come for a partial line a container left when it exited (its last words
+		// had no newline), nor while we are not waiting for one: it is printed as it is.
+		if err := out.endOpen(); err != nil {
+			return err
+		}
 	}
 	if err := out.flushTail(); err != nil {
 		return err
@@ -377,6 +387,30 @@ func (p *printer) flushOpen() error {
 			if err := p.write(ol, false); err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// endOpen ends the lines still open without adding a newline the program did not write; for
+// --tail each counts as a line.
+func (p *printer) endOpen() error {
+	for i := range p.open {
+		ol := &p.open[i]
+		if !ol.on {
+			continue
+		}
+		ol.on = false
+		if ol.skip || len(ol.buf) == 0 {
+			continue
+		}
+		if p.tail != nil {
+			p.tail.add(p.format(ol, false))
+			ol.buf = ol.buf[:0]
+			continue
+		}
+		if err := p.write(ol, false); err != nil {
+			return err
 		}
 	}
 	return nil

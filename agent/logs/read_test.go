@@ -110,6 +110,41 @@ func TestReadLogs(t *testing.T) {
 	}
 }
 
+// A container that exits in the middle of a line leaves a "P" entry with no "F" after it; its
+// last words are printed as written, without a newline, and count as a line for --tail.
+func TestReadLogsLastLineWithoutNewline(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "0.log")
+	writeFile(t, path,
+		at(0)+" stdout F one\n",
+		at(1)+" stderr F two\n",
+		at(2)+" stdout P last ",
+		"\n"+at(3)+" stdout P words\n",
+	)
+	tests := []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{name: "all", opts: Options{TailLines: AllLines}, want: "one\ntwo\nlast words"},
+		{name: "tail 1", opts: Options{TailLines: 1}, want: "last words"},
+		{name: "tail 2", opts: Options{TailLines: 2}, want: "two\nlast words"},
+		{name: "timestamps", opts: Options{TailLines: 1, Timestamps: true}, want: at(2) + " last words"},
+		{name: "other stream", opts: Options{TailLines: AllLines, Stream: Stderr}, want: "two\n"},
+		{name: "since after its start", opts: Options{TailLines: AllLines, Since: t0.Add(3 * time.Second)}, want: ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			if err := ReadLogs(context.Background(), path, tc.opts, &out); err != nil {
+				t.Fatal(err)
+			}
+			if out.String() != tc.want {
+				t.Fatalf("got %q\nwant %q", out.String(), tc.want)
+			}
+		})
+	}
+}
+
 func TestReadLogsMissing(t *testing.T) {
 	err := ReadLogs(context.Background(), filepath.Join(t.TempDir(), "0.log"), Options{TailLines: AllLines}, &bytes.Buffer{})
 	if err == nil {

@@ -12,21 +12,36 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// Decode reads one or more YAML documents (or JSON), each a Pod or a PodList.
-func Decode(data []byte) ([]*v1.Pod, error) {
+// Documents splits data into its YAML documents at "---" lines, each exactly as written, its
+// last line break included: a block scalar (or any value) ending a document before "---" keeps
+// the newline a YAML parser gives it. Empty and comment-only documents are left out; the number
+// of each document in data is returned beside it for error messages.
+func Documents(data []byte) (docs [][]byte, index []int, err error) {
 	r := utilyaml.NewYAMLReader(bufioReader(data))
-	var pods []*v1.Pod
 	for i := 0; ; i++ {
 		doc, err := r.Read()
 		if errors.Is(err, io.EOF) {
-			break
+			return docs, index, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("document %d: %w", i, err)
+			return docs, index, fmt.Errorf("document %d: %w", i, err)
 		}
 		if len(bytes.TrimSpace(doc)) == 0 || isOnlyComments(doc) {
 			continue
 		}
+		docs, index = append(docs, doc), append(index, i)
+	}
+}
+
+// Decode reads one or more YAML documents (or JSON), each a Pod or a PodList.
+func Decode(data []byte) ([]*v1.Pod, error) {
+	docs, index, err := Documents(data)
+	if err != nil {
+		return nil, err
+	}
+	var pods []*v1.Pod
+	for n, doc := range docs {
+		i := index[n]
 		var head struct {
 			APIVersion string `json:"apiVersion"`
 			Kind       string `json:"kind"`

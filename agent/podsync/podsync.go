@@ -79,6 +79,10 @@ type Syncer struct {
 	NodeIPs     []string
 	RootDir     string
 	Log         *slog.Logger
+	// Recorder gets the pod's DeadlineExceeded event; nil records none.
+	Recorder Recorder
+	// Now is the clock the active deadline is checked against; nil is time.Now.
+	Now func() time.Time
 }
 
 var _ podworkers.PodSyncer = (*Syncer)(nil)
@@ -89,11 +93,17 @@ func (s *Syncer) publish(pod *v1.Pod, ps *kubecontainer.PodStatus, terminating b
 	if s.RuntimeName != nil {
 		name = s.RuntimeName()
 	}
-	in := status.Inputs{Reasons: s.Reasons, RuntimeName: name, NodeIPs: s.NodeIPs, Now: time.Now(), Terminating: terminating}
+	now := time.Now()
+	if s.Now != nil {
+		now = s.Now()
+	}
+	in := status.Inputs{Reasons: s.Reasons, RuntimeName: name, NodeIPs: s.NodeIPs, Now: now, Terminating: terminating}
 	if s.Prober != nil {
 		in.Probes = s.Prober
 	}
 	st := status.Generate(pod, ps, old, in)
+	// Checked on every status, while terminating too, so the kill's outcome does not replace it.
+	s.enforceDeadline(pod, old, &st, now)
 	s.Status.SetPodStatus(pod, st)
 	return st
 }

@@ -1,12 +1,14 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/agent/logs"
@@ -87,7 +89,7 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	id, err := s.findContainer(ctx, pod, r.PathValue("container"), previous)
+	id, err := s.logContainer(ctx, pod, r.PathValue("container"), previous)
 	if err != nil {
 		fail(w, err)
 		return
@@ -111,8 +113,11 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/plain")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
+	// The body is streamed (chunked, each write flushed), never buffered into one answer with a
+	// Content-Length: the apiserver relays it to `kubectl logs` over a WebSocket as it comes, and
+	// a follower must see lines live.
 	out := &flushWriter{w: w}
-	if f, ok := w.(http.Flusher); ok && opts.Follow {
+	if f, ok := w.(http.Flusher); ok {
 		out.f = f
 	}
 	if err := logs.ReadLogs(ctx, path, opts, out); err != nil {
@@ -124,7 +129,44 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// flushWriter sends each write at once while following, so `logs -f` is live.
+// logContainer returns the CRI ID of the container instance whose log is asked for. The previous
+// instance is the one status reports as lastState: the attempt before the newest, except while the
+// container waits to be restarted (CrashLoopBackOff), when the newest attempt has exited and no
+// new one exists yet — then it is the newest. Container GC keeps only the newest dead attempt, so
+// looking before it would find nothing.
+func (s *Server) logContainer(ctx context.Context, pod *v1.Pod, name string, previous bool) (string, error) {
+	if !previous || !waitingToRestart(pod, name) {
+		return s.findContainer(ctx, pod, name, previous)
+	}
+	newest, err := s.findContainer(ctx, pod, name, false)
+	if err != nil {
+		return s.findContainer(ctx, pod, name, true) // its own error for "no previous"
+	}
+	st, err := s.d.Runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: newest})
+	if err != nil {
+		return "", fmt.Errorf("container status: %w", err)
+	}
+	if st.GetStatus().GetState() == runtimeapi.ContainerState_CONTAINER_EXITED {
+		return newest, nil
+	}
+	// The status lags a restart that has begun: the newest is the current instance.
+	return s.findContainer(ctx, pod, name, true)
+}
+
+// waitingToRestart reports whether the pod's status shows the container waiting for its next
+// attempt.
+func waitingToRestart(pod *v1.Pod, name string) bool {
+	for _, list := range [][]v1.ContainerStatus{pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses, pod.Status.EphemeralContainerStatuses} {
+		for _, st := range list {
+			if st.Name == name {
+				return st.State.Waiting != nil
+			}
+		}
+	}
+	return false
+}
+
+// flushWriter sends each write at once.
 type flushWriter struct {
 	w     http.ResponseWriter
 	f     http.Flusher

@@ -19,6 +19,7 @@ import (
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
 	"github.com/nodelet/nodelet/agent/pleg"
 	"github.com/nodelet/nodelet/agent/podmanager"
+	"github.com/nodelet/nodelet/agent/podsync"
 	"github.com/nodelet/nodelet/agent/podworkers"
 	"github.com/nodelet/nodelet/agent/prober"
 )
@@ -57,9 +58,11 @@ type RuntimePods interface {
 	GetPods(ctx context.Context) ([]*kubecontainer.RuntimePod, error)
 }
 
-// Statuses forgets statuses of pods gone (*status.Manager).
+// Statuses forgets statuses of pods gone, and gives the start times active deadlines count from
+// (*status.Manager).
 type Statuses interface {
 	RemoveOrphanedStatuses(desired map[types.UID]bool)
+	GetPodStatus(uid types.UID) (v1.PodStatus, bool)
 }
 
 // MirrorDeleter removes mirror pods left by static pods that are gone; nil without an apiserver.
@@ -163,7 +166,8 @@ func (l *SyncLoop) iteration(ctx context.Context, syncCh, housekeepingCh <-chan 
 		for _, p := range l.Pods.GetPods() {
 			l.dispatch(p, podworkers.SyncPodSync)
 		}
-	case <-housekeepingCh:
+	case now := <-housekeepingCh:
+		l.syncPastDeadline(now)
 		if l.SourcesReady() {
 			l.housekeeping(ctx)
 		}
@@ -239,6 +243,29 @@ func (l *SyncLoop) dispatch(p *v1.Pod, t podworkers.UpdateType) {
 		o.GracePeriodOverride = p.DeletionGracePeriodSeconds
 	}
 	l.Workers.UpdatePod(o)
+}
+
+// syncPastDeadline wakes the worker of each pod whose spec.activeDeadlineSeconds has passed, so it
+// fails the pod and kills its containers. The periodic sync visits a pod only every SyncFrequency
+// (a minute); checked at each housekeeping pass instead, a pod ends at most a HousekeepingPeriod
+// late, with no timer per pod to keep. The check reads only memory; a pod whose worker already
+// terminates it is not woken again.
+func (l *SyncLoop) syncPastDeadline(now time.Time) {
+	for _, p := range l.Pods.GetPods() {
+		if p.Spec.ActiveDeadlineSeconds == nil || l.Workers.IsPodTerminationRequested(p.UID) {
+			continue
+		}
+		var kept v1.PodStatus
+		if l.Statuses != nil {
+			kept, _ = l.Statuses.GetPodStatus(p.UID)
+		}
+		if kept.Phase == v1.PodFailed || kept.Phase == v1.PodSucceeded {
+			continue
+		}
+		if podsync.PastActiveDeadline(p, kept, now) {
+			l.dispatch(p, podworkers.SyncPodSync)
+		}
+	}
 }
 
 func (l *SyncLoop) handlePLEGEvent(e *pleg.PodLifecycleEvent) {

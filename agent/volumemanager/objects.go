@@ -1,7 +1,6 @@
 package volumemanager
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -65,7 +64,11 @@ func (d *DirObjects) load() (*objects, error) {
 		if err != nil {
 			continue // removed meanwhile, or refused (the pod source reports it)
 		}
-		for _, doc := range splitYAML(b) {
+		// The pod source's own splitting: each document keeps its last line break, which a
+		// value ending it (a block scalar before "---") would otherwise lose. A file that fails to
+		// split past some document is reported by the pod source; what came before still counts.
+		docs, _, _ := manifest.Documents(b)
+		for _, doc := range docs {
 			js, err := yaml.YAMLToJSON(doc)
 			if err != nil {
 				continue // the pod source reports bad manifests
@@ -104,16 +107,6 @@ func key(ns, name string) string {
 		ns = metav1.NamespaceDefault
 	}
 	return ns + "/" + name
-}
-
-func splitYAML(b []byte) [][]byte {
-	var docs [][]byte
-	for _, d := range bytes.Split(append([]byte("\n"), b...), []byte("\n---")) {
-		if len(bytes.TrimSpace(d)) > 0 {
-			docs = append(docs, d)
-		}
-	}
-	return docs
 }
 
 // ConfigMap returns the named ConfigMap, or an apiserver-style NotFound error.

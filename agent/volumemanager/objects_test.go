@@ -120,3 +120,58 @@ func TestDirObjectsSkipsHostileFiles(t *testing.T) {
 		t.Fatal("reading the manifest folder blocked on a FIFO or an endless file")
 	}
 }
+
+// A value's trailing newline survives the "---" after it, exactly as a YAML parser reads the
+// document alone: quoted "\n", a block scalar (clip keeps one newline, keep all, strip none).
+func TestDirObjectsKeepTrailingNewlines(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "objects.yaml"), []byte(`apiVersion: v1
+kind: ConfigMap
+metadata: {name: quoted}
+data: {key: "line\n"}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: clip}
+data:
+  key: |
+    line
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: keep}
+data:
+  key: |+
+    line
+
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: strip}
+stringData:
+  key: |-
+    line
+--- # the last document, at the end of the file
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: last}
+data:
+  key: |
+    line
+`), 0o644)
+	d := &DirObjects{Dir: dir}
+	ctx := context.Background()
+	for name, want := range map[string]string{"quoted": "line\n", "clip": "line\n", "keep": "line\n\n", "last": "line\n"} {
+		cm, err := d.ConfigMap(ctx, "default", name)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := cm.Data["key"]; got != want {
+			t.Errorf("%s: %q, want %q", name, got, want)
+		}
+	}
+	s, err := d.Secret(ctx, "default", "strip")
+	if err != nil || string(s.Data["key"]) != "line" {
+		t.Fatalf("strip: %q %v", s.Data["key"], err)
+	}
+}
