@@ -165,14 +165,15 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	a.pleg = pleg.New(a.runtime, pleg.Options{Log: log, RelistPeriod: deps.RelistPeriod})
 	if a.client != nil {
 		if cfg.RegisterNode {
-			a.nodes = nodestatus.New(nodestatus.Deps{Client: a.client, Runtime: a.runtime, NodeName: cfg.NodeName,
+			a.nodes = nodestatus.New(nodestatus.Deps{Client: a.client, Runtime: a.runtime, Images: imageService,
+				NodeName: cfg.NodeName, Labels: cfg.NodeLabels, Taints: cfg.RegisterWithTaints,
 				NodeIPs: cfg.NodeIPs, MaxPods: cfg.MaxPods, StatusUpdateFrequency: cfg.NodeStatusUpdateFrequency,
 				LeaseDurationSeconds: cfg.NodeLeaseDurationSeconds, Log: log})
 		}
 		a.mirrors = &podmanager.MirrorClient{Client: a.client, NodeName: cfg.NodeName, NodeUID: a.nodeUID}
 	}
 	a.syncer = &podsync.Syncer{Runtime: a.manager, Status: a.statuses, Pods: a.pods, Volumes: vols, Reasons: a.reasons,
-		Prober: a.probes, RuntimeName: func() string { return a.runtimeName.Load().(string) }, NodeIPs: cfg.NodeIPs,
+		Prober: a.probes, Recorder: a.events, RuntimeName: func() string { return a.runtimeName.Load().(string) }, NodeIPs: cfg.NodeIPs,
 		RootDir: cfg.RootDir, Log: log}
 	if a.mirrors != nil {
 		a.syncer.Mirrors = a.mirrors

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	v1 "k8s.io/api/core/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"sigs.k8s.io/yaml"
 
@@ -86,6 +87,11 @@ type Config struct {
 	// AllowedUnsafeSysctls are sysctls (or prefixes ending in "*") pods may set beyond the safe set.
 	AllowedUnsafeSysctls []string
 
+	// NodeLabels are added to the Node at registration (--node-labels); RegisterWithTaints are
+	// its taints at registration (--register-with-taints, registerWithTaints).
+	NodeLabels         map[string]string
+	RegisterWithTaints []v1.Taint
+
 	// APISocket is the root-only unix socket of the agent's API; "" serves none.
 	APISocket string
 	// Serving is the API's HTTPS listener; its zero value (port 0, as Default has it) serves none.
@@ -127,6 +133,7 @@ type Flags struct {
 	fs         *pflag.FlagSet
 	configFile string
 	nodeIP     string
+	taints     []string
 	cfg        Config
 }
 
@@ -163,6 +170,8 @@ func AddFlags(fs *pflag.FlagSet) *Flags {
 	fs.IntVar(&c.MaxPerPodContainer, "maximum-dead-containers-per-container", c.MaxPerPodContainer, "dead containers kept per container (<0: no limit)")
 	fs.IntVar(&c.MaxContainers, "maximum-dead-containers", c.MaxContainers, "dead containers kept in all (<0: no limit)")
 	fs.StringSliceVar(&c.AllowedUnsafeSysctls, "allowed-unsafe-sysctls", nil, "unsafe sysctls or patterns ending in * (e.g. 'kernel.msg*,net.core.somaxconn') pods may set")
+	fs.StringToStringVar(&c.NodeLabels, "node-labels", nil, "labels added to the Node when it registers (key=value,...); kubernetes.io and k8s.io keys only as the kubelet allows them")
+	fs.StringSliceVar(&f.taints, "register-with-taints", nil, "taints of the Node when it registers (key=value:Effect or key:Effect, comma-separated)")
 	return f
 }
 
@@ -239,6 +248,13 @@ func (f *Flags) Config() (Config, error) {
 			cfg.MaxContainers = c.MaxContainers
 		case "allowed-unsafe-sysctls":
 			cfg.AllowedUnsafeSysctls = c.AllowedUnsafeSysctls
+		case "node-labels":
+			cfg.NodeLabels = c.NodeLabels
+		case "register-with-taints":
+			var perr error
+			if cfg.RegisterWithTaints, perr = parseTaints(f.taints); perr != nil {
+				err = perr
+			}
 		}
 	})
 	if err != nil {
@@ -305,6 +321,7 @@ func Complete(c *Config) error {
 	if _, err := sysctl.New(c.AllowedUnsafeSysctls); err != nil {
 		errs = append(errs, fmt.Errorf("allowedUnsafeSysctls: %w", err))
 	}
+	errs = append(errs, checkNodeLabels(c.NodeLabels), checkTaints(c.RegisterWithTaints))
 	return errors.Join(errs...)
 }
 
@@ -391,6 +408,9 @@ func ApplyKubeletConfiguration(c *Config, data []byte) error {
 	set(&c.ImageMinimumGCAge, kc.ImageMinimumGCAge.Duration)
 	if len(kc.AllowedUnsafeSysctls) > 0 {
 		c.AllowedUnsafeSysctls = kc.AllowedUnsafeSysctls
+	}
+	if len(kc.RegisterWithTaints) > 0 {
+		c.RegisterWithTaints = kc.RegisterWithTaints
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package agentconfig
 
 import (
 	"errors"
+	v1 "k8s.io/api/core/v1"
 	"net"
 	"os"
 	"path/filepath"
@@ -67,6 +68,11 @@ func TestConfigErrors(t *testing.T) {
 		"bad node ip":    {"", []string{"--node-ip=node.example"}, "not an IP"},
 		"bad endpoint":   {"", []string{"--container-runtime-endpoint=tcp://x"}, "unix://"},
 		"zero max pods":  {"", []string{"--max-pods=0"}, "max pods"},
+		"k8s label":      {"", []string{"--node-labels=node-role.kubernetes.io/master="}, "kubernetes.io"},
+		"bad label":      {"", []string{"--node-labels=a b=c"}, "node label"},
+		"taint effect":   {"", []string{"--register-with-taints=a=b:Sometimes"}, "effect"},
+		"taint spelling": {"", []string{"--register-with-taints=a=b"}, "key=value:Effect"},
+		"file taint":     {header + "registerWithTaints: [{key: a, effect: Never}]\n", nil, "effect"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := load(t, tc.file, tc.args...)
@@ -74,6 +80,24 @@ func TestConfigErrors(t *testing.T) {
 				t.Fatalf("err %v, want one mentioning %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestNodeLabelsAndTaints(t *testing.T) {
+	cfg, err := load(t, header+"registerWithTaints: [{key: dedicated, value: edge, effect: NoExecute}]\n",
+		"--node-labels=node.kubernetes.io/exclude-from-external-load-balancers=,example.com/rack=r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.NodeLabels["example.com/rack"] != "r1" || len(cfg.NodeLabels) != 2 {
+		t.Fatalf("labels %v", cfg.NodeLabels)
+	}
+	if len(cfg.RegisterWithTaints) != 1 || cfg.RegisterWithTaints[0].Effect != v1.TaintEffectNoExecute {
+		t.Fatalf("taints from the file %v", cfg.RegisterWithTaints)
+	}
+	cfg, err = load(t, "", "--register-with-taints=a=b:NoSchedule,c:PreferNoSchedule")
+	if err != nil || len(cfg.RegisterWithTaints) != 2 || cfg.RegisterWithTaints[1].Key != "c" || cfg.RegisterWithTaints[1].Value != "" {
+		t.Fatalf("taints from the flag %v %v", cfg.RegisterWithTaints, err)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	goruntime "runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -40,8 +41,13 @@ type Deps struct {
 	NodeName string
 	NodeIPs  []string
 	MaxPods  int
-	// Labels are added to the Node at registration.
+	// Images lists the node's images for the Node's status (nil: none reported).
+	Images runtimeapi.ImageServiceClient
+	// Labels are added to the Node at registration (--node-labels).
 	Labels map[string]string
+	// Taints are set on the Node when it registers (--register-with-taints), as the kubelet does:
+	// later changes are the cluster's to make.
+	Taints []v1.Taint
 
 	StatusUpdateFrequency time.Duration // default 10s
 	LeaseDurationSeconds  int32         // default 40
@@ -126,6 +132,7 @@ func (m *Manager) Register(ctx context.Context) error {
 	for k, v := range m.Labels {
 		node.Labels[k] = v
 	}
+	node.Spec.Taints = append([]v1.Taint(nil), m.Taints...)
 	m.fillStatus(ctx, &node.Status)
 	created, err := m.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 	switch {
@@ -174,7 +181,9 @@ func (m *Manager) fillStatus(ctx context.Context, s *v1.NodeStatus) {
 			s.NodeInfo.ContainerRuntimeVersion = v.RuntimeName + "://" + v.RuntimeVersion
 		}
 	}
-	ready, reason, msg := m.runtimeReady(ctx)
+	s.Images = m.images(ctx)
+	ready, reason, msg, handlers := m.runtimeStatus(ctx)
+	s.RuntimeHandlers = handlers
 	conds := []v1.NodeCondition{
 		{Type: v1.NodeMemoryPressure, Status: v1.ConditionFalse, Reason: "KubeletHasSufficientMemory", Message: "kubelet has sufficient memory available"},
 		{Type: v1.NodeDiskPressure, Status: v1.ConditionFalse, Reason: "KubeletHasNoDiskPressure", Message: "kubelet has no disk pressure"},
@@ -198,16 +207,26 @@ func (m *Manager) fillStatus(ctx context.Context, s *v1.NodeStatus) {
 	s.Conditions = conds
 }
 
-// runtimeReady asks the runtime's Status: Ready needs RuntimeReady and NetworkReady.
-func (m *Manager) runtimeReady(ctx context.Context) (bool, string, string) {
+// runtimeStatus asks the runtime's Status: Ready needs RuntimeReady and NetworkReady; the runtime
+// handlers it lists (with their features) go into the Node's status, as the kubelet reports them.
+func (m *Manager) runtimeStatus(ctx context.Context) (bool, string, string, []v1.NodeRuntimeHandler) {
 	if m.Runtime == nil {
-		return false, "KubeletNotReady", "no container runtime"
+		return false, "KubeletNotReady", "no container runtime", nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	st, err := m.Runtime.Status(ctx, &runtimeapi.StatusRequest{})
 	if err != nil {
-		return false, "KubeletNotReady", fmt.Sprintf("container runtime is down: %v", err)
+		return false, "KubeletNotReady", fmt.Sprintf("container runtime is down: %v", err), nil
+	}
+	var handlers []v1.NodeRuntimeHandler
+	for _, h := range st.GetRuntimeHandlers() {
+		nh := v1.NodeRuntimeHandler{Name: h.GetName()}
+		if f := h.GetFeatures(); f != nil {
+			rro, userns := f.GetRecursiveReadOnlyMounts(), f.GetUserNamespaces()
+			nh.Features = &v1.NodeRuntimeHandlerFeatures{RecursiveReadOnlyMounts: &rro, UserNamespaces: &userns}
+		}
+		handlers = append(handlers, nh)
 	}
 	var problems []string
 	for _, want := range []string{runtimeapi.RuntimeReady, runtimeapi.NetworkReady} {
@@ -225,9 +244,40 @@ func (m *Manager) runtimeReady(ctx context.Context) (bool, string, string) {
 		}
 	}
 	if len(problems) > 0 {
-		return false, "KubeletNotReady", "container runtime status check failed: " + strings.Join(problems, "; ")
+		return false, "KubeletNotReady", "container runtime status check failed: " + strings.Join(problems, "; "), handlers
 	}
-	return true, "", ""
+	return true, "", "", handlers
+}
+
+// maxStatusImages is the kubelet's nodeStatusMaxImages: the largest images are reported.
+const maxStatusImages = 50
+
+// images are the node's images, largest first, for the scheduler's image locality scoring.
+func (m *Manager) images(ctx context.Context) []v1.ContainerImage {
+	if m.Images == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := m.Images.ListImages(ctx, &runtimeapi.ListImagesRequest{})
+	if err != nil {
+		m.Log.Warn("list images for the node status", "err", err)
+		return nil
+	}
+	imgs := resp.GetImages()
+	sort.SliceStable(imgs, func(i, j int) bool { return imgs[i].GetSize() > imgs[j].GetSize() })
+	var out []v1.ContainerImage
+	for _, img := range imgs {
+		names := append(append([]string(nil), img.GetRepoTags()...), img.GetRepoDigests()...)
+		if len(names) == 0 {
+			continue
+		}
+		out = append(out, v1.ContainerImage{Names: names, SizeBytes: int64(img.GetSize())})
+		if len(out) == maxStatusImages {
+			break
+		}
+	}
+	return out
 }
 
 // RenewLease creates or renews the node's Lease.

@@ -28,13 +28,25 @@ func TestRegisterStatusAndLease(t *testing.T) {
 	ctx := context.Background()
 	cri := fakecri.Start(t)
 	client := fake.NewSimpleClientset()
-	m := New(Deps{Client: client, Runtime: cri.Runtime(), NodeName: "n1", NodeIPs: []string{"192.0.2.10"}, MaxPods: 42})
+	cri.AddImage("busybox:1")
+	taint := v1.Taint{Key: "example.com/gpu", Value: "yes", Effect: v1.TaintEffectNoSchedule}
+	m := New(Deps{Client: client, Runtime: cri.Runtime(), Images: cri.Images(), NodeName: "n1", NodeIPs: []string{"192.0.2.10"}, MaxPods: 42,
+		Labels: map[string]string{"node-role.example.com/edge": ""}, Taints: []v1.Taint{taint}})
 	if err := m.Register(ctx); err != nil {
 		t.Fatal(err)
 	}
 	node, err := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, ok := node.Labels["node-role.example.com/edge"]; !ok || len(node.Spec.Taints) != 1 || node.Spec.Taints[0] != taint {
+		t.Fatalf("registered labels %v taints %v", node.Labels, node.Spec.Taints)
+	}
+	if len(node.Status.Images) != 1 || node.Status.Images[0].Names[0] != "busybox:1" {
+		t.Fatalf("node images %+v", node.Status.Images)
+	}
+	if h := node.Status.RuntimeHandlers; len(h) != 2 || h[1].Name != "fake" || h[1].Features == nil || !*h[1].Features.UserNamespaces {
+		t.Fatalf("runtime handlers %+v", h)
 	}
 	if c := ready(t, node); c.Status != v1.ConditionTrue {
 		t.Fatalf("Ready %v", c)

@@ -25,7 +25,8 @@ func (s *Server) Status(context.Context, *runtimeapi.StatusRequest) (*runtimeapi
 		ready.Reason, ready.Message = "FakeDown", "the fake runtime was told to be down"
 	}
 	return &runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{
-		ready, {Type: runtimeapi.NetworkReady, Status: true}}}}, nil
+		ready, {Type: runtimeapi.NetworkReady, Status: true}}},
+		RuntimeHandlers: []*runtimeapi.RuntimeHandler{{Name: ""}, {Name: "fake", Features: &runtimeapi.RuntimeHandlerFeatures{UserNamespaces: true}}}}, nil
 }
 
 func (s *Server) RunPodSandbox(_ context.Context, r *runtimeapi.RunPodSandboxRequest) (*runtimeapi.RunPodSandboxResponse, error) {
