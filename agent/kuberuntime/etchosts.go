@@ -4,16 +4,15 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/agent/internal/podpath"
+	"github.com/nodelet/nodelet/agent/internal/regularfile"
 )
 
 const etcHostsPath = "/etc/hosts"
@@ -45,7 +44,7 @@ func (m *Manager) etcHostsMount(pod *v1.Pod, c *v1.Container, podIPs []string) (
 	}
 	var content []byte
 	if pod.Spec.HostNetwork {
-		node, err := readNodeHosts(nodeHostsFile)
+		node, err := regularfile.Read(nodeHostsFile, maxNodeHostsBytes)
 		if err != nil {
 			return nil, fmt.Errorf("hosts file: %w", err)
 		}
@@ -139,21 +138,6 @@ func hostAliasEntries(aliases []v1.HostAlias) []byte {
 	return b.Bytes()
 }
 
-// readNodeHosts reads the node's hosts file: a regular file, at most maxNodeHostsBytes of it.
-func readNodeHosts(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil {
-		return nil, err
-	} else if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: %w", path, errNotRegular)
-	}
-	return io.ReadAll(io.LimitReader(f, maxNodeHostsBytes))
-}
-
 // writeFileAtomic replaces path with data (temp file, fsync, rename), so a container starting at
 // the same time never sees half a file. An unchanged file is left alone.
 func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
@@ -163,7 +147,7 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 	}
 	// Containers may write to the mounted file: compare no more than what would be written.
 	if fi, err := os.Lstat(path); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm() == mode && fi.Size() == int64(len(data)) {
-		if old, err := readTail(path, int64(len(data))); err == nil && bytes.Equal(old, data) {
+		if old, err := regularfile.ReadTail(path, int64(len(data))); err == nil && bytes.Equal(old, data) {
 			return nil
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -15,6 +14,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/agent/internal/podpath"
+	"github.com/nodelet/nodelet/agent/internal/regularfile"
 	"github.com/nodelet/nodelet/agent/logs"
 )
 
@@ -121,37 +121,6 @@ func (m *Manager) terminationMessageHostPath(s *runtimeapi.ContainerStatus, info
 	return "", false
 }
 
-// errNotRegular: the container left something other than a plain file behind.
-var errNotRegular = errors.New("not a regular file")
-
-// readTail reads at most limit bytes from the end of the regular file at path. The container could
-// write that file as it liked, so a symlink is refused rather than followed, a FIFO never blocks the
-// open, and a huge file costs no more than limit bytes.
-func readTail(path string, limit int64) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		if errors.Is(err, syscall.ELOOP) {
-			return nil, errNotRegular
-		}
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, errNotRegular
-	}
-	off := max(0, fi.Size()-limit)
-	buf := make([]byte, min(fi.Size(), limit))
-	n, err := f.ReadAt(buf, off)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, err
-	}
-	return buf[:n], nil
-}
-
 // terminationMessage is what an exited container leaves in state.terminated.message: its
 // termination message file, or with FallbackToLogsOnError, a failed exit and nothing in the file,
 // the end of its log.
@@ -162,7 +131,7 @@ func (m *Manager) terminationMessage(ctx context.Context, s *runtimeapi.Containe
 	path := a[AnnotationTerminationMessagePath]
 	if path != "" {
 		if host, ok := m.terminationMessageHostPath(s, info, path); ok {
-			data, err := readTail(host, maxTerminationMessageBytes)
+			data, err := regularfile.ReadTail(host, maxTerminationMessageBytes)
 			switch {
 			case errors.Is(err, os.ErrNotExist):
 			case err != nil:

@@ -4,12 +4,10 @@
 package manifest
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"os"
 
-	"golang.org/x/sys/unix"
+	"github.com/nodelet/nodelet/agent/internal/regularfile"
 )
 
 // MaxSize bounds what a source reads of one manifest file or URL body: the API server's
@@ -22,46 +20,17 @@ const MaxSize = 3 << 20
 // Errors a source reports for a manifest it refuses; the other manifests go on.
 var (
 	// ErrTooLarge: the file or body exceeds MaxSize.
-	ErrTooLarge = errors.New("manifest too large")
+	ErrTooLarge = regularfile.ErrTooLarge
 	// ErrNotRegularFile: a FIFO, device or socket (or a symlink to one) where a manifest file belongs.
-	ErrNotRegularFile = errors.New("not a regular file")
+	ErrNotRegularFile = regularfile.ErrNotRegular
 )
 
-// Read reads a regular file of at most MaxSize bytes. It refuses anything
-// else before reading a byte: it never blocks on a FIFO (the open is non-blocking and the opened
-// fd is checked, so a file swapped after the stat is caught too), never reads a device, and never
-// holds more than the limit in memory.
-func Read(path string) ([]byte, error) {
-	// Stat first so a device is never opened: opening some has side effects.
-	if fi, err := os.Stat(path); err != nil {
-		return nil, err
-	} else if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: %w: %s", path, ErrNotRegularFile, fileKind(fi.Mode()))
-	}
-	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: %w: %s", path, ErrNotRegularFile, fileKind(fi.Mode()))
-	}
-	if fi.Size() > MaxSize {
-		return nil, fmt.Errorf("%s: %w: %d bytes, the limit is %d", path, ErrTooLarge, fi.Size(), MaxSize)
-	}
-	data, err := ReadCapped(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return data, nil
-}
+// Read reads a regular file of at most MaxSize bytes, refusing anything else before reading a
+// byte (regularfile.Read).
+func Read(path string) ([]byte, error) { return regularfile.Read(path, MaxSize) }
 
 // ReadCapped reads r to its end, refusing (without reading further) once it passes MaxSize;
-// a regular file can grow after its fstat.
+// a response body has no size to check first.
 func ReadCapped(r io.Reader) ([]byte, error) {
 	data, err := io.ReadAll(io.LimitReader(r, MaxSize+1))
 	if err != nil {
@@ -71,21 +40,4 @@ func ReadCapped(r io.Reader) ([]byte, error) {
 		return nil, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, MaxSize)
 	}
 	return data, nil
-}
-
-// fileKind names a non-regular file's type for the error a person reads.
-func fileKind(m os.FileMode) string {
-	switch {
-	case m&os.ModeNamedPipe != 0:
-		return "a named pipe (FIFO)"
-	case m&os.ModeCharDevice != 0:
-		return "a character device"
-	case m&os.ModeDevice != 0:
-		return "a block device"
-	case m&os.ModeSocket != 0:
-		return "a socket"
-	case m.IsDir():
-		return "a directory"
-	}
-	return "an irregular file"
 }
