@@ -49,23 +49,80 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 	if err := validateSandboxConfig(cfg); err != nil {
 		return nil, err
 	}
-	handler, err := s.resolveHandler(req.GetRuntimeHandler())
-	if err != nil {
-		return nil, err
-	}
 	nsOpts := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
-	if nsOpts.GetUsernsOptions() != nil && nsOpts.GetUsernsOptions().GetMode() == runtimeapi.NamespaceMode_POD {
-		if !usernsCapable(s.cfg.Handlers[handler]) {
-			return nil, invalid("runtime handler %q does not support user namespaces", handler)
+	r := &sandboxRun{
+		s: s, ctx: ctx, req: req, cfg: cfg,
+		hostNet:   nsOpts.GetNetwork() == runtimeapi.NamespaceMode_NODE,
+		hostIPC:   nsOpts.GetIpc() == runtimeapi.NamespaceMode_NODE,
+		sharedPID: nsOpts.GetPid() == runtimeapi.NamespaceMode_POD,
+	}
+	defer func() {
+		if retErr != nil {
+			r.undo.run()
 		}
-		if !s.usernsRootfsReachable() {
-			return nil, invalid("user namespaces are not supported here: the image store's rootfs dir is not searchable by others (a parent dir of the runtime's root is private), so a mapped root cannot reach its rootfs")
+	}()
+	// Each step that makes something pushes its undo onto r.undo.
+	for _, step := range []func() error{
+		r.resolveHandler,
+		r.checkUserns,
+		r.plan,
+		r.reserveName,
+		r.recordCreating,
+		r.makePodFiles,
+		r.makeCgroups,
+		r.makeNamespaces,
+		r.mountShm,
+		r.setUpNetwork,
+		r.recordReady,
+	} {
+		if err := step(); err != nil {
+			return nil, err
 		}
 	}
-	hostNet := nsOpts.GetNetwork() == runtimeapi.NamespaceMode_NODE
-	hostIPC := nsOpts.GetIpc() == runtimeapi.NamespaceMode_NODE
-	sharedPID := nsOpts.GetPid() == runtimeapi.NamespaceMode_POD
+	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: r.sb.ID}, nil
+}
 
+// sandboxRun is one RunPodSandbox in progress: the record it builds (sb, whose fields say what
+// has been made) and in undo how to take each step back.
+type sandboxRun struct {
+	s   *Server
+	ctx context.Context
+	req *runtimeapi.RunPodSandboxRequest
+	cfg *runtimeapi.PodSandboxConfig
+
+	hostNet, hostIPC, sharedPID bool
+	handler                     string
+	daemonParent                string
+	hostname                    string
+	sb                          *store.Sandbox
+
+	undo undoStack
+}
+
+func (r *sandboxRun) resolveHandler() (err error) {
+	r.handler, err = r.s.resolveHandler(r.req.GetRuntimeHandler())
+	return err
+}
+
+// checkUserns refuses a pod in its own user namespace where that cannot work.
+func (r *sandboxRun) checkUserns() error {
+	u := r.cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions()
+	if u == nil || u.GetMode() != runtimeapi.NamespaceMode_POD {
+		return nil
+	}
+	if !usernsCapable(r.s.cfg.Handlers[r.handler]) {
+		return invalid("runtime handler %q does not support user namespaces", r.handler)
+	}
+	if !r.s.usernsRootfsReachable() {
+		return invalid("user namespaces are not supported here: the image store's rootfs dir is not searchable by others (a parent dir of the runtime's root is private), so a mapped root cannot reach its rootfs")
+	}
+	return nil
+}
+
+// plan builds the sandbox's record: its ID, dirs, hostname and the cgroups it will make. Nothing
+// is made yet.
+func (r *sandboxRun) plan() error {
+	s, cfg := r.s, r.cfg
 	id := store.NewID()
 	sb := &store.Sandbox{
 		ID:        id,
@@ -73,120 +130,133 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 		Config:    cfg,
 		State:     runtimeapi.PodSandboxState_SANDBOX_NOTREADY,
 		CreatedAt: time.Now().UnixNano(),
-		Handler:   handler,
+		Handler:   r.handler,
 		Dir:       s.sandboxDir(id),
 		Creating:  true,
 	}
-	daemonParent := s.daemonCgroupParent()
+	r.sb = sb
+	r.daemonParent = s.daemonCgroupParent()
 	sb.CgroupParent = cfg.GetLinux().GetCgroupParent()
 	if sb.CgroupParent == "" {
-		sb.CgroupParent = path.Join(daemonParent, id)
+		sb.CgroupParent = path.Join(r.daemonParent, id)
 	}
-	hostname, err := sandboxHostname(cfg, id, hostNet)
-	if err != nil {
-		return nil, err
+	var err error
+	if r.hostname, err = sandboxHostname(cfg, id, r.hostNet); err != nil {
+		return err
 	}
-	if sb.CgroupCreated, err = missingCgroups(sb.CgroupParent, daemonParent); err != nil {
-		return nil, err
+	if sb.CgroupCreated, err = missingCgroups(sb.CgroupParent, r.daemonParent); err != nil {
+		return err
 	}
-	if sharedPID {
+	if r.sharedPID {
 		sb.CgroupCreated = append(sb.CgroupCreated, path.Join(sb.CgroupParent, infraCgroup))
 	}
+	return nil
+}
 
-	if err := s.sandboxes.ReserveName(sb.Name, id); err != nil {
-		return nil, err
+func (r *sandboxRun) reserveName() error {
+	sb := r.sb
+	if err := r.s.sandboxes.ReserveName(sb.Name, sb.ID); err != nil {
+		return err
 	}
-	defer func() {
-		if retErr != nil {
-			s.sandboxes.ReleaseName(sb.Name, id)
-		}
-	}()
+	r.undo.push(func() { r.s.sandboxes.ReleaseName(sb.Name, sb.ID) })
+	return nil
+}
 
-	// Written before anything is made, so that a crash from here on leaves a record that
-	// recovery undoes (see sandbox_state.go).
-	if err := s.sandboxDB.Put(id, sb); err != nil {
-		return nil, fmt.Errorf("persist sandbox %s: %w", id, err)
+// recordCreating is written before anything is made, so that a crash from here on leaves a
+// record that recovery undoes (see sandbox_state.go).
+func (r *sandboxRun) recordCreating() error {
+	id := r.sb.ID
+	if err := r.s.sandboxDB.Put(id, r.sb); err != nil {
+		return fmt.Errorf("persist sandbox %s: %w", id, err)
 	}
-	defer func() {
-		if retErr != nil {
-			s.undo("delete record", s.sandboxDB.Delete(id))
-		}
-	}()
+	r.undo.push(func() { r.s.undo("delete record", r.s.sandboxDB.Delete(id)) })
+	return nil
+}
 
+// makePodFiles writes the pod's hostname, hosts and resolv.conf into its dir.
+func (r *sandboxRun) makePodFiles() error {
+	sb := r.sb
 	// Private: the pod's hosts and resolv.conf are its own business. The OCI runtime opens bind
 	// sources from the host, so even a pod in its own user namespace needs no way in.
 	if err := os.MkdirAll(sb.Dir, 0o700); err != nil {
-		return nil, err
+		return err
 	}
-	defer func() {
-		if retErr != nil {
-			s.undo("remove pod files", os.RemoveAll(sb.Dir))
-		}
-	}()
-	if err := writePodFiles(sb, hostname, hostNet); err != nil {
-		return nil, fmt.Errorf("pod files: %w", err)
+	r.undo.push(func() { r.s.undo("remove pod files", os.RemoveAll(sb.Dir)) })
+	if err := writePodFiles(sb, r.hostname, r.hostNet); err != nil {
+		return fmt.Errorf("pod files: %w", err)
 	}
+	return nil
+}
 
-	if err := s.sb.cgroups.create(sb.CgroupParent, daemonParent); err != nil {
+func (r *sandboxRun) makeCgroups() error {
+	sb := r.sb
+	if err := r.s.sb.cgroups.create(sb.CgroupParent, r.daemonParent); err != nil {
 		removeCgroups(sb.CgroupCreated, sb.CgroupParent)
-		return nil, err
+		return err
 	}
-	defer func() {
-		if retErr != nil {
-			s.undo("remove cgroup", removeCgroups(sb.CgroupCreated, sb.CgroupParent))
-		}
-	}()
+	r.undo.push(func() { r.s.undo("remove cgroup", removeCgroups(sb.CgroupCreated, sb.CgroupParent)) })
+	return nil
+}
 
-	if err := s.makeNamespaces(sb, hostname, !hostNet, !hostIPC, sharedPID); err != nil {
-		return nil, err
+func (r *sandboxRun) makeNamespaces() error {
+	s, sb := r.s, r.sb
+	if err := s.makeNamespaces(sb, r.hostname, !r.hostNet, !r.hostIPC, r.sharedPID); err != nil {
+		return err
 	}
-	defer func() {
-		if retErr != nil {
-			s.undo("kill pod init", s.killSandboxInit(sb))
-			s.undo("unpin namespaces", s.sb.ns.Remove(id))
-		}
-	}()
+	r.undo.push(func() {
+		s.undo("kill pod init", s.killSandboxInit(sb))
+		s.undo("unpin namespaces", s.sb.ns.Remove(sb.ID))
+	})
+	return nil
+}
 
-	if !hostIPC {
-		shm := filepath.Join(s.sandboxStateDir(id), "shm")
-		defer func() {
-			if retErr != nil {
-				s.undo("unmount shm", unmount(shm))
-				s.undo("remove state dir", os.RemoveAll(s.sandboxStateDir(id)))
-			}
-		}()
-		if err := mountShm(shm); err != nil {
-			return nil, err
-		}
-		sb.ShmPath = shm
+// mountShm gives the pod its own /dev/shm unless it shares the host's IPC namespace.
+func (r *sandboxRun) mountShm() error {
+	if r.hostIPC {
+		return nil
 	}
+	s, id := r.s, r.sb.ID
+	shm := filepath.Join(s.sandboxStateDir(id), "shm")
+	r.undo.push(func() {
+		s.undo("unmount shm", unmount(shm))
+		s.undo("remove state dir", os.RemoveAll(s.sandboxStateDir(id)))
+	})
+	if err := mountShm(shm); err != nil {
+		return err
+	}
+	r.sb.ShmPath = shm
+	return nil
+}
 
-	if s.cfg.Network != nil && !hostNet {
-		sb.NetworkSetUp = true
-		// DEL follows a failed ADD too: a plugin may have taken an address before failing.
-		defer func() {
-			if retErr != nil {
-				rctx, cancel := rollbackCtx(ctx)
-				defer cancel()
-				s.undo("tear down network", s.cfg.Network.TearDownPod(rctx, podNetwork(sb)))
-			}
-		}()
-		res, err := s.cfg.Network.SetUpPod(ctx, podNetwork(sb))
-		if err != nil {
-			return nil, fmt.Errorf("set up network of sandbox %s: %w", id, err)
-		}
-		if res != nil {
-			sb.IPs = res.IPs
-		}
-		sb.NetworkReady = true
+// setUpNetwork has the network plugin ADD the pod, unless it uses the host's network or pods
+// get loopback only.
+func (r *sandboxRun) setUpNetwork() error {
+	s, sb := r.s, r.sb
+	if s.cfg.Network == nil || r.hostNet {
+		return nil
 	}
+	sb.NetworkSetUp = true
+	// DEL follows a failed ADD too: a plugin may have taken an address before failing.
+	r.undo.push(func() {
+		rctx, cancel := rollbackCtx(r.ctx)
+		defer cancel()
+		s.undo("tear down network", s.cfg.Network.TearDownPod(rctx, podNetwork(sb)))
+	})
+	res, err := s.cfg.Network.SetUpPod(r.ctx, podNetwork(sb))
+	if err != nil {
+		return fmt.Errorf("set up network of sandbox %s: %w", sb.ID, err)
+	}
+	if res != nil {
+		sb.IPs = res.IPs
+	}
+	sb.NetworkReady = true
+	return nil
+}
 
-	sb.Creating = false
-	sb.State = runtimeapi.PodSandboxState_SANDBOX_READY
-	if err := s.saveSandbox(sb); err != nil {
-		return nil, err
-	}
-	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: id}, nil
+func (r *sandboxRun) recordReady() error {
+	r.sb.Creating = false
+	r.sb.State = runtimeapi.PodSandboxState_SANDBOX_READY
+	return r.s.saveSandbox(r.sb)
 }
 
 // makeNamespaces pins the pod's own namespaces and, when it shares one PID namespace, starts its
