@@ -76,7 +76,7 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 	}
 	// Held until the container is registered or undone, so a Stop or Remove of the pod either
 	// comes first (and this create fails in joinSandbox) or waits and then finds the container.
-	unlockSandbox := s.rlockSandbox(sb.ID)
+	unlockSandbox := s.sb.rlock(sb.ID)
 	defer unlockSandbox()
 
 	cc := &containerCreate{s: s, ctx: ctx, req: req, cfg: cfg, sb: sb}
@@ -157,7 +157,7 @@ func (cc *containerCreate) joinSandbox() error {
 }
 
 func (cc *containerCreate) resolveRuntime() (err error) {
-	cc.rt, err = cc.s.runtimeFor(cc.sb.Handler)
+	cc.rt, err = cc.s.ctr.runtimeFor(cc.sb.Handler)
 	return err
 }
 
@@ -227,10 +227,7 @@ func (cc *containerCreate) placeLogs() error {
 func (cc *containerCreate) placeCgroup() error {
 	parent := cc.sb.CgroupParent
 	if parent == "" {
-		parent = cc.s.cfg.CgroupParent
-	}
-	if parent == "" {
-		parent = "/nodelet"
+		parent = cc.s.sb.daemonCgroupParent()
 	}
 	cc.cgroupPath = filepath.Join(parent, containerCgroupPrefix+cc.id)
 	return nil

@@ -140,7 +140,7 @@ func (s *Server) eventPayload(ev pendingEvent) *runtimeapi.ContainerEventRespons
 	}
 	for _, c := range s.containers.List() {
 		if c.SandboxID == sandboxID {
-			resp.ContainersStatuses = append(resp.ContainersStatuses, s.containerStatus(c))
+			resp.ContainersStatuses = append(resp.ContainersStatuses, containerStatus(c))
 		}
 	}
 	return resp

@@ -70,7 +70,7 @@ func (s *Server) watchMonitors() {
 			if s.handleExit(c.ID) {
 				continue
 			}
-			rt, err := s.runtimeFor(c.Handler)
+			rt, err := s.ctr.runtimeFor(c.Handler)
 			if err != nil {
 				continue
 			}
@@ -101,14 +101,14 @@ func (s *Server) handleExit(id string) bool {
 	if code != 0 {
 		reason = "Error"
 	}
-	if s.oomKilled(c) {
+	if oomKilled(c) {
 		reason = "OOMKilled"
 	}
 	s.markExited(c, int32(code), at, reason, "")
 	return true
 }
 
-func (s *Server) oomKilled(c *store.Container) bool {
+func oomKilled(c *store.Container) bool {
 	if _, err := os.Stat(filepath.Join(c.Bundle, oci.OOMFile)); err == nil {
 		return true
 	}
@@ -139,8 +139,7 @@ func (s *Server) markExited(c *store.Container, code int32, at time.Time, reason
 	s.ctr.events.publish(c.ID, c.SandboxID, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT)
 }
 
-func (s *Server) exitChan(id string) chan struct{} {
-	m := &s.ctr
+func (m *containerManager) exitChan(id string) chan struct{} {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	ch, ok := m.exited[id]
@@ -176,7 +175,7 @@ func (m *containerManager) forget(id string) {
 // waitExit waits up to d for the container to exit. Besides the watcher's signal it polls the
 // exit file and the runtime, so a lost inotify event or a dead conmon cannot hang a Stop.
 func (s *Server) waitExit(ctx context.Context, c *store.Container, d time.Duration) bool {
-	ch := s.exitChan(c.ID)
+	ch := s.ctr.exitChan(c.ID)
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -198,7 +197,7 @@ func (s *Server) waitExit(ctx context.Context, c *store.Container, d time.Durati
 			if ticks++; ticks%10 != 0 {
 				continue
 			}
-			if rt, err := s.runtimeFor(c.Handler); err == nil {
+			if rt, err := s.ctr.runtimeFor(c.Handler); err == nil {
 				if st, err := rt.State(ctx, c.ID); errors.Is(err, errdefs.ErrNotFound) || err == nil && st.Status == "stopped" {
 					gone++
 				} else {

@@ -38,7 +38,7 @@ func (s *Server) StartContainer(ctx context.Context, req *runtimeapi.StartContai
 	if sb, err := s.sandboxes.Get(c.SandboxID); err != nil || sb.State != runtimeapi.PodSandboxState_SANDBOX_READY {
 		return nil, fmt.Errorf("sandbox %s of container %s is not ready: %w", c.SandboxID, c.ID, errdefs.ErrFailedPrecondition)
 	}
-	rt, err := s.runtimeFor(c.Handler)
+	rt, err := s.ctr.runtimeFor(c.Handler)
 	if err != nil {
 		return nil, err
 	}

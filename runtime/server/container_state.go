@@ -41,6 +41,11 @@ type containerManager struct {
 	minOOM  int
 	events  *broadcaster
 
+	// The configured OCI runtimes; runtimeFor builds each on first use.
+	handlers       map[string]Handler
+	defaultHandler string
+	handlersDir    string // their --root when a Handler names none
+
 	mu       sync.Mutex
 	exited   map[string]chan struct{} // closed once the container's exit is recorded
 	cpu      map[string]cpuSample     // last CPU reading, for usage rates
@@ -55,6 +60,8 @@ type containerManager struct {
 func (s *Server) initContainers(ctx context.Context) error {
 	m := &s.ctr
 	m.exitDir = filepath.Join(s.cfg.State, "exits")
+	m.handlers, m.defaultHandler = s.cfg.Handlers, s.cfg.DefaultHandler
+	m.handlersDir = filepath.Join(s.cfg.State, "handlers")
 	m.minOOM = oci.MinOOMScoreAdj()
 	m.exited = map[string]chan struct{}{}
 	m.cpu = map[string]cpuSample{}
@@ -136,7 +143,7 @@ func (s *Server) recoverContainer(ctx context.Context, c *store.Container) {
 	if s.handleExit(c.ID) {
 		return
 	}
-	rt, err := s.runtimeFor(c.Handler)
+	rt, err := s.ctr.runtimeFor(c.Handler)
 	if err != nil {
 		// Its handler is no longer configured: the container may well still run, and calling it
 		// exited would have the kubelet start a second copy. Leave it as recorded.
@@ -170,8 +177,9 @@ func (s *Server) recoverContainer(ctx context.Context, c *store.Container) {
 
 // CloseContainers stops the container manager's background work (the exit watcher and event
 // streams). Containers keep running. Server.Close should call it.
-func (s *Server) CloseContainers() {
-	m := &s.ctr
+func (s *Server) CloseContainers() { s.ctr.close() }
+
+func (m *containerManager) close() {
 	m.once.Do(func() {
 		if m.stop != nil {
 			close(m.stop)
@@ -185,35 +193,46 @@ func (s *Server) CloseContainers() {
 	})
 }
 
-// runtimeFor builds the OCI runtime of a handler name ("" is the default handler).
-func (s *Server) runtimeFor(handler string) (*oci.Runtime, error) {
-	if handler == "" {
-		handler = s.cfg.DefaultHandler
+// resolveHandler maps a RuntimeClass handler name to a configured OCI runtime.
+func (m *containerManager) resolveHandler(name string) (string, error) {
+	if name == "" {
+		name = m.defaultHandler
 	}
-	s.ctr.mu.Lock()
-	defer s.ctr.mu.Unlock()
-	if rt, ok := s.ctr.runtimes[handler]; ok {
+	if _, ok := m.handlers[name]; !ok {
+		return "", invalid("runtime handler %q is not configured", name)
+	}
+	return name, nil
+}
+
+// runtimeFor builds the OCI runtime of a handler name ("" is the default handler).
+func (m *containerManager) runtimeFor(handler string) (*oci.Runtime, error) {
+	if handler == "" {
+		handler = m.defaultHandler
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if rt, ok := m.runtimes[handler]; ok {
 		return rt, nil
 	}
-	h, ok := s.cfg.Handlers[handler]
+	h, ok := m.handlers[handler]
 	if !ok {
 		return nil, fmt.Errorf("runtime handler %q is not configured: %w", handler, errdefs.ErrInvalidArgument)
 	}
 	var err error
 	root := h.Root
 	if root == "" {
-		root = filepath.Join(s.cfg.State, "handlers", handler)
+		root = filepath.Join(m.handlersDir, handler)
 	}
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, err
 	}
 	rt := &oci.Runtime{Path: h.Path, Root: root, Args: handlerArgs(h)}
 	if oci.NeedsHybridWrapper(h.Path) {
-		if rt.CgroupPath, err = oci.HybridWrapper(filepath.Join(s.cfg.State, "handlers"), h.Path); err != nil {
+		if rt.CgroupPath, err = oci.HybridWrapper(m.handlersDir, h.Path); err != nil {
 			return nil, err
 		}
 	}
-	s.ctr.runtimes[handler] = rt
+	m.runtimes[handler] = rt
 	return rt, nil
 }
 

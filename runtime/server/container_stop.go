@@ -45,7 +45,7 @@ func (s *Server) stopContainer(ctx context.Context, c *store.Container, grace ti
 	if s.handleExit(c.ID) {
 		return nil
 	}
-	rt, err := s.runtimeFor(c.Handler)
+	rt, err := s.ctr.runtimeFor(c.Handler)
 	if err != nil {
 		return err
 	}
@@ -73,7 +73,7 @@ func (s *Server) stopContainer(ctx context.Context, c *store.Container, grace ti
 		if err := rt.Delete(ctx, c.ID); err != nil {
 			s.log.Debug("delete of a created container", "id", c.ID, "err", err)
 		}
-	} else if !s.killOwnPIDNamespace(rt, c) {
+	} else if !killOwnPIDNamespace(rt, c) {
 		if err := rt.Kill(ctx, c.ID, unix.SIGKILL, true); err != nil {
 			s.log.Debug("kill", "id", c.ID, "err", err)
 		}
@@ -92,7 +92,7 @@ func (s *Server) stopContainer(ctx context.Context, c *store.Container, grace ti
 // processes join it too), without forking the runtime for `kill --all`. A container that may
 // call setns (privileged, or given CAP_SYS_ADMIN) could have children in another PID namespace:
 // for those the runtime kills by cgroup as before. false: not done.
-func (s *Server) killOwnPIDNamespace(rt *oci.Runtime, c *store.Container) bool {
+func killOwnPIDNamespace(rt *oci.Runtime, c *store.Container) bool {
 	sc := c.Config.GetLinux().GetSecurityContext()
 	if rt.Sandboxed() || sc.GetNamespaceOptions().GetPid() != runtimeapi.NamespaceMode_CONTAINER || sc.GetPrivileged() {
 		return false

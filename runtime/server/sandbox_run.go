@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path"
 	"path/filepath"
@@ -27,17 +28,6 @@ const defaultCgroupParent = "/nodelet"
 // sandboxName is the reserved name: one sandbox per pod attempt, as the kubelet expects.
 func sandboxName(md *runtimeapi.PodSandboxMetadata) string {
 	return fmt.Sprintf("%s_%s_%s_%d", md.Name, md.Namespace, md.Uid, md.Attempt)
-}
-
-// resolveHandler maps a RuntimeClass handler name to a configured OCI runtime.
-func (s *Server) resolveHandler(name string) (string, error) {
-	if name == "" {
-		name = s.cfg.DefaultHandler
-	}
-	if _, ok := s.cfg.Handlers[name]; !ok {
-		return "", invalid("runtime handler %q is not configured", name)
-	}
-	return name, nil
 }
 
 // RunPodSandbox makes a pod sandbox. As CreateContainer, it ends with the client's call (or
@@ -100,7 +90,7 @@ type sandboxRun struct {
 }
 
 func (r *sandboxRun) resolveHandler() (err error) {
-	r.handler, err = r.s.resolveHandler(r.req.GetRuntimeHandler())
+	r.handler, err = r.s.ctr.resolveHandler(r.req.GetRuntimeHandler())
 	return err
 }
 
@@ -131,11 +121,11 @@ func (r *sandboxRun) plan() error {
 		State:     runtimeapi.PodSandboxState_SANDBOX_NOTREADY,
 		CreatedAt: time.Now().UnixNano(),
 		Handler:   r.handler,
-		Dir:       s.sandboxDir(id),
+		Dir:       s.sb.dir(id),
 		Creating:  true,
 	}
 	r.sb = sb
-	r.daemonParent = s.daemonCgroupParent()
+	r.daemonParent = s.sb.daemonCgroupParent()
 	sb.CgroupParent = cfg.GetLinux().GetCgroupParent()
 	if sb.CgroupParent == "" {
 		sb.CgroupParent = path.Join(r.daemonParent, id)
@@ -200,11 +190,11 @@ func (r *sandboxRun) makeCgroups() error {
 
 func (r *sandboxRun) makeNamespaces() error {
 	s, sb := r.s, r.sb
-	if err := s.makeNamespaces(sb, r.hostname, !r.hostNet, !r.hostIPC, r.sharedPID); err != nil {
+	if err := s.sb.makeNamespaces(sb, r.hostname, !r.hostNet, !r.hostIPC, r.sharedPID); err != nil {
 		return err
 	}
 	r.undo.push(func() {
-		s.undo("kill pod init", s.killSandboxInit(sb))
+		s.undo("kill pod init", s.sb.killInit(sb))
 		s.undo("unpin namespaces", s.sb.ns.Remove(sb.ID))
 	})
 	return nil
@@ -216,10 +206,10 @@ func (r *sandboxRun) mountShm() error {
 		return nil
 	}
 	s, id := r.s, r.sb.ID
-	shm := filepath.Join(s.sandboxStateDir(id), "shm")
+	shm := filepath.Join(s.sb.stateDir(id), "shm")
 	r.undo.push(func() {
 		s.undo("unmount shm", unmount(shm))
-		s.undo("remove state dir", os.RemoveAll(s.sandboxStateDir(id)))
+		s.undo("remove state dir", os.RemoveAll(s.sb.stateDir(id)))
 	})
 	if err := mountShm(shm); err != nil {
 		return err
@@ -262,7 +252,7 @@ func (r *sandboxRun) recordReady() error {
 // makeNamespaces pins the pod's own namespaces and, when it shares one PID namespace, starts its
 // init inside them, moves it into the pod cgroup and pins its PID namespace. On error, what it
 // made is gone.
-func (s *Server) makeNamespaces(sb *store.Sandbox, hostname string, ownNet, ownIPC, sharedPID bool) (retErr error) {
+func (m *sandboxManager) makeNamespaces(sb *store.Sandbox, hostname string, ownNet, ownIPC, sharedPID bool) (retErr error) {
 	var kinds []nsmgr.Kind
 	if ownNet {
 		// The UTS namespace follows the network's: CRI has no option of its own for it.
@@ -272,7 +262,7 @@ func (s *Server) makeNamespaces(sb *store.Sandbox, hostname string, ownNet, ownI
 		kinds = append(kinds, nsmgr.IPC)
 	}
 	if u := sb.Config.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions(); u != nil && u.GetMode() == runtimeapi.NamespaceMode_POD {
-		return s.makeUsernsNamespaces(sb, hostname, sharedPID, u)
+		return m.makeUsernsNamespaces(sb, hostname, sharedPID, u)
 	}
 	var infraPID int
 	var infraStart uint64
@@ -280,11 +270,11 @@ func (s *Server) makeNamespaces(sb *store.Sandbox, hostname string, ownNet, ownI
 	req := nsmgr.Request{ID: sb.ID, Kinds: kinds, Hostname: hostname, Sysctls: sb.Config.GetLinux().GetSysctls()}
 	if sharedPID {
 		req.Inside = func() (err error) {
-			infraPID, infraStart, exited, err = startInfra(s.cfg.CatatonitPath)
+			infraPID, infraStart, exited, err = startInfra(m.catatonit)
 			return err
 		}
 	}
-	paths, err := s.sb.ns.Pin(req)
+	paths, err := m.ns.Pin(req)
 	if err != nil {
 		if infraPID != 0 {
 			_ = killInfra(infraPID, infraStart, exited)
@@ -299,7 +289,7 @@ func (s *Server) makeNamespaces(sb *store.Sandbox, hostname string, ownNet, ownI
 	if !sharedPID {
 		return nil
 	}
-	return s.adoptInfra(sb, infraPID, infraStart, exited)
+	return m.adoptInfra(sb, infraPID, infraStart, exited)
 }
 
 // makeUsernsNamespaces makes the namespaces of a pod with its own user namespace. A thread of a
@@ -307,15 +297,15 @@ func (s *Server) makeNamespaces(sb *store.Sandbox, hostname string, ownNet, ownI
 // in new user, net, ipc, uts and PID namespaces, the kernel making the others owned by the user
 // namespace, with the pod's mappings written by the parent before it runs. Its namespaces are
 // pinned; it stays as the pod's init when the pod shares its PID namespace, else it is killed.
-func (s *Server) makeUsernsNamespaces(sb *store.Sandbox, hostname string, sharedPID bool, u *runtimeapi.UserNamespace) error {
-	infraPID, infraStart, exited, err := startInfraUserns(s.cfg.CatatonitPath, u)
+func (m *sandboxManager) makeUsernsNamespaces(sb *store.Sandbox, hostname string, sharedPID bool, u *runtimeapi.UserNamespace) error {
+	infraPID, infraStart, exited, err := startInfraUserns(m.catatonit, u)
 	if err != nil {
 		return fmt.Errorf("sandbox namespaces: %w", err)
 	}
-	paths, err := s.sb.ns.PinFrom(sb.ID, infraPID, []nsmgr.Kind{nsmgr.User, nsmgr.Net, nsmgr.UTS, nsmgr.IPC})
+	paths, err := m.ns.PinFrom(sb.ID, infraPID, []nsmgr.Kind{nsmgr.User, nsmgr.Net, nsmgr.UTS, nsmgr.IPC})
 	if err == nil {
 		if err = nsmgr.Setup(paths, hostname, sb.Config.GetLinux().GetSysctls()); err != nil {
-			s.undo("unpin namespaces", s.sb.ns.Remove(sb.ID))
+			m.undo("unpin namespaces", m.ns.Remove(sb.ID))
 		}
 	}
 	if err != nil {
@@ -328,32 +318,32 @@ func (s *Server) makeUsernsNamespaces(sb *store.Sandbox, hostname string, shared
 	sb.NetNSPath, sb.UTSNSPath, sb.IPCNSPath, sb.UserNSPath = paths[nsmgr.Net], paths[nsmgr.UTS], paths[nsmgr.IPC], paths[nsmgr.User]
 	if !sharedPID {
 		if err := killInfra(infraPID, infraStart, exited); err != nil {
-			s.undo("unpin namespaces", s.sb.ns.Remove(sb.ID))
+			m.undo("unpin namespaces", m.ns.Remove(sb.ID))
 			return err
 		}
 		return nil
 	}
-	return s.adoptInfra(sb, infraPID, infraStart, exited)
+	return m.adoptInfra(sb, infraPID, infraStart, exited)
 }
 
 // adoptInfra makes the started catatonit the pod's init: its reaper is recorded, it moves into
 // the pod cgroup and its PID namespace is pinned. On error the init is killed and the pins gone.
-func (s *Server) adoptInfra(sb *store.Sandbox, infraPID int, infraStart uint64, exited <-chan struct{}) (retErr error) {
+func (m *sandboxManager) adoptInfra(sb *store.Sandbox, infraPID int, infraStart uint64, exited <-chan struct{}) (retErr error) {
 	var err error
-	s.sb.mu.Lock()
-	s.sb.infraExited[sb.ID] = exited
-	s.sb.mu.Unlock()
+	m.mu.Lock()
+	m.infraExited[sb.ID] = exited
+	m.mu.Unlock()
 	sb.InfraPID, sb.InfraStartTime = infraPID, infraStart
 	defer func() {
 		if retErr != nil {
-			s.undo("kill pod init", s.killSandboxInit(sb))
-			s.undo("unpin namespaces", s.sb.ns.Remove(sb.ID))
+			m.undo("kill pod init", m.killInit(sb))
+			m.undo("unpin namespaces", m.ns.Remove(sb.ID))
 		}
 	}()
 	if err := addToCgroup(sb.CgroupParent, infraPID); err != nil {
 		return err
 	}
-	if sb.PIDNSPath, err = s.sb.ns.PinPID(sb.ID, infraPID); err != nil {
+	if sb.PIDNSPath, err = m.ns.PinPID(sb.ID, infraPID); err != nil {
 		return err
 	}
 	return nil
@@ -376,8 +366,12 @@ func mountShm(p string) error {
 }
 
 // undo logs the failure of a rollback step: the original error is what the caller must see.
-func (s *Server) undo(step string, err error) {
+func (s *Server) undo(step string, err error) { logUndo(s.log, step, err) }
+
+func (m *sandboxManager) undo(step string, err error) { logUndo(m.log, step, err) }
+
+func logUndo(log *slog.Logger, step string, err error) {
 	if err != nil {
-		s.log.Error("rollback step failed", "step", step, "err", err)
+		log.Error("rollback step failed", "step", step, "err", err)
 	}
 }

@@ -21,7 +21,7 @@ func (s *Server) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSand
 	if err != nil {
 		return nil, err
 	}
-	unlock := s.lockSandbox(sb.ID)
+	unlock := s.sb.lock(sb.ID)
 	defer unlock()
 	if err := s.stopSandboxLocked(ctx, sb.ID); err != nil {
 		return nil, err
