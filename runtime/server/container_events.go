@@ -146,12 +146,6 @@ func (s *Server) eventPayload(ev pendingEvent) *runtimeapi.ContainerEventRespons
 	return resp
 }
 
-// publishContainerEvent lets other parts of the server (the sandbox RPCs) announce lifecycle
-// events on the same stream; id may be a sandbox ID (then sandboxID is the same).
-func (s *Server) publishContainerEvent(id, sandboxID string, typ runtimeapi.ContainerEventType) {
-	s.ctr.events.publish(id, sandboxID, typ)
-}
-
 // GetContainerEvents streams lifecycle events until the client goes away.
 func (s *Server) GetContainerEvents(req *runtimeapi.GetEventsRequest, stream runtimeapi.RuntimeService_GetContainerEventsServer) error {
 	b := s.ctr.events
