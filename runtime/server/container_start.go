@@ -46,8 +46,8 @@ func (s *Server) StartContainer(ctx context.Context, req *runtimeapi.StartContai
 		// A container that failed to start is over: record it so the kubelet sees why, and
 		// free its monitor (which waits for a process that will never run).
 		_ = rt.Kill(context.WithoutCancel(ctx), c.ID, 9, false)
-		if !s.waitExit(context.WithoutCancel(ctx), c, 5*time.Second) {
-			s.markExited(c, 128, time.Now(), "StartError", err.Error())
+		if !s.ctr.waitExit(context.WithoutCancel(ctx), c, 5*time.Second) {
+			s.ctr.markExited(c, 128, time.Now(), "StartError", err.Error())
 		}
 		c.Lock()
 		c.Status.Reason, c.Status.Message = "StartError", err.Error()

@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -35,11 +36,18 @@ import (
 	"github.com/nodelet/nodelet/runtime/store"
 )
 
-// containerManager holds what the container RPCs need beyond the registry.
+// containerManager holds what the container RPCs need beyond the registry: the OCI runtimes by
+// handler, exit watching (the exit watcher, the monitor check, who waits for an exit), CPU samples
+// and the event stream.
 type containerManager struct {
 	exitDir string
 	minOOM  int
 	events  *broadcaster
+
+	// Shared with Server, which adds and removes containers; the manager records their exits.
+	containers *store.Registry[*store.Container]
+	db         *store.Dir[store.Container]
+	log        *slog.Logger
 
 	// The configured OCI runtimes; runtimeFor builds each on first use.
 	handlers       map[string]Handler
@@ -59,6 +67,7 @@ type containerManager struct {
 // initContainers rebuilds the container registry from disk and the OCI runtimes after a (re)start.
 func (s *Server) initContainers(ctx context.Context) error {
 	m := &s.ctr
+	m.containers, m.db, m.log = s.containers, s.containerDB, s.log
 	m.exitDir = filepath.Join(s.cfg.State, "exits")
 	m.handlers, m.defaultHandler = s.cfg.Handlers, s.cfg.DefaultHandler
 	m.handlersDir = filepath.Join(s.cfg.State, "handlers")
@@ -81,8 +90,8 @@ func (s *Server) initContainers(ctx context.Context) error {
 		return err
 	}
 	m.watcher = w
-	go s.watchExits()
-	go s.watchMonitors()
+	go m.watchExits()
+	go m.watchMonitors()
 
 	records, bad, err := s.containerDB.Load()
 	if err != nil {
@@ -112,7 +121,7 @@ func (s *Server) initContainers(ctx context.Context) error {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			s.recoverContainer(ctx, c)
+			m.recoverContainer(ctx, c)
 		}()
 	}
 	wg.Wait()
@@ -134,20 +143,20 @@ func (s *Server) undoCutShortCreate(ctx context.Context, c *store.Container) err
 }
 
 // recoverContainer reconciles one record with what happened while the daemon was away.
-func (s *Server) recoverContainer(ctx context.Context, c *store.Container) {
+func (m *containerManager) recoverContainer(ctx context.Context, c *store.Container) {
 	st := c.Snapshot()
 	if st.State == runtimeapi.ContainerState_CONTAINER_EXITED {
-		s.ctr.markClosed(c.ID) // waiters return at once
+		m.markClosed(c.ID) // waiters return at once
 		return
 	}
-	if s.handleExit(c.ID) {
+	if m.handleExit(c.ID) {
 		return
 	}
-	rt, err := s.ctr.runtimeFor(c.Handler)
+	rt, err := m.runtimeFor(c.Handler)
 	if err != nil {
 		// Its handler is no longer configured: the container may well still run, and calling it
 		// exited would have the kubelet start a second copy. Leave it as recorded.
-		s.log.Error("container's runtime handler is gone; its state cannot be checked", "id", c.ID, "handler", c.Handler, "err", err)
+		m.log.Error("container's runtime handler is gone; its state cannot be checked", "id", c.ID, "handler", c.Handler, "err", err)
 		return
 	}
 	rs, err := rt.State(ctx, c.ID)
@@ -160,18 +169,18 @@ func (s *Server) recoverContainer(ctx context.Context, c *store.Container) {
 			c.Status.StartedAt = time.Now().UnixNano()
 		}
 		c.Status.Pid = rs.Pid
-		_ = s.containerDB.Put(c.ID, c)
+		_ = m.db.Put(c.ID, c)
 		c.Unlock()
 	case err == nil && (rs.Status == "created" || rs.Status == "creating"):
 	default:
-		if s.handleExit(c.ID) {
+		if m.handleExit(c.ID) {
 			return
 		}
 		msg := "the container ended while the runtime was not watching and its exit code was lost"
 		if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 			msg += ": " + err.Error()
 		}
-		s.markExited(c, 255, time.Now(), "Unknown", msg)
+		m.markExited(c, 255, time.Now(), "Unknown", msg)
 	}
 }
 

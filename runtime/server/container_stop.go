@@ -42,7 +42,7 @@ func (s *Server) stopContainer(ctx context.Context, c *store.Container, grace ti
 	if c.Snapshot().State == runtimeapi.ContainerState_CONTAINER_EXITED {
 		return nil
 	}
-	if s.handleExit(c.ID) {
+	if s.ctr.handleExit(c.ID) {
 		return nil
 	}
 	rt, err := s.ctr.runtimeFor(c.Handler)
@@ -60,7 +60,7 @@ func (s *Server) stopContainer(ctx context.Context, c *store.Container, grace ti
 				s.log.Debug("stop signal", "id", c.ID, "err", err) // it may have just exited
 			}
 		}
-		if s.waitExit(ctx, c, grace) {
+		if s.ctr.waitExit(ctx, c, grace) {
 			return nil
 		}
 		if ctx.Err() != nil {
@@ -78,7 +78,7 @@ func (s *Server) stopContainer(ctx context.Context, c *store.Container, grace ti
 			s.log.Debug("kill", "id", c.ID, "err", err)
 		}
 	}
-	if !s.waitExit(ctx, c, killWait) {
+	if !s.ctr.waitExit(ctx, c, killWait) {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
