@@ -48,7 +48,7 @@ func (s *Server) removeContainer(ctx context.Context, c *store.Container) (retEr
 			c.Unlock()
 		}
 	}()
-	if err := s.stopContainer(ctx, c, 0); err != nil {
+	if err := s.ctr.stopContainer(ctx, c, 0); err != nil {
 		return err
 	}
 	rt, err := s.ctr.runtimeFor(c.Handler)
