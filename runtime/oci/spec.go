@@ -41,8 +41,6 @@ type SpecInput struct {
 	// MinOOMScoreAdj is the lowest oom_score_adj the daemon may set (its own); requests below it
 	// are raised to it, since without CAP_SYS_RESOURCE the kernel refuses them.
 	MinOOMScoreAdj int
-	// SeccompRoot confines Localhost seccomp profiles when set.
-	SeccompRoot string
 }
 
 // ociVersion is the spec version written: the oldest one the runtimes here (crun 1.8 refuses
@@ -114,7 +112,7 @@ func Generate(in SpecInput) (*specs.Spec, error) {
 		return nil, err
 	}
 	setPaths(s, sc, privileged)
-	seccomp, err := seccompFor(sc, privileged, in.SeccompRoot)
+	seccomp, err := seccompFor(sc, privileged, "")
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/runtime/errdefs"
+	"github.com/nodelet/nodelet/runtime/imagestore"
 	"github.com/nodelet/nodelet/runtime/oci"
 	"github.com/nodelet/nodelet/runtime/store"
 )
@@ -47,6 +48,18 @@ func rollbackCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 }
 
+// undoStack holds the undo of each step a create has done, so a failure takes them back newest
+// first.
+type undoStack []func()
+
+func (u *undoStack) push(f func()) { *u = append(*u, f) }
+
+func (u undoStack) run() {
+	for i := len(u) - 1; i >= 0; i-- {
+		u[i]()
+	}
+}
+
 // CreateContainer makes a container in the CREATED state. The work ends with the client's call:
 // a client that gives up (or Config.CreateTimeout) fails the create, and every step done is undone,
 // newest first, before the name is released, so a retry of the same name finds it free.
@@ -62,190 +75,270 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 		return nil, fmt.Errorf("sandbox %q: %w", req.GetPodSandboxId(), err)
 	}
 	// Held until the container is registered or undone, so a Stop or Remove of the pod either
-	// comes first (and this create fails below) or waits and then finds the container.
-	unlockSandbox := s.rlockSandbox(sb.ID)
+	// comes first (and this create fails in joinSandbox) or waits and then finds the container.
+	unlockSandbox := s.sb.rlock(sb.ID)
 	defer unlockSandbox()
-	if sb, err = s.sandboxes.Get(sb.ID); err != nil {
-		return nil, fmt.Errorf("sandbox %s was removed: %w", req.GetPodSandboxId(), err)
-	}
-	if sb.State != runtimeapi.PodSandboxState_SANDBOX_READY {
-		return nil, fmt.Errorf("sandbox %s is not ready: %w", sb.ID, errdefs.ErrFailedPrecondition)
-	}
-	sbCfg := sb.Config
-	if sbCfg == nil {
-		sbCfg = req.GetSandboxConfig()
-	}
-	rt, err := s.runtimeFor(sb.Handler)
-	if err != nil {
-		return nil, err
-	}
 
-	id := store.NewID()
-	md := cfg.GetMetadata()
-	name := strings.Join([]string{md.GetName(), sbCfg.GetMetadata().GetName(), sbCfg.GetMetadata().GetNamespace(),
-		sbCfg.GetMetadata().GetUid(), fmt.Sprint(md.GetAttempt())}, "_")
-	if err := s.containers.ReserveName(name, id); err != nil {
-		return nil, err
-	}
+	cc := &containerCreate{s: s, ctx: ctx, req: req, cfg: cfg, sb: sb}
 	defer func() {
 		if retErr != nil {
-			s.containers.ReleaseName(name, id)
+			cc.undo.run()
 		}
 	}()
-
-	if s.cfg.Images == nil {
-		return nil, fmt.Errorf("no image store configured: %w", errdefs.ErrUnavailable)
-	}
-	rootfs, err := s.cfg.Images.PrepareRootfs(ctx, id, cfg.GetImage().GetImage())
-	if err != nil {
-		return nil, fmt.Errorf("rootfs from image %q: %w", cfg.GetImage().GetImage(), err)
-	}
-	defer func() {
-		if retErr != nil {
-			rctx, cancel := rollbackCtx(ctx)
-			defer cancel()
-			s.undo("remove rootfs", s.cfg.Images.RemoveRootfs(rctx, id))
-		}
-	}()
-
-	bundle := filepath.Join(s.cfg.Root, "containers", id)
-	if err := os.MkdirAll(bundle, 0o700); err != nil {
-		return nil, err
-	}
-	defer func() {
-		if retErr != nil {
-			s.undo("remove bundle", os.RemoveAll(bundle))
-		}
-	}()
-	rootPath := rootfs.Path
-	if sb.UserNSPath != "" {
-		if err := s.idmapRootfs(id, sb.UserNSPath, sb.Config.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions()); err != nil {
+	// Each step that makes something pushes its undo onto cc.undo.
+	for _, step := range []func() error{
+		cc.joinSandbox,
+		cc.resolveRuntime,
+		cc.reserveName,
+		cc.prepareRootfs,
+		cc.makeBundle,
+		cc.idmapRootfs,
+		cc.placeLogs,
+		cc.placeCgroup,
+		cc.prepareImageVolumes,
+		cc.writeSpec,
+		cc.recordCreating,
+		cc.createUnderConmon,
+		cc.recordCreated,
+	} {
+		if err := step(); err != nil {
 			return nil, err
 		}
 	}
+	s.containers.Add(cc.id, cc.c)
+	s.ctr.events.publish(cc.id, cc.sb.ID, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT)
+	return &runtimeapi.CreateContainerResponse{ContainerId: cc.id}, nil
+}
 
-	logPath := ""
-	if dir := sbCfg.GetLogDirectory(); dir != "" && cfg.GetLogPath() != "" {
-		logPath = filepath.Join(dir, cfg.GetLogPath())
-		if err := privateLogDir(filepath.Dir(logPath)); err != nil {
-			return nil, fmt.Errorf("log dir: %w", err)
+// containerCreate is one CreateContainer in progress: what its steps have made so far, and in
+// undo how to take each back.
+type containerCreate struct {
+	s   *Server
+	ctx context.Context
+	req *runtimeapi.CreateContainerRequest
+	cfg *runtimeapi.ContainerConfig
+
+	sb    *store.Sandbox
+	sbCfg *runtimeapi.PodSandboxConfig
+	rt    *oci.Runtime
+
+	id, name   string
+	rootfs     *imagestore.Rootfs
+	bundle     string
+	logPath    string // "" when the kubelet asked for no log
+	monitorLog string
+	cgroupPath string
+	// specCfg is what the spec is built from: cfg, or a copy with image volumes as binds.
+	specCfg   *runtimeapi.ContainerConfig
+	imageVols []string
+	spec      *specs.Spec
+	c         *store.Container
+	mon       *oci.Monitor
+	pid       int // of the container's init
+
+	undo undoStack
+}
+
+// joinSandbox checks, under the sandbox's lock, that the sandbox is still there and ready.
+func (cc *containerCreate) joinSandbox() error {
+	sb, err := cc.s.sandboxes.Get(cc.sb.ID)
+	if err != nil {
+		return fmt.Errorf("sandbox %s was removed: %w", cc.req.GetPodSandboxId(), err)
+	}
+	cc.sb = sb
+	if sb.State != runtimeapi.PodSandboxState_SANDBOX_READY {
+		return fmt.Errorf("sandbox %s is not ready: %w", sb.ID, errdefs.ErrFailedPrecondition)
+	}
+	cc.sbCfg = sb.Config
+	if cc.sbCfg == nil {
+		cc.sbCfg = cc.req.GetSandboxConfig()
+	}
+	return nil
+}
+
+func (cc *containerCreate) resolveRuntime() (err error) {
+	cc.rt, err = cc.s.ctr.runtimeFor(cc.sb.Handler)
+	return err
+}
+
+func (cc *containerCreate) reserveName() error {
+	cc.id = store.NewID()
+	md, pod := cc.cfg.GetMetadata(), cc.sbCfg.GetMetadata()
+	cc.name = strings.Join([]string{md.GetName(), pod.GetName(), pod.GetNamespace(), pod.GetUid(), fmt.Sprint(md.GetAttempt())}, "_")
+	if err := cc.s.containers.ReserveName(cc.name, cc.id); err != nil {
+		return err
+	}
+	cc.undo.push(func() { cc.s.containers.ReleaseName(cc.name, cc.id) })
+	return nil
+}
+
+func (cc *containerCreate) prepareRootfs() error {
+	s := cc.s
+	if s.cfg.Images == nil {
+		return fmt.Errorf("no image store configured: %w", errdefs.ErrUnavailable)
+	}
+	image := cc.cfg.GetImage().GetImage()
+	rootfs, err := s.cfg.Images.PrepareRootfs(cc.ctx, cc.id, image)
+	if err != nil {
+		return fmt.Errorf("rootfs from image %q: %w", image, err)
+	}
+	cc.rootfs = rootfs
+	cc.undo.push(func() {
+		rctx, cancel := rollbackCtx(cc.ctx)
+		defer cancel()
+		s.undo("remove rootfs", s.cfg.Images.RemoveRootfs(rctx, cc.id))
+	})
+	return nil
+}
+
+func (cc *containerCreate) makeBundle() error {
+	cc.bundle = filepath.Join(cc.s.cfg.Root, "containers", cc.id)
+	if err := os.MkdirAll(cc.bundle, 0o700); err != nil {
+		return err
+	}
+	cc.undo.push(func() { cc.s.undo("remove bundle", os.RemoveAll(cc.bundle)) })
+	return nil
+}
+
+// idmapRootfs maps the rootfs into the pod's user namespace, when it has one.
+func (cc *containerCreate) idmapRootfs() error {
+	if cc.sb.UserNSPath == "" {
+		return nil
+	}
+	return cc.s.idmapRootfs(cc.id, cc.sb.UserNSPath, cc.sb.Config.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions())
+}
+
+// placeLogs makes the container's log dir; conmon logs into the bundle when there is none.
+func (cc *containerCreate) placeLogs() error {
+	if dir := cc.sbCfg.GetLogDirectory(); dir != "" && cc.cfg.GetLogPath() != "" {
+		cc.logPath = filepath.Join(dir, cc.cfg.GetLogPath())
+		if err := privateLogDir(filepath.Dir(cc.logPath)); err != nil {
+			return fmt.Errorf("log dir: %w", err)
 		}
 	}
-	monitorLog := logPath
-	if monitorLog == "" {
-		monitorLog = filepath.Join(bundle, "ctr.log") // conmon must log somewhere
+	cc.monitorLog = cc.logPath
+	if cc.monitorLog == "" {
+		cc.monitorLog = filepath.Join(cc.bundle, "ctr.log") // conmon must log somewhere
 	}
+	return nil
+}
 
-	parent := sb.CgroupParent
+// placeCgroup names the container's cgroup, under its pod's.
+func (cc *containerCreate) placeCgroup() error {
+	parent := cc.sb.CgroupParent
 	if parent == "" {
-		parent = s.cfg.CgroupParent
+		parent = cc.s.sb.daemonCgroupParent()
 	}
-	if parent == "" {
-		parent = "/nodelet"
-	}
-	cgroupPath := filepath.Join(parent, containerCgroupPrefix+id)
+	cc.cgroupPath = filepath.Join(parent, containerCgroupPrefix+cc.id)
+	return nil
+}
 
-	// Image volumes become read-only binds of rootfs the image store makes; the spec is built
-	// from a copy of the request holding those binds, the record keeps the request as it came.
-	specCfg := cfg
-	var imageVols []string
-	for _, m := range cfg.GetMounts() {
+// prepareImageVolumes makes image volumes read-only binds of rootfs the image store makes; the
+// spec is built from a copy of the request holding those binds, the record keeps the request as
+// it came.
+func (cc *containerCreate) prepareImageVolumes() error {
+	s := cc.s
+	cc.specCfg = cc.cfg
+	for _, m := range cc.cfg.GetMounts() {
 		if m.GetImage().GetImage() != "" {
-			var mounts []*runtimeapi.Mount
-			if mounts, imageVols, err = s.prepareImageVolumes(ctx, id, cfg.GetMounts()); err != nil {
-				return nil, err
+			mounts, vols, err := s.prepareImageVolumes(cc.ctx, cc.id, cc.cfg.GetMounts())
+			if err != nil {
+				return err
 			}
-			specCfg = proto.Clone(cfg).(*runtimeapi.ContainerConfig)
-			specCfg.Mounts = mounts
+			cc.imageVols = vols
+			cc.specCfg = proto.Clone(cc.cfg).(*runtimeapi.ContainerConfig)
+			cc.specCfg.Mounts = mounts
 			break
 		}
 	}
-	defer func() {
-		if retErr != nil {
-			rctx, cancel := rollbackCtx(ctx)
-			defer cancel()
-			s.undo("remove image volumes", s.removeImageVolumes(rctx, imageVols))
-		}
-	}()
+	cc.undo.push(func() {
+		rctx, cancel := rollbackCtx(cc.ctx)
+		defer cancel()
+		s.undo("remove image volumes", s.removeImageVolumes(rctx, cc.imageVols))
+	})
+	return nil
+}
 
-	targetPIDNS, err := s.targetPIDNamespace(cfg, sb.ID)
+// writeSpec generates the OCI spec and writes it into the bundle.
+func (cc *containerCreate) writeSpec() error {
+	s, sb := cc.s, cc.sb
+	targetPIDNS, err := s.targetPIDNamespace(cc.cfg, sb.ID)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	spec, err := oci.Generate(oci.SpecInput{
-		ID: id, Config: specCfg, Sandbox: sbCfg, Rootfs: rootPath, Image: rootfs.Config,
+		ID: cc.id, Config: cc.specCfg, Sandbox: cc.sbCfg, Rootfs: cc.rootfs.Path, Image: cc.rootfs.Config,
 		NetNSPath: sb.NetNSPath, IPCNSPath: sb.IPCNSPath, UTSNSPath: sb.UTSNSPath, PIDNSPath: sb.PIDNSPath, UserNSPath: sb.UserNSPath,
-		TargetPIDNSPath: targetPIDNS, ShmPath: sb.ShmPath, SandboxDir: sb.Dir, CgroupsPath: cgroupPath, MinOOMScoreAdj: s.ctr.minOOM,
+		TargetPIDNSPath: targetPIDNS, ShmPath: sb.ShmPath, SandboxDir: sb.Dir, CgroupsPath: cc.cgroupPath, MinOOMScoreAdj: s.ctr.minOOM,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := oci.WriteBundle(bundle, spec); err != nil {
-		return nil, err
-	}
+	cc.spec = spec
+	return oci.WriteBundle(cc.bundle, spec)
+}
 
-	stopSignal := rootfs.Config.StopSignal
+// recordCreating persists the container's record, marked Creating. The record goes to disk
+// before conmon runs, marked Creating until the runtime holds the container: a daemon killed in
+// between finds it on restart and undoes the create, instead of leaving an unknown container.
+func (cc *containerCreate) recordCreating() error {
+	cfg := cc.cfg
+	stopSignal := cc.rootfs.Config.StopSignal
 	if sig := cfg.GetStopSignal(); sig != runtimeapi.Signal_RUNTIME_DEFAULT {
 		stopSignal = sig.String()
 	}
-	c := &store.Container{
-		ID: id, Name: name, SandboxID: sb.ID, Config: cfg, CreatedAt: time.Now().UnixNano(), Handler: sb.Handler,
-		Image: cfg.GetImage().GetImage(), ImageID: rootfs.ImageID, ImageRef: rootfs.ImageRef,
-		Bundle: bundle, Rootfs: rootPath, ImageVolumes: imageVols, LogPath: logPath, CgroupPath: cgroupPath, StopSignal: stopSignal,
-		User: containerUser(spec.Process.User), Creating: true,
+	cc.c = &store.Container{
+		ID: cc.id, Name: cc.name, SandboxID: cc.sb.ID, Config: cfg, CreatedAt: time.Now().UnixNano(), Handler: cc.sb.Handler,
+		Image: cfg.GetImage().GetImage(), ImageID: cc.rootfs.ImageID, ImageRef: cc.rootfs.ImageRef,
+		Bundle: cc.bundle, Rootfs: cc.rootfs.Path, ImageVolumes: cc.imageVols, LogPath: cc.logPath, CgroupPath: cc.cgroupPath, StopSignal: stopSignal,
+		User: containerUser(cc.spec.Process.User), Creating: true,
 		Status: store.ContainerStatus{
 			State:     runtimeapi.ContainerState_CONTAINER_CREATED,
 			Resources: cfg.GetLinux().GetResources(),
 		},
 	}
-	// The record goes to disk before conmon runs, marked Creating until the runtime holds the
-	// container: a daemon killed in between finds it on restart and undoes the create, instead
-	// of leaving an unknown container.
-	if err := s.containerDB.Put(id, c); err != nil {
-		return nil, err
+	if err := cc.s.containerDB.Put(cc.id, cc.c); err != nil {
+		return err
 	}
-	defer func() {
-		if retErr != nil {
-			s.undo("delete record", s.containerDB.Delete(id))
-		}
-	}()
+	cc.undo.push(func() { cc.s.undo("delete record", cc.s.containerDB.Delete(cc.id)) })
+	return nil
+}
 
-	mon := &oci.Monitor{
-		ConmonPath: s.cfg.ConmonPath, Runtime: rt, ID: id, Bundle: bundle, LogPath: monitorLog,
+// createUnderConmon has conmon run `runtime create`.
+func (cc *containerCreate) createUnderConmon() error {
+	s, cfg := cc.s, cc.cfg
+	cc.mon = &oci.Monitor{
+		ConmonPath: s.cfg.ConmonPath, Runtime: cc.rt, ID: cc.id, Bundle: cc.bundle, LogPath: cc.monitorLog,
 		ExitDir: s.ctr.exitDir, Stdin: cfg.GetStdin(), StdinOnce: cfg.GetStdinOnce(), Tty: cfg.GetTty(),
 		LogSizeMax: s.cfg.ContainerLogMaxSize,
 	}
 	// From here the runtime may hold the container: kill the monitor and a runtime call hung
 	// under it (both name the bundle; a hung `runtime create` would outlive its monitor), undo
 	// through the runtime, and drop the exit file the killed monitor may leave.
-	defer func() {
-		if retErr != nil {
-			mon.KillConmon()
-			killProcessesMentioning(bundle)
-			rctx, cancel := rollbackCtx(ctx)
-			defer cancel()
-			s.undo("delete from runtime", rt.Delete(rctx, id))
-			if err := os.Remove(filepath.Join(s.ctr.exitDir, id)); err != nil && !os.IsNotExist(err) {
-				s.undo("remove exit file", err)
-			}
+	cc.undo.push(func() {
+		cc.mon.KillConmon()
+		killProcessesMentioning(cc.bundle)
+		rctx, cancel := rollbackCtx(cc.ctx)
+		defer cancel()
+		s.undo("delete from runtime", cc.rt.Delete(rctx, cc.id))
+		if err := os.Remove(filepath.Join(s.ctr.exitDir, cc.id)); err != nil && !os.IsNotExist(err) {
+			s.undo("remove exit file", err)
 		}
-	}()
-	pid, err := mon.Create(ctx)
-	if err != nil {
-		return nil, err
-	}
+	})
+	var err error
+	cc.pid, err = cc.mon.Create(cc.ctx)
+	return err
+}
+
+// recordCreated persists that the runtime now holds the container.
+func (cc *containerCreate) recordCreated() error {
+	c := cc.c
 	c.Lock()
-	c.Status.Pid = pid
-	c.Status.ConmonPid = oci.ConmonPIDOf(bundle)
+	defer c.Unlock()
+	c.Status.Pid = cc.pid
+	c.Status.ConmonPid = oci.ConmonPIDOf(cc.bundle)
 	c.Creating = false
-	err = s.containerDB.Put(id, c)
-	c.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	s.containers.Add(id, c)
-	s.ctr.events.publish(id, sb.ID, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT)
-	return &runtimeapi.CreateContainerResponse{ContainerId: id}, nil
+	return cc.s.containerDB.Put(cc.id, c)
 }
 
 // targetPIDNamespace finds the PID namespace a debug container asks to share (kubectl debug

@@ -18,7 +18,7 @@ import (
 // doubt — a cgroup still busy (processes outlived the init, as in a pod-shared PID namespace), an
 // unexpected error, gVisor, a container not known to have exited — leaves the work to the
 // runtime's own `delete --force`, which also kills what is left.
-func (s *Server) deleteFromRuntime(ctx context.Context, rt *oci.Runtime, c *store.Container) error {
+func deleteFromRuntime(ctx context.Context, rt *oci.Runtime, c *store.Container) error {
 	if !rt.Sandboxed() && c.Snapshot().State == runtimeapi.ContainerState_CONTAINER_EXITED && removeExitedState(rt, c) {
 		return nil
 	}

@@ -140,16 +140,10 @@ func (s *Server) eventPayload(ev pendingEvent) *runtimeapi.ContainerEventRespons
 	}
 	for _, c := range s.containers.List() {
 		if c.SandboxID == sandboxID {
-			resp.ContainersStatuses = append(resp.ContainersStatuses, s.containerStatus(c))
+			resp.ContainersStatuses = append(resp.ContainersStatuses, containerStatus(c))
 		}
 	}
 	return resp
-}
-
-// publishContainerEvent lets other parts of the server (the sandbox RPCs) announce lifecycle
-// events on the same stream; id may be a sandbox ID (then sandboxID is the same).
-func (s *Server) publishContainerEvent(id, sandboxID string, typ runtimeapi.ContainerEventType) {
-	s.ctr.events.publish(id, sandboxID, typ)
 }
 
 // GetContainerEvents streams lifecycle events until the client goes away.

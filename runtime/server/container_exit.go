@@ -21,8 +21,7 @@ import (
 // polling by whoever waits for one (a lost event), and a periodic check of the monitors' pids (a
 // conmon that died and will write nothing).
 
-func (s *Server) watchExits() {
-	m := &s.ctr
+func (m *containerManager) watchExits() {
 	for {
 		select {
 		case <-m.stop:
@@ -32,14 +31,14 @@ func (s *Server) watchExits() {
 				return
 			}
 			if ev.Op&(fsnotify.Create|fsnotify.Write|fsnotify.Rename) != 0 {
-				s.handleExit(filepath.Base(ev.Name))
+				m.handleExit(filepath.Base(ev.Name))
 			}
 		case err, ok := <-m.watcher.Errors:
 			if !ok {
 				return
 			}
 			// An overflow loses events; every waiter also polls, so exits are still found.
-			s.log.Warn("exit watcher", "err", err)
+			m.log.Warn("exit watcher", "err", err)
 		}
 	}
 }
@@ -49,16 +48,16 @@ func (s *Server) watchExits() {
 // container's exit would go unnoticed until someone stopped it.
 const monitorCheckInterval = 10 * time.Second
 
-func (s *Server) watchMonitors() {
+func (m *containerManager) watchMonitors() {
 	t := time.NewTicker(monitorCheckInterval)
 	defer t.Stop()
 	for {
 		select {
-		case <-s.ctr.stop:
+		case <-m.stop:
 			return
 		case <-t.C:
 		}
-		for _, c := range s.containers.List() {
+		for _, c := range m.containers.List() {
 			st := c.Snapshot()
 			if st.State != runtimeapi.ContainerState_CONTAINER_RUNNING || st.ConmonPid <= 0 || st.Removing {
 				continue
@@ -67,10 +66,10 @@ func (s *Server) watchMonitors() {
 			if err := unix.Kill(st.ConmonPid, 0); !errors.Is(err, unix.ESRCH) {
 				continue
 			}
-			if s.handleExit(c.ID) {
+			if m.handleExit(c.ID) {
 				continue
 			}
-			rt, err := s.runtimeFor(c.Handler)
+			rt, err := m.runtimeFor(c.Handler)
 			if err != nil {
 				continue
 			}
@@ -78,22 +77,22 @@ func (s *Server) watchMonitors() {
 			rs, err := rt.State(ctx, c.ID)
 			cancel()
 			if errors.Is(err, errdefs.ErrNotFound) || err == nil && rs.Status == "stopped" {
-				s.markExited(c, 255, time.Now(), "Unknown", "the container's monitor died; its exit code was lost")
+				m.markExited(c, 255, time.Now(), "Unknown", "the container's monitor died; its exit code was lost")
 			}
 		}
 	}
 }
 
 // handleExit records a container's exit from its exit file; false when there is none (yet).
-func (s *Server) handleExit(id string) bool {
+func (m *containerManager) handleExit(id string) bool {
 	if store.ValidID(id) != nil {
 		return false
 	}
-	code, at, ok := oci.ReadExitFile(filepath.Join(s.ctr.exitDir, id))
+	code, at, ok := oci.ReadExitFile(filepath.Join(m.exitDir, id))
 	if !ok {
 		return false
 	}
-	c, err := s.containers.Get(id)
+	c, err := m.containers.Get(id)
 	if err != nil || c.ID != id {
 		return false
 	}
@@ -101,14 +100,14 @@ func (s *Server) handleExit(id string) bool {
 	if code != 0 {
 		reason = "Error"
 	}
-	if s.oomKilled(c) {
+	if oomKilled(c) {
 		reason = "OOMKilled"
 	}
-	s.markExited(c, int32(code), at, reason, "")
+	m.markExited(c, int32(code), at, reason, "")
 	return true
 }
 
-func (s *Server) oomKilled(c *store.Container) bool {
+func oomKilled(c *store.Container) bool {
 	if _, err := os.Stat(filepath.Join(c.Bundle, oci.OOMFile)); err == nil {
 		return true
 	}
@@ -117,11 +116,11 @@ func (s *Server) oomKilled(c *store.Container) bool {
 }
 
 // markExited moves a container to EXITED once; later calls change nothing.
-func (s *Server) markExited(c *store.Container, code int32, at time.Time, reason, msg string) {
+func (m *containerManager) markExited(c *store.Container, code int32, at time.Time, reason, msg string) {
 	c.Lock()
 	if c.Status.State == runtimeapi.ContainerState_CONTAINER_EXITED {
 		c.Unlock()
-		s.ctr.markClosed(c.ID)
+		m.markClosed(c.ID)
 		return
 	}
 	c.Status.State = runtimeapi.ContainerState_CONTAINER_EXITED
@@ -131,16 +130,15 @@ func (s *Server) markExited(c *store.Container, code int32, at time.Time, reason
 		c.Status.StartedAt = c.Status.FinishedAt
 	}
 	c.Status.Reason, c.Status.Message = reason, msg
-	if err := s.containerDB.Put(c.ID, c); err != nil {
-		s.log.Error("persist container exit", "id", c.ID, "err", err)
+	if err := m.db.Put(c.ID, c); err != nil {
+		m.log.Error("persist container exit", "id", c.ID, "err", err)
 	}
 	c.Unlock()
-	s.ctr.markClosed(c.ID)
-	s.ctr.events.publish(c.ID, c.SandboxID, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT)
+	m.markClosed(c.ID)
+	m.events.publish(c.ID, c.SandboxID, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT)
 }
 
-func (s *Server) exitChan(id string) chan struct{} {
-	m := &s.ctr
+func (m *containerManager) exitChan(id string) chan struct{} {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	ch, ok := m.exited[id]
@@ -175,8 +173,8 @@ func (m *containerManager) forget(id string) {
 
 // waitExit waits up to d for the container to exit. Besides the watcher's signal it polls the
 // exit file and the runtime, so a lost inotify event or a dead conmon cannot hang a Stop.
-func (s *Server) waitExit(ctx context.Context, c *store.Container, d time.Duration) bool {
-	ch := s.exitChan(c.ID)
+func (m *containerManager) waitExit(ctx context.Context, c *store.Container, d time.Duration) bool {
+	ch := m.exitChan(c.ID)
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -191,14 +189,14 @@ func (s *Server) waitExit(ctx context.Context, c *store.Container, d time.Durati
 		case <-deadline.C:
 			return false
 		case <-tick.C:
-			if s.handleExit(c.ID) {
+			if m.handleExit(c.ID) {
 				return true
 			}
 			// Asking the runtime costs a fork; once a second is enough for this fallback.
 			if ticks++; ticks%10 != 0 {
 				continue
 			}
-			if rt, err := s.runtimeFor(c.Handler); err == nil {
+			if rt, err := m.runtimeFor(c.Handler); err == nil {
 				if st, err := rt.State(ctx, c.ID); errors.Is(err, errdefs.ErrNotFound) || err == nil && st.Status == "stopped" {
 					gone++
 				} else {
@@ -208,7 +206,7 @@ func (s *Server) waitExit(ctx context.Context, c *store.Container, d time.Durati
 			// conmon writes the exit file right after reaping; a runtime that has said "stopped"
 			// twice, a second apart, with no file means conmon is gone.
 			if gone >= 2 {
-				s.markExited(c, 137, time.Now(), "Error", "the container's monitor is gone; exit code unknown")
+				m.markExited(c, 137, time.Now(), "Error", "the container's monitor is gone; exit code unknown")
 				return true
 			}
 		}

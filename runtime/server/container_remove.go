@@ -48,10 +48,10 @@ func (s *Server) removeContainer(ctx context.Context, c *store.Container) (retEr
 			c.Unlock()
 		}
 	}()
-	if err := s.stopContainer(ctx, c, 0); err != nil {
+	if err := s.ctr.stopContainer(ctx, c, 0); err != nil {
 		return err
 	}
-	rt, err := s.runtimeFor(c.Handler)
+	rt, err := s.ctr.runtimeFor(c.Handler)
 	if err != nil {
 		return err
 	}
@@ -68,7 +68,7 @@ func (s *Server) removeContainer(ctx context.Context, c *store.Container) (retEr
 			filesErr = s.removeContainerFiles(ctx, c)
 		}
 	} else {
-		go func() { deleted <- s.deleteFromRuntime(ctx, rt, c) }()
+		go func() { deleted <- deleteFromRuntime(ctx, rt, c) }()
 		filesErr = s.removeContainerFiles(ctx, c)
 	}
 	if err := <-deleted; err != nil {

@@ -38,7 +38,7 @@ func (s *Server) StartContainer(ctx context.Context, req *runtimeapi.StartContai
 	if sb, err := s.sandboxes.Get(c.SandboxID); err != nil || sb.State != runtimeapi.PodSandboxState_SANDBOX_READY {
 		return nil, fmt.Errorf("sandbox %s of container %s is not ready: %w", c.SandboxID, c.ID, errdefs.ErrFailedPrecondition)
 	}
-	rt, err := s.runtimeFor(c.Handler)
+	rt, err := s.ctr.runtimeFor(c.Handler)
 	if err != nil {
 		return nil, err
 	}
@@ -46,8 +46,8 @@ func (s *Server) StartContainer(ctx context.Context, req *runtimeapi.StartContai
 		// A container that failed to start is over: record it so the kubelet sees why, and
 		// free its monitor (which waits for a process that will never run).
 		_ = rt.Kill(context.WithoutCancel(ctx), c.ID, 9, false)
-		if !s.waitExit(context.WithoutCancel(ctx), c, 5*time.Second) {
-			s.markExited(c, 128, time.Now(), "StartError", err.Error())
+		if !s.ctr.waitExit(context.WithoutCancel(ctx), c, 5*time.Second) {
+			s.ctr.markExited(c, 128, time.Now(), "StartError", err.Error())
 		}
 		c.Lock()
 		c.Status.Reason, c.Status.Message = "StartError", err.Error()

@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -35,11 +36,23 @@ import (
 	"github.com/nodelet/nodelet/runtime/store"
 )
 
-// containerManager holds what the container RPCs need beyond the registry.
+// containerManager holds what the container RPCs need beyond the registry: the OCI runtimes by
+// handler, exit watching (the exit watcher, the monitor check, who waits for an exit), CPU samples
+// and the event stream.
 type containerManager struct {
 	exitDir string
 	minOOM  int
 	events  *broadcaster
+
+	// Shared with Server, which adds and removes containers; the manager records their exits.
+	containers *store.Registry[*store.Container]
+	db         *store.Dir[store.Container]
+	log        *slog.Logger
+
+	// The configured OCI runtimes; runtimeFor builds each on first use.
+	handlers       map[string]Handler
+	defaultHandler string
+	handlersDir    string // their --root when a Handler names none
 
 	mu       sync.Mutex
 	exited   map[string]chan struct{} // closed once the container's exit is recorded
@@ -54,7 +67,10 @@ type containerManager struct {
 // initContainers rebuilds the container registry from disk and the OCI runtimes after a (re)start.
 func (s *Server) initContainers(ctx context.Context) error {
 	m := &s.ctr
+	m.containers, m.db, m.log = s.containers, s.containerDB, s.log
 	m.exitDir = filepath.Join(s.cfg.State, "exits")
+	m.handlers, m.defaultHandler = s.cfg.Handlers, s.cfg.DefaultHandler
+	m.handlersDir = filepath.Join(s.cfg.State, "handlers")
 	m.minOOM = oci.MinOOMScoreAdj()
 	m.exited = map[string]chan struct{}{}
 	m.cpu = map[string]cpuSample{}
@@ -74,8 +90,8 @@ func (s *Server) initContainers(ctx context.Context) error {
 		return err
 	}
 	m.watcher = w
-	go s.watchExits()
-	go s.watchMonitors()
+	go m.watchExits()
+	go m.watchMonitors()
 
 	records, bad, err := s.containerDB.Load()
 	if err != nil {
@@ -105,7 +121,7 @@ func (s *Server) initContainers(ctx context.Context) error {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			s.recoverContainer(ctx, c)
+			m.recoverContainer(ctx, c)
 		}()
 	}
 	wg.Wait()
@@ -127,20 +143,20 @@ func (s *Server) undoCutShortCreate(ctx context.Context, c *store.Container) err
 }
 
 // recoverContainer reconciles one record with what happened while the daemon was away.
-func (s *Server) recoverContainer(ctx context.Context, c *store.Container) {
+func (m *containerManager) recoverContainer(ctx context.Context, c *store.Container) {
 	st := c.Snapshot()
 	if st.State == runtimeapi.ContainerState_CONTAINER_EXITED {
-		s.ctr.markClosed(c.ID) // waiters return at once
+		m.markClosed(c.ID) // waiters return at once
 		return
 	}
-	if s.handleExit(c.ID) {
+	if m.handleExit(c.ID) {
 		return
 	}
-	rt, err := s.runtimeFor(c.Handler)
+	rt, err := m.runtimeFor(c.Handler)
 	if err != nil {
 		// Its handler is no longer configured: the container may well still run, and calling it
 		// exited would have the kubelet start a second copy. Leave it as recorded.
-		s.log.Error("container's runtime handler is gone; its state cannot be checked", "id", c.ID, "handler", c.Handler, "err", err)
+		m.log.Error("container's runtime handler is gone; its state cannot be checked", "id", c.ID, "handler", c.Handler, "err", err)
 		return
 	}
 	rs, err := rt.State(ctx, c.ID)
@@ -153,25 +169,26 @@ func (s *Server) recoverContainer(ctx context.Context, c *store.Container) {
 			c.Status.StartedAt = time.Now().UnixNano()
 		}
 		c.Status.Pid = rs.Pid
-		_ = s.containerDB.Put(c.ID, c)
+		_ = m.db.Put(c.ID, c)
 		c.Unlock()
 	case err == nil && (rs.Status == "created" || rs.Status == "creating"):
 	default:
-		if s.handleExit(c.ID) {
+		if m.handleExit(c.ID) {
 			return
 		}
 		msg := "the container ended while the runtime was not watching and its exit code was lost"
 		if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 			msg += ": " + err.Error()
 		}
-		s.markExited(c, 255, time.Now(), "Unknown", msg)
+		m.markExited(c, 255, time.Now(), "Unknown", msg)
 	}
 }
 
 // CloseContainers stops the container manager's background work (the exit watcher and event
 // streams). Containers keep running. Server.Close should call it.
-func (s *Server) CloseContainers() {
-	m := &s.ctr
+func (s *Server) CloseContainers() { s.ctr.close() }
+
+func (m *containerManager) close() {
 	m.once.Do(func() {
 		if m.stop != nil {
 			close(m.stop)
@@ -185,35 +202,46 @@ func (s *Server) CloseContainers() {
 	})
 }
 
-// runtimeFor builds the OCI runtime of a handler name ("" is the default handler).
-func (s *Server) runtimeFor(handler string) (*oci.Runtime, error) {
-	if handler == "" {
-		handler = s.cfg.DefaultHandler
+// resolveHandler maps a RuntimeClass handler name to a configured OCI runtime.
+func (m *containerManager) resolveHandler(name string) (string, error) {
+	if name == "" {
+		name = m.defaultHandler
 	}
-	s.ctr.mu.Lock()
-	defer s.ctr.mu.Unlock()
-	if rt, ok := s.ctr.runtimes[handler]; ok {
+	if _, ok := m.handlers[name]; !ok {
+		return "", invalid("runtime handler %q is not configured", name)
+	}
+	return name, nil
+}
+
+// runtimeFor builds the OCI runtime of a handler name ("" is the default handler).
+func (m *containerManager) runtimeFor(handler string) (*oci.Runtime, error) {
+	if handler == "" {
+		handler = m.defaultHandler
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if rt, ok := m.runtimes[handler]; ok {
 		return rt, nil
 	}
-	h, ok := s.cfg.Handlers[handler]
+	h, ok := m.handlers[handler]
 	if !ok {
 		return nil, fmt.Errorf("runtime handler %q is not configured: %w", handler, errdefs.ErrInvalidArgument)
 	}
 	var err error
 	root := h.Root
 	if root == "" {
-		root = filepath.Join(s.cfg.State, "handlers", handler)
+		root = filepath.Join(m.handlersDir, handler)
 	}
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, err
 	}
 	rt := &oci.Runtime{Path: h.Path, Root: root, Args: handlerArgs(h)}
 	if oci.NeedsHybridWrapper(h.Path) {
-		if rt.CgroupPath, err = oci.HybridWrapper(filepath.Join(s.cfg.State, "handlers"), h.Path); err != nil {
+		if rt.CgroupPath, err = oci.HybridWrapper(m.handlersDir, h.Path); err != nil {
 			return nil, err
 		}
 	}
-	s.ctr.runtimes[handler] = rt
+	m.runtimes[handler] = rt
 	return rt, nil
 }
 

@@ -28,7 +28,7 @@ func (s *Server) ContainerStats(ctx context.Context, req *runtimeapi.ContainerSt
 	if err != nil {
 		return nil, fmt.Errorf("container %q: %w", req.GetContainerId(), err)
 	}
-	return &runtimeapi.ContainerStatsResponse{Stats: s.containerStats(c)}, nil
+	return &runtimeapi.ContainerStatsResponse{Stats: s.ctr.stats(c)}, nil
 }
 
 func (s *Server) ListContainerStats(ctx context.Context, req *runtimeapi.ListContainerStatsRequest) (*runtimeapi.ListContainerStatsResponse, error) {
@@ -43,7 +43,7 @@ func (s *Server) ListContainerStats(ctx context.Context, req *runtimeapi.ListCon
 		if c.Snapshot().State != runtimeapi.ContainerState_CONTAINER_RUNNING {
 			continue
 		}
-		resp.Stats = append(resp.Stats, s.containerStats(c))
+		resp.Stats = append(resp.Stats, s.ctr.stats(c))
 	}
 	return resp, nil
 }
@@ -57,9 +57,9 @@ func ctrLabelsMatch(labels, sel map[string]string) bool {
 	return true
 }
 
-// containerStats reads the container's cgroup; a container without one (not running) gets its
+// stats reads the container's cgroup; a container without one (not running) gets its
 // attributes and zero usage.
-func (s *Server) containerStats(c *store.Container) *runtimeapi.ContainerStats {
+func (m *containerManager) stats(c *store.Container) *runtimeapi.ContainerStats {
 	now := time.Now()
 	ts := now.UnixNano()
 	out := &runtimeapi.ContainerStats{
@@ -72,7 +72,7 @@ func (s *Server) containerStats(c *store.Container) *runtimeapi.ContainerStats {
 	if st := c.Snapshot(); st.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
 		if cs, err := cgroups.Read(c.CgroupPath); err == nil {
 			out.Cpu.UsageCoreNanoSeconds.Value = cs.CPUUsageNanos
-			out.Cpu.UsageNanoCores.Value = s.ctr.cpuRate(c.ID, now, cs.CPUUsageNanos)
+			out.Cpu.UsageNanoCores.Value = m.cpuRate(c.ID, now, cs.CPUUsageNanos)
 			out.Memory = &runtimeapi.MemoryUsage{
 				Timestamp:       ts,
 				WorkingSetBytes: &runtimeapi.UInt64Value{Value: cs.WorkingSet},
@@ -193,7 +193,7 @@ func (s *Server) sandboxStats(sb *store.Sandbox) *runtimeapi.PodSandboxStats {
 		if c.SandboxID != sb.ID || c.Snapshot().State != runtimeapi.ContainerState_CONTAINER_RUNNING {
 			continue
 		}
-		cs := s.containerStats(c)
+		cs := s.ctr.stats(c)
 		linux.Containers = append(linux.Containers, cs)
 		linux.Cpu.UsageCoreNanoSeconds.Value += cs.GetCpu().GetUsageCoreNanoSeconds().GetValue()
 		linux.Cpu.UsageNanoCores.Value += cs.GetCpu().GetUsageNanoCores().GetValue()

@@ -17,7 +17,7 @@ func (s *Server) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerS
 	if err != nil {
 		return nil, fmt.Errorf("container %q: %w", req.GetContainerId(), err)
 	}
-	resp := &runtimeapi.ContainerStatusResponse{Status: s.containerStatus(c)}
+	resp := &runtimeapi.ContainerStatusResponse{Status: containerStatus(c)}
 	if req.GetVerbose() {
 		st := c.Snapshot()
 		info := map[string]any{
@@ -33,7 +33,7 @@ func (s *Server) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerS
 	return resp, nil
 }
 
-func (s *Server) containerStatus(c *store.Container) *runtimeapi.ContainerStatus {
+func containerStatus(c *store.Container) *runtimeapi.ContainerStatus {
 	st := c.Snapshot()
 	cfg := c.Config
 	out := &runtimeapi.ContainerStatus{

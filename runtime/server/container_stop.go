@@ -30,7 +30,7 @@ func (s *Server) StopContainer(ctx context.Context, req *runtimeapi.StopContaine
 	if err != nil {
 		return nil, fmt.Errorf("container %q: %w", req.GetContainerId(), err)
 	}
-	if err := s.stopContainer(ctx, c, time.Duration(req.GetTimeout())*time.Second); err != nil {
+	if err := s.ctr.stopContainer(ctx, c, time.Duration(req.GetTimeout())*time.Second); err != nil {
 		return nil, err
 	}
 	return &runtimeapi.StopContainerResponse{}, nil
@@ -38,29 +38,29 @@ func (s *Server) StopContainer(ctx context.Context, req *runtimeapi.StopContaine
 
 // stopContainer sends the stop signal, waits up to grace for the exit, then kills every process
 // of the container. Stopping a stopped container succeeds.
-func (s *Server) stopContainer(ctx context.Context, c *store.Container, grace time.Duration) error {
+func (m *containerManager) stopContainer(ctx context.Context, c *store.Container, grace time.Duration) error {
 	if c.Snapshot().State == runtimeapi.ContainerState_CONTAINER_EXITED {
 		return nil
 	}
-	if s.handleExit(c.ID) {
+	if m.handleExit(c.ID) {
 		return nil
 	}
-	rt, err := s.runtimeFor(c.Handler)
+	rt, err := m.runtimeFor(c.Handler)
 	if err != nil {
 		return err
 	}
 	if grace > 0 && c.Snapshot().State == runtimeapi.ContainerState_CONTAINER_RUNNING {
 		sig, err := parseSignal(c.StopSignal)
 		if err != nil {
-			s.log.Warn("bad stop signal, using SIGTERM", "id", c.ID, "signal", c.StopSignal, "err", err)
+			m.log.Warn("bad stop signal, using SIGTERM", "id", c.ID, "signal", c.StopSignal, "err", err)
 			sig = unix.SIGTERM
 		}
 		if st := c.Snapshot(); rt.Sandboxed() || !oci.SignalInit(st.Pid, st.ConmonPid, sig) {
 			if err := rt.Kill(ctx, c.ID, sig, false); err != nil {
-				s.log.Debug("stop signal", "id", c.ID, "err", err) // it may have just exited
+				m.log.Debug("stop signal", "id", c.ID, "err", err) // it may have just exited
 			}
 		}
-		if s.waitExit(ctx, c, grace) {
+		if m.waitExit(ctx, c, grace) {
 			return nil
 		}
 		if ctx.Err() != nil {
@@ -71,14 +71,14 @@ func (s *Server) stopContainer(ctx context.Context, c *store.Container, grace ti
 		// Never started: its init waits for `start` and some runtimes (runsc) ignore a kill
 		// then. A forced delete ends it everywhere; conmon still sees the exit.
 		if err := rt.Delete(ctx, c.ID); err != nil {
-			s.log.Debug("delete of a created container", "id", c.ID, "err", err)
+			m.log.Debug("delete of a created container", "id", c.ID, "err", err)
 		}
-	} else if !s.killOwnPIDNamespace(rt, c) {
+	} else if !killOwnPIDNamespace(rt, c) {
 		if err := rt.Kill(ctx, c.ID, unix.SIGKILL, true); err != nil {
-			s.log.Debug("kill", "id", c.ID, "err", err)
+			m.log.Debug("kill", "id", c.ID, "err", err)
 		}
 	}
-	if !s.waitExit(ctx, c, killWait) {
+	if !m.waitExit(ctx, c, killWait) {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -92,7 +92,7 @@ func (s *Server) stopContainer(ctx context.Context, c *store.Container, grace ti
 // processes join it too), without forking the runtime for `kill --all`. A container that may
 // call setns (privileged, or given CAP_SYS_ADMIN) could have children in another PID namespace:
 // for those the runtime kills by cgroup as before. false: not done.
-func (s *Server) killOwnPIDNamespace(rt *oci.Runtime, c *store.Container) bool {
+func killOwnPIDNamespace(rt *oci.Runtime, c *store.Container) bool {
 	sc := c.Config.GetLinux().GetSecurityContext()
 	if rt.Sandboxed() || sc.GetNamespaceOptions().GetPid() != runtimeapi.NamespaceMode_CONTAINER || sc.GetPrivileged() {
 		return false
@@ -127,24 +127,24 @@ func parseSignal(v string) (syscall.Signal, error) {
 	return 0, errors.New("unknown signal " + v)
 }
 
-// stopContainersOfSandbox kills every container of a sandbox (StopPodSandbox: the kubelet has
+// stopContainersOf kills every container of a sandbox (StopPodSandbox: the kubelet has
 // already given them their grace period through StopContainer).
 // They are killed together: each kill waits for its exit, and a pod's containers need not wait
 // for one another.
-func (s *Server) stopContainersOfSandbox(ctx context.Context, sandboxID string) error {
+func (m *containerManager) stopContainersOf(ctx context.Context, sandboxID string) error {
 	var (
 		mu   sync.Mutex
 		errs []error
 		wg   sync.WaitGroup
 	)
-	for _, c := range s.containers.List() {
+	for _, c := range m.containers.List() {
 		if c.SandboxID != sandboxID {
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := s.stopContainer(ctx, c, 0); err != nil {
+			if err := m.stopContainer(ctx, c, 0); err != nil {
 				mu.Lock()
 				errs = append(errs, fmt.Errorf("stop container %s: %w", c.ID, err))
 				mu.Unlock()

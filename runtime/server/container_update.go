@@ -33,7 +33,7 @@ func (s *Server) UpdateContainerResources(ctx context.Context, req *runtimeapi.U
 	if err := oci.ApplyResources(&r, res); err != nil {
 		return nil, err
 	}
-	rt, err := s.runtimeFor(c.Handler)
+	rt, err := s.ctr.runtimeFor(c.Handler)
 	if err != nil {
 		return nil, err
 	}

@@ -82,11 +82,11 @@ func (s *Server) execTarget(containerID string, cmd []string, tty bool) (*store.
 	if len(cmd) == 0 {
 		return nil, nil, nil, fmt.Errorf("exec: empty command: %w", errdefs.ErrInvalidArgument)
 	}
-	p, err := s.execProcess(c.Bundle, cmd, tty)
+	p, err := execProcess(c.Bundle, cmd, tty)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	rt, err := s.runtimeFor(c.Handler)
+	rt, err := s.ctr.runtimeFor(c.Handler)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -94,7 +94,7 @@ func (s *Server) execTarget(containerID string, cmd []string, tty bool) (*store.
 }
 
 // execProcess is the container's process spec with cmd as its arguments.
-func (s *Server) execProcess(bundle string, cmd []string, tty bool) (*specs.Process, error) {
+func execProcess(bundle string, cmd []string, tty bool) (*specs.Process, error) {
 	spec, err := oci.ReadSpec(bundle)
 	if err != nil {
 		return nil, fmt.Errorf("container spec: %w", err)

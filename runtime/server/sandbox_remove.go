@@ -20,7 +20,7 @@ func (s *Server) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePod
 	if err != nil {
 		return nil, err
 	}
-	unlock := s.lockSandbox(sb.ID)
+	unlock := s.sb.lock(sb.ID)
 	defer unlock()
 	if err := s.removeContainersOfSandbox(ctx, sb.ID); err != nil {
 		return nil, fmt.Errorf("remove containers of sandbox %s: %w", sb.ID, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path"
 	"path/filepath"
@@ -29,17 +30,6 @@ func sandboxName(md *runtimeapi.PodSandboxMetadata) string {
 	return fmt.Sprintf("%s_%s_%s_%d", md.Name, md.Namespace, md.Uid, md.Attempt)
 }
 
-// resolveHandler maps a RuntimeClass handler name to a configured OCI runtime.
-func (s *Server) resolveHandler(name string) (string, error) {
-	if name == "" {
-		name = s.cfg.DefaultHandler
-	}
-	if _, ok := s.cfg.Handlers[name]; !ok {
-		return "", invalid("runtime handler %q is not configured", name)
-	}
-	return name, nil
-}
-
 // RunPodSandbox makes a pod sandbox. As CreateContainer, it ends with the client's call (or
 // Config.CreateTimeout): whatever was made is undone, newest first, and the name released.
 func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandboxRequest) (_ *runtimeapi.RunPodSandboxResponse, retErr error) {
@@ -49,23 +39,80 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 	if err := validateSandboxConfig(cfg); err != nil {
 		return nil, err
 	}
-	handler, err := s.resolveHandler(req.GetRuntimeHandler())
-	if err != nil {
-		return nil, err
-	}
 	nsOpts := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
-	if nsOpts.GetUsernsOptions() != nil && nsOpts.GetUsernsOptions().GetMode() == runtimeapi.NamespaceMode_POD {
-		if !usernsCapable(s.cfg.Handlers[handler]) {
-			return nil, invalid("runtime handler %q does not support user namespaces", handler)
+	r := &sandboxRun{
+		s: s, ctx: ctx, req: req, cfg: cfg,
+		hostNet:   nsOpts.GetNetwork() == runtimeapi.NamespaceMode_NODE,
+		hostIPC:   nsOpts.GetIpc() == runtimeapi.NamespaceMode_NODE,
+		sharedPID: nsOpts.GetPid() == runtimeapi.NamespaceMode_POD,
+	}
+	defer func() {
+		if retErr != nil {
+			r.undo.run()
 		}
-		if !s.usernsRootfsReachable() {
-			return nil, invalid("user namespaces are not supported here: the image store's rootfs dir is not searchable by others (a parent dir of the runtime's root is private), so a mapped root cannot reach its rootfs")
+	}()
+	// Each step that makes something pushes its undo onto r.undo.
+	for _, step := range []func() error{
+		r.resolveHandler,
+		r.checkUserns,
+		r.plan,
+		r.reserveName,
+		r.recordCreating,
+		r.makePodFiles,
+		r.makeCgroups,
+		r.makeNamespaces,
+		r.mountShm,
+		r.setUpNetwork,
+		r.recordReady,
+	} {
+		if err := step(); err != nil {
+			return nil, err
 		}
 	}
-	hostNet := nsOpts.GetNetwork() == runtimeapi.NamespaceMode_NODE
-	hostIPC := nsOpts.GetIpc() == runtimeapi.NamespaceMode_NODE
-	sharedPID := nsOpts.GetPid() == runtimeapi.NamespaceMode_POD
+	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: r.sb.ID}, nil
+}
 
+// sandboxRun is one RunPodSandbox in progress: the record it builds (sb, whose fields say what
+// has been made) and in undo how to take each step back.
+type sandboxRun struct {
+	s   *Server
+	ctx context.Context
+	req *runtimeapi.RunPodSandboxRequest
+	cfg *runtimeapi.PodSandboxConfig
+
+	hostNet, hostIPC, sharedPID bool
+	handler                     string
+	daemonParent                string
+	hostname                    string
+	sb                          *store.Sandbox
+
+	undo undoStack
+}
+
+func (r *sandboxRun) resolveHandler() (err error) {
+	r.handler, err = r.s.ctr.resolveHandler(r.req.GetRuntimeHandler())
+	return err
+}
+
+// checkUserns refuses a pod in its own user namespace where that cannot work.
+func (r *sandboxRun) checkUserns() error {
+	u := r.cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions()
+	if u == nil || u.GetMode() != runtimeapi.NamespaceMode_POD {
+		return nil
+	}
+	if !usernsCapable(r.s.cfg.Handlers[r.handler]) {
+		return invalid("runtime handler %q does not support user namespaces", r.handler)
+	}
+	if !r.s.usernsRootfsReachable() {
+		return invalid("user namespaces are not supported here: the image store's rootfs dir is not searchable by others (a parent dir of the runtime's root is private), so a mapped root cannot reach its rootfs")
+	}
+	return nil
+}
+
+// plan builds the sandbox's record: its ID, dirs, hostname and the cgroups it will make. Nothing
+// is made yet.
+func (r *sandboxRun) plan() error {
+	s, cfg := r.s, r.cfg
 	id := store.NewID()
 	sb := &store.Sandbox{
 		ID:        id,
@@ -73,126 +120,139 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 		Config:    cfg,
 		State:     runtimeapi.PodSandboxState_SANDBOX_NOTREADY,
 		CreatedAt: time.Now().UnixNano(),
-		Handler:   handler,
-		Dir:       s.sandboxDir(id),
+		Handler:   r.handler,
+		Dir:       s.sb.dir(id),
 		Creating:  true,
 	}
-	daemonParent := s.daemonCgroupParent()
+	r.sb = sb
+	r.daemonParent = s.sb.daemonCgroupParent()
 	sb.CgroupParent = cfg.GetLinux().GetCgroupParent()
 	if sb.CgroupParent == "" {
-		sb.CgroupParent = path.Join(daemonParent, id)
+		sb.CgroupParent = path.Join(r.daemonParent, id)
 	}
-	hostname, err := sandboxHostname(cfg, id, hostNet)
-	if err != nil {
-		return nil, err
+	var err error
+	if r.hostname, err = sandboxHostname(cfg, id, r.hostNet); err != nil {
+		return err
 	}
-	if sb.CgroupCreated, err = missingCgroups(sb.CgroupParent, daemonParent); err != nil {
-		return nil, err
+	if sb.CgroupCreated, err = missingCgroups(sb.CgroupParent, r.daemonParent); err != nil {
+		return err
 	}
-	if sharedPID {
+	if r.sharedPID {
 		sb.CgroupCreated = append(sb.CgroupCreated, path.Join(sb.CgroupParent, infraCgroup))
 	}
+	return nil
+}
 
-	if err := s.sandboxes.ReserveName(sb.Name, id); err != nil {
-		return nil, err
+func (r *sandboxRun) reserveName() error {
+	sb := r.sb
+	if err := r.s.sandboxes.ReserveName(sb.Name, sb.ID); err != nil {
+		return err
 	}
-	defer func() {
-		if retErr != nil {
-			s.sandboxes.ReleaseName(sb.Name, id)
-		}
-	}()
+	r.undo.push(func() { r.s.sandboxes.ReleaseName(sb.Name, sb.ID) })
+	return nil
+}
 
-	// Written before anything is made, so that a crash from here on leaves a record that
-	// recovery undoes (see sandbox_state.go).
-	if err := s.sandboxDB.Put(id, sb); err != nil {
-		return nil, fmt.Errorf("persist sandbox %s: %w", id, err)
+// recordCreating is written before anything is made, so that a crash from here on leaves a
+// record that recovery undoes (see sandbox_state.go).
+func (r *sandboxRun) recordCreating() error {
+	id := r.sb.ID
+	if err := r.s.sandboxDB.Put(id, r.sb); err != nil {
+		return fmt.Errorf("persist sandbox %s: %w", id, err)
 	}
-	defer func() {
-		if retErr != nil {
-			s.undo("delete record", s.sandboxDB.Delete(id))
-		}
-	}()
+	r.undo.push(func() { r.s.undo("delete record", r.s.sandboxDB.Delete(id)) })
+	return nil
+}
 
+// makePodFiles writes the pod's hostname, hosts and resolv.conf into its dir.
+func (r *sandboxRun) makePodFiles() error {
+	sb := r.sb
 	// Private: the pod's hosts and resolv.conf are its own business. The OCI runtime opens bind
 	// sources from the host, so even a pod in its own user namespace needs no way in.
 	if err := os.MkdirAll(sb.Dir, 0o700); err != nil {
-		return nil, err
+		return err
 	}
-	defer func() {
-		if retErr != nil {
-			s.undo("remove pod files", os.RemoveAll(sb.Dir))
-		}
-	}()
-	if err := writePodFiles(sb, hostname, hostNet); err != nil {
-		return nil, fmt.Errorf("pod files: %w", err)
+	r.undo.push(func() { r.s.undo("remove pod files", os.RemoveAll(sb.Dir)) })
+	if err := writePodFiles(sb, r.hostname, r.hostNet); err != nil {
+		return fmt.Errorf("pod files: %w", err)
 	}
+	return nil
+}
 
-	if err := s.sb.cgroups.create(sb.CgroupParent, daemonParent); err != nil {
+func (r *sandboxRun) makeCgroups() error {
+	sb := r.sb
+	if err := r.s.sb.cgroups.create(sb.CgroupParent, r.daemonParent); err != nil {
 		removeCgroups(sb.CgroupCreated, sb.CgroupParent)
-		return nil, err
+		return err
 	}
-	defer func() {
-		if retErr != nil {
-			s.undo("remove cgroup", removeCgroups(sb.CgroupCreated, sb.CgroupParent))
-		}
-	}()
+	r.undo.push(func() { r.s.undo("remove cgroup", removeCgroups(sb.CgroupCreated, sb.CgroupParent)) })
+	return nil
+}
 
-	if err := s.makeNamespaces(sb, hostname, !hostNet, !hostIPC, sharedPID); err != nil {
-		return nil, err
+func (r *sandboxRun) makeNamespaces() error {
+	s, sb := r.s, r.sb
+	if err := s.sb.makeNamespaces(sb, r.hostname, !r.hostNet, !r.hostIPC, r.sharedPID); err != nil {
+		return err
 	}
-	defer func() {
-		if retErr != nil {
-			s.undo("kill pod init", s.killSandboxInit(sb))
-			s.undo("unpin namespaces", s.sb.ns.Remove(id))
-		}
-	}()
+	r.undo.push(func() {
+		s.undo("kill pod init", s.sb.killInit(sb))
+		s.undo("unpin namespaces", s.sb.ns.Remove(sb.ID))
+	})
+	return nil
+}
 
-	if !hostIPC {
-		shm := filepath.Join(s.sandboxStateDir(id), "shm")
-		defer func() {
-			if retErr != nil {
-				s.undo("unmount shm", unmount(shm))
-				s.undo("remove state dir", os.RemoveAll(s.sandboxStateDir(id)))
-			}
-		}()
-		if err := mountShm(shm); err != nil {
-			return nil, err
-		}
-		sb.ShmPath = shm
+// mountShm gives the pod its own /dev/shm unless it shares the host's IPC namespace.
+func (r *sandboxRun) mountShm() error {
+	if r.hostIPC {
+		return nil
 	}
+	s, id := r.s, r.sb.ID
+	shm := filepath.Join(s.sb.stateDir(id), "shm")
+	r.undo.push(func() {
+		s.undo("unmount shm", unmount(shm))
+		s.undo("remove state dir", os.RemoveAll(s.sb.stateDir(id)))
+	})
+	if err := mountShm(shm); err != nil {
+		return err
+	}
+	r.sb.ShmPath = shm
+	return nil
+}
 
-	if s.cfg.Network != nil && !hostNet {
-		sb.NetworkSetUp = true
-		// DEL follows a failed ADD too: a plugin may have taken an address before failing.
-		defer func() {
-			if retErr != nil {
-				rctx, cancel := rollbackCtx(ctx)
-				defer cancel()
-				s.undo("tear down network", s.cfg.Network.TearDownPod(rctx, podNetwork(sb)))
-			}
-		}()
-		res, err := s.cfg.Network.SetUpPod(ctx, podNetwork(sb))
-		if err != nil {
-			return nil, fmt.Errorf("set up network of sandbox %s: %w", id, err)
-		}
-		if res != nil {
-			sb.IPs = res.IPs
-		}
-		sb.NetworkReady = true
+// setUpNetwork has the network plugin ADD the pod, unless it uses the host's network or pods
+// get loopback only.
+func (r *sandboxRun) setUpNetwork() error {
+	s, sb := r.s, r.sb
+	if s.cfg.Network == nil || r.hostNet {
+		return nil
 	}
+	sb.NetworkSetUp = true
+	// DEL follows a failed ADD too: a plugin may have taken an address before failing.
+	r.undo.push(func() {
+		rctx, cancel := rollbackCtx(r.ctx)
+		defer cancel()
+		s.undo("tear down network", s.cfg.Network.TearDownPod(rctx, podNetwork(sb)))
+	})
+	res, err := s.cfg.Network.SetUpPod(r.ctx, podNetwork(sb))
+	if err != nil {
+		return fmt.Errorf("set up network of sandbox %s: %w", sb.ID, err)
+	}
+	if res != nil {
+		sb.IPs = res.IPs
+	}
+	sb.NetworkReady = true
+	return nil
+}
 
-	sb.Creating = false
-	sb.State = runtimeapi.PodSandboxState_SANDBOX_READY
-	if err := s.saveSandbox(sb); err != nil {
-		return nil, err
-	}
-	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: id}, nil
+func (r *sandboxRun) recordReady() error {
+	r.sb.Creating = false
+	r.sb.State = runtimeapi.PodSandboxState_SANDBOX_READY
+	return r.s.saveSandbox(r.sb)
 }
 
 // makeNamespaces pins the pod's own namespaces and, when it shares one PID namespace, starts its
 // init inside them, moves it into the pod cgroup and pins its PID namespace. On error, what it
 // made is gone.
-func (s *Server) makeNamespaces(sb *store.Sandbox, hostname string, ownNet, ownIPC, sharedPID bool) (retErr error) {
+func (m *sandboxManager) makeNamespaces(sb *store.Sandbox, hostname string, ownNet, ownIPC, sharedPID bool) (retErr error) {
 	var kinds []nsmgr.Kind
 	if ownNet {
 		// The UTS namespace follows the network's: CRI has no option of its own for it.
@@ -202,7 +262,7 @@ func (s *Server) makeNamespaces(sb *store.Sandbox, hostname string, ownNet, ownI
 		kinds = append(kinds, nsmgr.IPC)
 	}
 	if u := sb.Config.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions(); u != nil && u.GetMode() == runtimeapi.NamespaceMode_POD {
-		return s.makeUsernsNamespaces(sb, hostname, sharedPID, u)
+		return m.makeUsernsNamespaces(sb, hostname, sharedPID, u)
 	}
 	var infraPID int
 	var infraStart uint64
@@ -210,11 +270,11 @@ func (s *Server) makeNamespaces(sb *store.Sandbox, hostname string, ownNet, ownI
 	req := nsmgr.Request{ID: sb.ID, Kinds: kinds, Hostname: hostname, Sysctls: sb.Config.GetLinux().GetSysctls()}
 	if sharedPID {
 		req.Inside = func() (err error) {
-			infraPID, infraStart, exited, err = startInfra(s.cfg.CatatonitPath)
+			infraPID, infraStart, exited, err = startInfra(m.catatonit)
 			return err
 		}
 	}
-	paths, err := s.sb.ns.Pin(req)
+	paths, err := m.ns.Pin(req)
 	if err != nil {
 		if infraPID != 0 {
 			_ = killInfra(infraPID, infraStart, exited)
@@ -229,7 +289,7 @@ func (s *Server) makeNamespaces(sb *store.Sandbox, hostname string, ownNet, ownI
 	if !sharedPID {
 		return nil
 	}
-	return s.adoptInfra(sb, infraPID, infraStart, exited)
+	return m.adoptInfra(sb, infraPID, infraStart, exited)
 }
 
 // makeUsernsNamespaces makes the namespaces of a pod with its own user namespace. A thread of a
@@ -237,15 +297,15 @@ func (s *Server) makeNamespaces(sb *store.Sandbox, hostname string, ownNet, ownI
 // in new user, net, ipc, uts and PID namespaces, the kernel making the others owned by the user
 // namespace, with the pod's mappings written by the parent before it runs. Its namespaces are
 // pinned; it stays as the pod's init when the pod shares its PID namespace, else it is killed.
-func (s *Server) makeUsernsNamespaces(sb *store.Sandbox, hostname string, sharedPID bool, u *runtimeapi.UserNamespace) error {
-	infraPID, infraStart, exited, err := startInfraUserns(s.cfg.CatatonitPath, u)
+func (m *sandboxManager) makeUsernsNamespaces(sb *store.Sandbox, hostname string, sharedPID bool, u *runtimeapi.UserNamespace) error {
+	infraPID, infraStart, exited, err := startInfraUserns(m.catatonit, u)
 	if err != nil {
 		return fmt.Errorf("sandbox namespaces: %w", err)
 	}
-	paths, err := s.sb.ns.PinFrom(sb.ID, infraPID, []nsmgr.Kind{nsmgr.User, nsmgr.Net, nsmgr.UTS, nsmgr.IPC})
+	paths, err := m.ns.PinFrom(sb.ID, infraPID, []nsmgr.Kind{nsmgr.User, nsmgr.Net, nsmgr.UTS, nsmgr.IPC})
 	if err == nil {
 		if err = nsmgr.Setup(paths, hostname, sb.Config.GetLinux().GetSysctls()); err != nil {
-			s.undo("unpin namespaces", s.sb.ns.Remove(sb.ID))
+			m.undo("unpin namespaces", m.ns.Remove(sb.ID))
 		}
 	}
 	if err != nil {
@@ -258,32 +318,32 @@ func (s *Server) makeUsernsNamespaces(sb *store.Sandbox, hostname string, shared
 	sb.NetNSPath, sb.UTSNSPath, sb.IPCNSPath, sb.UserNSPath = paths[nsmgr.Net], paths[nsmgr.UTS], paths[nsmgr.IPC], paths[nsmgr.User]
 	if !sharedPID {
 		if err := killInfra(infraPID, infraStart, exited); err != nil {
-			s.undo("unpin namespaces", s.sb.ns.Remove(sb.ID))
+			m.undo("unpin namespaces", m.ns.Remove(sb.ID))
 			return err
 		}
 		return nil
 	}
-	return s.adoptInfra(sb, infraPID, infraStart, exited)
+	return m.adoptInfra(sb, infraPID, infraStart, exited)
 }
 
 // adoptInfra makes the started catatonit the pod's init: its reaper is recorded, it moves into
 // the pod cgroup and its PID namespace is pinned. On error the init is killed and the pins gone.
-func (s *Server) adoptInfra(sb *store.Sandbox, infraPID int, infraStart uint64, exited <-chan struct{}) (retErr error) {
+func (m *sandboxManager) adoptInfra(sb *store.Sandbox, infraPID int, infraStart uint64, exited <-chan struct{}) (retErr error) {
 	var err error
-	s.sb.mu.Lock()
-	s.sb.infraExited[sb.ID] = exited
-	s.sb.mu.Unlock()
+	m.mu.Lock()
+	m.infraExited[sb.ID] = exited
+	m.mu.Unlock()
 	sb.InfraPID, sb.InfraStartTime = infraPID, infraStart
 	defer func() {
 		if retErr != nil {
-			s.undo("kill pod init", s.killSandboxInit(sb))
-			s.undo("unpin namespaces", s.sb.ns.Remove(sb.ID))
+			m.undo("kill pod init", m.killInit(sb))
+			m.undo("unpin namespaces", m.ns.Remove(sb.ID))
 		}
 	}()
 	if err := addToCgroup(sb.CgroupParent, infraPID); err != nil {
 		return err
 	}
-	if sb.PIDNSPath, err = s.sb.ns.PinPID(sb.ID, infraPID); err != nil {
+	if sb.PIDNSPath, err = m.ns.PinPID(sb.ID, infraPID); err != nil {
 		return err
 	}
 	return nil
@@ -306,8 +366,12 @@ func mountShm(p string) error {
 }
 
 // undo logs the failure of a rollback step: the original error is what the caller must see.
-func (s *Server) undo(step string, err error) {
+func (s *Server) undo(step string, err error) { logUndo(s.log, step, err) }
+
+func (m *sandboxManager) undo(step string, err error) { logUndo(m.log, step, err) }
+
+func logUndo(log *slog.Logger, step string, err error) {
 	if err != nil {
-		s.log.Error("rollback step failed", "step", step, "err", err)
+		log.Error("rollback step failed", "step", step, "err", err)
 	}
 }

@@ -17,12 +17,13 @@ package server
 //	                 record are removed, and so are the dirs, shm mount, cgroups and network of
 //	                 sandbox IDs no record names (sweep.go).
 //
-// CreateContainer holds the sandbox's lock shared (rlockSandbox) and Stop and Remove hold it
+// CreateContainer holds the sandbox's lock shared (sandboxManager.rlock) and Stop and Remove hold it
 // exclusively, so a container is never registered in a sandbox being stopped or removed.
 
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -35,6 +36,11 @@ import (
 
 // sandboxManager holds what the sandbox RPCs need beyond the registry. Owned by sandbox_*.go.
 type sandboxManager struct {
+	root, state  string // the daemon's --root and --state: each sandbox's dirs are under them
+	catatonit    string
+	cgroupParent string // the daemon's, for pods that name none
+	log          *slog.Logger
+
 	ns      *nsmgr.Manager
 	cgroups *madeCgroups
 
@@ -49,20 +55,19 @@ type sandboxLock struct {
 	refs int
 }
 
-// lockSandbox serialises the changes to one sandbox (Stop, Remove, Update). It returns the
+// lock serialises the changes to one sandbox (Stop, Remove, Update). It returns the
 // unlock function.
-func (s *Server) lockSandbox(id string) func() {
-	return s.holdSandbox(id, false)
+func (m *sandboxManager) lock(id string) func() {
+	return m.hold(id, false)
 }
 
-// rlockSandbox keeps the sandbox from changing while a container RPC adds to it: creates of one
+// rlock keeps the sandbox from changing while a container RPC adds to it: creates of one
 // pod run side by side, and a Stop or Remove waits for them, then finds their containers.
-func (s *Server) rlockSandbox(id string) func() {
-	return s.holdSandbox(id, true)
+func (m *sandboxManager) rlock(id string) func() {
+	return m.hold(id, true)
 }
 
-func (s *Server) holdSandbox(id string, shared bool) func() {
-	m := &s.sb
+func (m *sandboxManager) hold(id string, shared bool) func() {
 	m.mu.Lock()
 	l := m.locks[id]
 	if l == nil {
@@ -86,8 +91,8 @@ func (s *Server) holdSandbox(id string, shared bool) func() {
 	}
 }
 
-func (s *Server) sandboxDir(id string) string      { return filepath.Join(s.cfg.Root, "pods", id) }
-func (s *Server) sandboxStateDir(id string) string { return filepath.Join(s.cfg.State, "pods", id) }
+func (m *sandboxManager) dir(id string) string      { return filepath.Join(m.root, "pods", id) }
+func (m *sandboxManager) stateDir(id string) string { return filepath.Join(m.state, "pods", id) }
 
 // saveSandbox persists sb and makes it the registry's snapshot.
 func (s *Server) saveSandbox(sb *store.Sandbox) error {
@@ -100,6 +105,8 @@ func (s *Server) saveSandbox(sb *store.Sandbox) error {
 
 // initSandboxes rebuilds the sandbox registry from disk after a (re)start.
 func (s *Server) initSandboxes(ctx context.Context) error {
+	s.sb.root, s.sb.state = s.cfg.Root, s.cfg.State
+	s.sb.catatonit, s.sb.cgroupParent, s.sb.log = s.cfg.CatatonitPath, s.cfg.CgroupParent, s.log
 	s.sb.locks = map[string]*sandboxLock{}
 	s.sb.infraExited = map[string]<-chan struct{}{}
 	ns, err := nsmgr.New(filepath.Join(s.cfg.State, "ns"))
@@ -158,7 +165,7 @@ func (s *Server) initSandboxes(ctx context.Context) error {
 		}
 		s.sandboxes.Add(id, sb)
 	}
-	return s.removeOrphanPins(records)
+	return s.sb.removeOrphanPins(records)
 }
 
 // lostNamespaces names what a ready sandbox no longer has (a reboot empties the state dir; a
@@ -177,8 +184,8 @@ func lostNamespaces(sb *store.Sandbox) string {
 
 // removeOrphanPins unpins namespaces no record owns, such as a Remove cut short after its record
 // was deleted.
-func (s *Server) removeOrphanPins(records map[string]*store.Sandbox) error {
-	pins, err := s.sb.ns.List()
+func (m *sandboxManager) removeOrphanPins(records map[string]*store.Sandbox) error {
+	pins, err := m.ns.List()
 	if err != nil {
 		return err
 	}
@@ -186,9 +193,9 @@ func (s *Server) removeOrphanPins(records map[string]*store.Sandbox) error {
 		if sb, ok := records[id]; ok && !sb.Creating {
 			continue
 		}
-		s.log.Warn("removing namespace pins no sandbox owns", "id", id)
-		if err := s.sb.ns.Remove(id); err != nil {
-			s.log.Error("remove orphan pins", "id", id, "err", err)
+		m.log.Warn("removing namespace pins no sandbox owns", "id", id)
+		if err := m.ns.Remove(id); err != nil {
+			m.log.Error("remove orphan pins", "id", id, "err", err)
 		}
 	}
 	return nil

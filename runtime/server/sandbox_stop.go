@@ -21,7 +21,7 @@ func (s *Server) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSand
 	if err != nil {
 		return nil, err
 	}
-	unlock := s.lockSandbox(sb.ID)
+	unlock := s.sb.lock(sb.ID)
 	defer unlock()
 	if err := s.stopSandboxLocked(ctx, sb.ID); err != nil {
 		return nil, err
@@ -31,7 +31,7 @@ func (s *Server) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSand
 
 // stopSandboxLocked does Stop's work under the sandbox's lock.
 func (s *Server) stopSandboxLocked(ctx context.Context, id string) error {
-	if err := s.stopContainersOfSandbox(ctx, id); err != nil {
+	if err := s.ctr.stopContainersOf(ctx, id); err != nil {
 		return fmt.Errorf("stop containers of sandbox %s: %w", id, err)
 	}
 	// Read again under the lock: a concurrent Stop may have done part of the work.

@@ -46,7 +46,7 @@ func hostNetwork(cfg *runtimeapi.PodSandboxConfig) bool {
 // returns the changed record even on error, so that what did happen (a DEL done) is persisted.
 func (s *Server) stopSandboxParts(ctx context.Context, sb *store.Sandbox) (*store.Sandbox, error) {
 	sb = sb.Clone()
-	if err := s.killSandboxInit(sb); err != nil {
+	if err := s.sb.killInit(sb); err != nil {
 		return sb, err
 	}
 	if sb.NetworkSetUp {
@@ -57,17 +57,17 @@ func (s *Server) stopSandboxParts(ctx context.Context, sb *store.Sandbox) (*stor
 		}
 		sb.NetworkSetUp, sb.NetworkReady = false, false
 	}
-	if err := unmount(filepath.Join(s.sandboxStateDir(sb.ID), "shm")); err != nil {
+	if err := unmount(filepath.Join(s.sb.stateDir(sb.ID), "shm")); err != nil {
 		return sb, err
 	}
 	sb.State = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
 	return sb, nil
 }
 
-func (s *Server) killSandboxInit(sb *store.Sandbox) error {
-	s.sb.mu.Lock()
-	exited := s.sb.infraExited[sb.ID]
-	s.sb.mu.Unlock()
+func (m *sandboxManager) killInit(sb *store.Sandbox) error {
+	m.mu.Lock()
+	exited := m.infraExited[sb.ID]
+	m.mu.Unlock()
 	if sb.InfraPID != 0 {
 		if err := killInfra(sb.InfraPID, sb.InfraStartTime, exited); err != nil {
 			return err
@@ -76,14 +76,14 @@ func (s *Server) killSandboxInit(sb *store.Sandbox) error {
 		// A Run cut short after starting catatonit and before recording its pid. Its
 		// namespaces were pinned before it started, and nothing but it can be in them yet.
 		for _, k := range []nsmgr.Kind{nsmgr.PID, nsmgr.Net, nsmgr.IPC, nsmgr.UTS} {
-			if pin := s.sb.ns.Path(k, sb.ID); nsmgr.IsPinned(pin) {
+			if pin := m.ns.Path(k, sb.ID); nsmgr.IsPinned(pin) {
 				killProcessesIn(pin, k)
 			}
 		}
 	}
-	s.sb.mu.Lock()
-	delete(s.sb.infraExited, sb.ID)
-	s.sb.mu.Unlock()
+	m.mu.Lock()
+	delete(m.infraExited, sb.ID)
+	m.mu.Unlock()
 	return nil
 }
 
@@ -122,11 +122,11 @@ func (s *Server) releaseSandbox(ctx context.Context, sb *store.Sandbox) error {
 	}
 	var errs []error
 	errs = append(errs, s.sb.ns.Remove(sb.ID))
-	errs = append(errs, os.RemoveAll(s.sandboxStateDir(sb.ID)))
+	errs = append(errs, os.RemoveAll(s.sb.stateDir(sb.ID)))
 	errs = append(errs, s.removeStrayContainerCgroups(sb.CgroupParent))
 	errs = append(errs, removeCgroups(sb.CgroupCreated, sb.CgroupParent))
-	errs = append(errs, s.sb.cgroups.release(sb.CgroupParent, s.daemonCgroupParent()))
-	errs = append(errs, os.RemoveAll(s.sandboxDir(sb.ID)))
+	errs = append(errs, s.sb.cgroups.release(sb.CgroupParent, s.sb.daemonCgroupParent()))
+	errs = append(errs, os.RemoveAll(s.sb.dir(sb.ID)))
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("release sandbox %s: %w", sb.ID, err)
 	}

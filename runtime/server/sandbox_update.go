@@ -14,7 +14,7 @@ func (s *Server) UpdatePodSandboxResources(ctx context.Context, req *runtimeapi.
 	if err != nil {
 		return nil, err
 	}
-	unlock := s.lockSandbox(sb.ID)
+	unlock := s.sb.lock(sb.ID)
 	defer unlock()
 	if sb, err = s.sandboxes.Get(sb.ID); err != nil {
 		return nil, err

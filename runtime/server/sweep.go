@@ -64,7 +64,7 @@ func (s *Server) sweepContainers(ctx context.Context) error {
 	add(dirNames(filepath.Join(s.cfg.Root, "containers"), true))
 	add(dirNames(s.ctr.exitDir, false))
 	for name := range s.cfg.Handlers {
-		rt, err := s.runtimeFor(name)
+		rt, err := s.ctr.runtimeFor(name)
 		if err == nil && !rt.Sandboxed() {
 			add(dirNames(rt.Root, true))
 		}
@@ -92,7 +92,7 @@ func (s *Server) removeOrphanContainer(ctx context.Context, id string) error {
 	killProcessesMentioning(bundle)
 	var errs []error
 	for name := range s.cfg.Handlers {
-		rt, err := s.runtimeFor(name)
+		rt, err := s.ctr.runtimeFor(name)
 		if err != nil {
 			continue
 		}
@@ -118,7 +118,7 @@ func (s *Server) removeOrphanContainerCgroups(id string) error {
 	if err != nil {
 		return err
 	}
-	parents := []string{s.daemonCgroupParent()}
+	parents := []string{s.sb.daemonCgroupParent()}
 	for _, sb := range s.sandboxes.List() {
 		parents = append(parents, sb.CgroupParent)
 	}
@@ -155,15 +155,15 @@ func (s *Server) sweepSandboxes(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	parent := s.daemonCgroupParent()
+	parent := s.sb.daemonCgroupParent()
 	var errs []error
 	for _, id := range slices.Sorted(maps.Keys(orphans)) {
 		s.log.Warn("removing what a sandbox cut short left behind", "id", id)
-		errs = append(errs, unmount(filepath.Join(s.sandboxStateDir(id), "shm")))
-		errs = append(errs, os.RemoveAll(s.sandboxStateDir(id)))
+		errs = append(errs, unmount(filepath.Join(s.sb.stateDir(id), "shm")))
+		errs = append(errs, os.RemoveAll(s.sb.stateDir(id)))
 		errs = append(errs, removeCgroupTree(roots, path.Join(parent, id)))
 		// Last, as Remove does: while the dir is there, a restart finds the rest again.
-		errs = append(errs, os.RemoveAll(s.sandboxDir(id)))
+		errs = append(errs, os.RemoveAll(s.sb.dir(id)))
 	}
 	if sw, ok := s.cfg.Network.(OrphanSweeper); ok {
 		errs = append(errs, sw.SweepOrphans(ctx, func(id string) bool { return owned[id] }))
@@ -172,9 +172,9 @@ func (s *Server) sweepSandboxes(ctx context.Context) error {
 }
 
 // daemonCgroupParent is where pods go that name no cgroup parent; it stays when they go.
-func (s *Server) daemonCgroupParent() string {
-	if s.cfg.CgroupParent != "" {
-		return s.cfg.CgroupParent
+func (m *sandboxManager) daemonCgroupParent() string {
+	if m.cgroupParent != "" {
+		return m.cgroupParent
 	}
 	return defaultCgroupParent
 }
