@@ -44,7 +44,7 @@ func TestSeccompIOUring(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := seccompFor(tt.sc, tt.privileged, "")
+			s, err := seccompFor(tt.sc, tt.privileged)
 			if err != nil {
 				t.Fatal(err)
 			}

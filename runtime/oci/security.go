@@ -150,7 +150,7 @@ func remove(s []string, v string) []string {
 
 // seccompFor picks the container's seccomp filter. An unset profile is Unconfined, the CRI default;
 // the kubelet asks for RuntimeDefault explicitly when the pod wants it.
-func seccompFor(sc *runtimeapi.LinuxContainerSecurityContext, privileged bool, root string) (*specs.LinuxSeccomp, error) {
+func seccompFor(sc *runtimeapi.LinuxContainerSecurityContext, privileged bool) (*specs.LinuxSeccomp, error) {
 	if privileged {
 		return nil, nil
 	}
@@ -176,9 +176,6 @@ func seccompFor(sc *runtimeapi.LinuxContainerSecurityContext, privileged bool, r
 		ref := p.GetLocalhostRef()
 		if !filepath.IsAbs(ref) {
 			return nil, fmt.Errorf("seccomp localhost profile %q must be an absolute path: %w", ref, errdefs.ErrInvalidArgument)
-		}
-		if root != "" && !strings.HasPrefix(filepath.Clean(ref), filepath.Clean(root)+"/") {
-			return nil, fmt.Errorf("seccomp localhost profile %q is outside %s: %w", ref, root, errdefs.ErrInvalidArgument)
 		}
 		data, err := os.ReadFile(ref)
 		if err != nil {

@@ -112,7 +112,7 @@ func Generate(in SpecInput) (*specs.Spec, error) {
 		return nil, err
 	}
 	setPaths(s, sc, privileged)
-	seccomp, err := seccompFor(sc, privileged, "")
+	seccomp, err := seccompFor(sc, privileged)
 	if err != nil {
 		return nil, err
 	}

@@ -152,7 +152,7 @@ func TestContainerSpecSeccomp(t *testing.T) {
 		return false
 	}
 	rd := &runtimeapi.LinuxContainerSecurityContext{Seccomp: &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}}
-	s, err := seccompFor(rd, false, "")
+	s, err := seccompFor(rd, false)
 	if err != nil || s == nil || !denied(s, "mount") || !denied(s, "kexec_load") || denied(s, "read") {
 		t.Fatalf("runtime default: %v %v", s, err)
 	}
@@ -160,13 +160,13 @@ func TestContainerSpecSeccomp(t *testing.T) {
 		t.Fatal("namespace-making clones should be refused")
 	}
 	rd.Capabilities = &runtimeapi.Capability{AddCapabilities: []string{"SYS_ADMIN"}}
-	if s, _ := seccompFor(rd, false, ""); denied(s, "mount") || !denied(s, "kexec_load") || denied(s, "clone") {
+	if s, _ := seccompFor(rd, false); denied(s, "mount") || !denied(s, "kexec_load") || denied(s, "clone") {
 		t.Fatal("CAP_SYS_ADMIN should allow mount and clone")
 	}
-	if s, err := seccompFor(&runtimeapi.LinuxContainerSecurityContext{}, false, ""); s != nil || err != nil {
+	if s, err := seccompFor(&runtimeapi.LinuxContainerSecurityContext{}, false); s != nil || err != nil {
 		t.Fatalf("unset is unconfined: %v %v", s, err)
 	}
-	if s, _ := seccompFor(rd, true, ""); s != nil {
+	if s, _ := seccompFor(rd, true); s != nil {
 		t.Fatal("privileged containers are unconfined")
 	}
 	dir := t.TempDir()
@@ -175,11 +175,11 @@ func TestContainerSpecSeccomp(t *testing.T) {
 	lh := func(ref string) *runtimeapi.LinuxContainerSecurityContext {
 		return &runtimeapi.LinuxContainerSecurityContext{Seccomp: &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: ref}}
 	}
-	if s, err := seccompFor(lh(prof), false, dir); err != nil || s.DefaultAction != specs.ActErrno {
+	if s, err := seccompFor(lh(prof), false); err != nil || s.DefaultAction != specs.ActErrno {
 		t.Fatalf("localhost: %v %v", s, err)
 	}
-	for _, ref := range []string{"relative.json", "/etc/passwd", filepath.Join(dir, "missing.json")} {
-		if _, err := seccompFor(lh(ref), false, dir); !errors.Is(err, errdefs.ErrInvalidArgument) {
+	for _, ref := range []string{"relative.json", "/etc/passwd", filepath.Join(dir, "missing.json")} { // not a path, not a profile, not there
+		if _, err := seccompFor(lh(ref), false); !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Errorf("localhost %q: %v", ref, err)
 		}
 	}
