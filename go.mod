@@ -9,6 +9,7 @@ require (
 	google.golang.org/grpc v1.85.0
 	k8s.io/apimachinery v0.36.3
 	k8s.io/client-go v0.36.3
+	k8s.io/component-helpers v0.36.3
 	k8s.io/cri-api v0.36.3
 	k8s.io/kubelet v0.36.3
 	sigs.k8s.io/yaml v1.6.0
