@@ -6,8 +6,10 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/nodelet/nodelet/agent/admission"
 	"github.com/nodelet/nodelet/agent/agentconfig"
 	"github.com/nodelet/nodelet/agent/internal/sysctl"
+	"github.com/nodelet/nodelet/agent/nodestatus"
 	"github.com/nodelet/nodelet/agent/syncloop"
 )
 
@@ -37,7 +39,9 @@ func TestAdmitChecksSysctls(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			a := &Agent{cfg: agentconfig.Config{MaxPods: 10}, sysctls: w}
+			node := admission.LocalNode("n1", nil, nil)
+			capacity := func() v1.ResourceList { return nodestatus.Capacity(10, t.TempDir()) }
+			a := &Agent{cfg: agentconfig.Config{MaxPods: 10}, sysctls: w, admission: admission.New(admission.AnyWay(nil, node), capacity)}
 			err = a.admit(c.pod, nil)
 			if c.wantMsg == "" {
 				if err != nil {

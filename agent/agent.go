@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodelet/nodelet/agent/admission"
 	"github.com/nodelet/nodelet/agent/agentconfig"
 	"github.com/nodelet/nodelet/agent/config"
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
@@ -87,11 +88,14 @@ type Agent struct {
 	sysctls  *sysctl.Allowlist
 	probes   *prober.Manager
 	services *services.Lister
-	workers  *podworkers.PodWorkers
-	loop     *syncloop.SyncLoop
-	sources  []string
-	api      *api
-	rotator  *logs.Rotator
+	// admission runs the kubelet's general predicates on new pods, against the own Node.
+	admission  *admission.Handler
+	nodeLister *admission.NodeLister
+	workers    *podworkers.PodWorkers
+	loop       *syncloop.SyncLoop
+	sources    []string
+	api        *api
+	rotator    *logs.Rotator
 
 	runtimeName atomic.Value // string
 }
@@ -134,7 +138,7 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 		log.Warn("pods with dnsPolicy Default get no resolver settings", "err", err)
 	}
 	a.events = newEventLog(a.recorder())
-	allocatable := func() v1.ResourceList { return nodestatus.Capacity(cfg.MaxPods) }
+	allocatable := func() v1.ResourceList { return nodestatus.Capacity(cfg.MaxPods, cfg.RootDir) }
 	vols := &volumemanager.Manager{Client: a.client, RootDir: cfg.RootDir, Recorder: a.events, Allocatable: allocatable}
 	if a.client == nil && cfg.PodManifestPath != "" {
 		// Standalone: secrets and config maps sit beside the static pod manifests.
@@ -159,6 +163,13 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 		a.services = services.New(a.client)
 		a.manager.Services = a.services
 	}
+	var ownNode admission.NodeFunc // standalone: the Node this machine would register
+	if a.client != nil {
+		a.nodeLister = admission.NewNodeLister(a.client, cfg.NodeName)
+		ownNode = a.nodeLister.Get
+	}
+	a.admission = admission.New(admission.AnyWay(ownNode,
+		admission.LocalNode(cfg.NodeName, cfg.NodeLabels, cfg.RegisterWithTaints)), allocatable)
 	a.pods = podmanager.New()
 	a.statuses = status.NewManager(a.client, a.pods, log)
 	a.config = config.NewPodConfig(log)
@@ -166,7 +177,7 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	if a.client != nil {
 		if cfg.RegisterNode {
 			a.nodes = nodestatus.New(nodestatus.Deps{Client: a.client, Runtime: a.runtime, Images: imageService,
-				NodeName: cfg.NodeName, Labels: cfg.NodeLabels, Taints: cfg.RegisterWithTaints,
+				NodeName: cfg.NodeName, Labels: cfg.NodeLabels, Taints: cfg.RegisterWithTaints, RootDir: cfg.RootDir,
 				NodeIPs: cfg.NodeIPs, MaxPods: cfg.MaxPods, StatusUpdateFrequency: cfg.NodeStatusUpdateFrequency,
 				LeaseDurationSeconds: cfg.NodeLeaseDurationSeconds, Log: log})
 		}
@@ -270,6 +281,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.services != nil {
 		goRun("services", func(ctx context.Context) error { a.services.Run(ctx); return nil })
 	}
+	if a.nodeLister != nil {
+		goRun("node lister", func(ctx context.Context) error { a.nodeLister.Run(ctx); return nil })
+	}
 	goRun("pleg", func(ctx context.Context) error { a.pleg.Run(ctx); return nil })
 	goRun("garbage collectors", func(ctx context.Context) error {
 		p := gcPeriods{volumes: a.deps.HousekeepingPeriod, containers: a.deps.ContainerGCPeriod, images: a.deps.ImageGCPeriod}
@@ -345,25 +359,30 @@ func (a *Agent) learnRuntime(ctx context.Context) error {
 }
 
 // admit rejects new pods whose sysctls the node does not allow (SysctlForbidden), then those
-// beyond --max-pods, in the kubelet's order.
+// beyond --max-pods, then those the kubelet's general predicates refuse (resources, node
+// affinity, host ports, NoExecute taints…), in the kubelet's order.
 func (a *Agent) admit(pod *v1.Pod, active []*v1.Pod) error {
 	if err := a.sysctls.Admit(pod); err != nil {
 		return &syncloop.AdmitError{Reason: sysctl.ForbiddenReason, Message: err.Error()}
 	}
-	n := 0
+	running := make([]*v1.Pod, 0, len(active))
 	for _, p := range active {
 		if p.UID != pod.UID && !a.workers.IsPodKnownFinished(p.UID) {
-			n++
+			running = append(running, p)
 		}
 	}
-	if n >= a.cfg.MaxPods {
+	if len(running) >= a.cfg.MaxPods {
 		return fmt.Errorf("node has reached its pod limit of %d", a.cfg.MaxPods)
+	}
+	if r := a.admission.Admit(pod, running); !r.Admit {
+		return &syncloop.AdmitError{Reason: r.Reason, Message: r.Message}
 	}
 	return nil
 }
 
+// reject fails a pod admission refused, with the kubelet's wording.
 func (a *Agent) reject(pod *v1.Pod, reason, message string) {
-	a.statuses.SetPodStatus(pod, v1.PodStatus{Phase: v1.PodFailed, Reason: reason, Message: message,
+	a.statuses.SetPodStatus(pod, v1.PodStatus{Phase: v1.PodFailed, Reason: reason, Message: "Pod was rejected: " + message,
 		StartTime: &metav1.Time{Time: time.Now()}})
 }
 

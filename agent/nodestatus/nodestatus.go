@@ -41,6 +41,8 @@ type Deps struct {
 	NodeName string
 	NodeIPs  []string
 	MaxPods  int
+	// RootDir is the agent's root: its filesystem is the node's ephemeral-storage.
+	RootDir string
 	// Images lists the node's images for the Node's status (nil: none reported).
 	Images runtimeapi.ImageServiceClient
 	// Labels are added to the Node at registration (--node-labels).
@@ -166,7 +168,7 @@ func (m *Manager) UpdateStatus(ctx context.Context) error {
 
 func (m *Manager) fillStatus(ctx context.Context, s *v1.NodeStatus) {
 	now := metav1.NewTime(time.Now())
-	capacity := Capacity(m.MaxPods)
+	capacity := Capacity(m.MaxPods, m.RootDir)
 	s.Capacity = capacity
 	s.Allocatable = capacity.DeepCopy()
 	s.Addresses = nil
@@ -308,16 +310,22 @@ func (m *Manager) RenewLease(ctx context.Context) error {
 
 // Host facts, read from files rather than any network lookup.
 
-// Capacity is the node's capacity as the Node reports it: this machine's CPUs and memory, and
-// maxPods pods. Allocatable is the same for now (nothing is reserved for the system). Memory is
-// left out if /proc/meminfo cannot be read, rather than reported as 0.
-func Capacity(maxPods int) v1.ResourceList {
+// Capacity is the node's capacity as the Node reports it: this machine's CPUs and memory, maxPods
+// pods, and as ephemeral-storage the size of the filesystem holding rootDir (the agent's root, where
+// emptyDir volumes and pod files live), as the kubelet reports its root filesystem. Allocatable is
+// the same for now (nothing is reserved for the system). What cannot be read is left out rather
+// than reported as 0.
+func Capacity(maxPods int, rootDir string) v1.ResourceList {
 	c := v1.ResourceList{
 		v1.ResourceCPU:  *resource.NewQuantity(int64(goruntime.NumCPU()), resource.DecimalSI),
 		v1.ResourcePods: *resource.NewQuantity(int64(maxPods), resource.DecimalSI),
 	}
 	if mem := memTotal(); mem > 0 {
 		c[v1.ResourceMemory] = *resource.NewQuantity(mem, resource.BinarySI)
+	}
+	var st unix.Statfs_t
+	if rootDir != "" && unix.Statfs(rootDir, &st) == nil && st.Blocks > 0 {
+		c[v1.ResourceEphemeralStorage] = *resource.NewQuantity(int64(st.Blocks)*st.Bsize, resource.BinarySI)
 	}
 	return c
 }

@@ -120,7 +120,10 @@ func TestPublishDaemonEndpoint(t *testing.T) {
 
 // Capacity is what the downward API's defaults come from too, so it must not make up a 0.
 func TestCapacity(t *testing.T) {
-	c := Capacity(110)
+	c := Capacity(110, t.TempDir())
+	if e := c[v1.ResourceEphemeralStorage]; e.Value() <= 0 {
+		t.Errorf("ephemeral-storage capacity %v", e.String())
+	}
 	if cpu := c[v1.ResourceCPU]; cpu.Value() < 1 {
 		t.Errorf("cpu %v", cpu.String())
 	}
