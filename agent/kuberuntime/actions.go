@@ -33,6 +33,9 @@ type podActions struct {
 	NextInitContainerToStart *v1.Container
 	// ContainersToStart are indexes into pod.Spec.Containers.
 	ContainersToStart []int
+	// EphemeralContainersToStart are indexes into pod.Spec.EphemeralContainers: the debug
+	// containers that have never run. They run once; an exited one stays exited.
+	EphemeralContainersToStart []int
 	// ContainersToKill are keyed by container ID.
 	ContainersToKill map[string]containerToKill
 }
@@ -42,8 +45,8 @@ func (a podActions) String() string {
 	if a.NextInitContainerToStart != nil {
 		next = a.NextInitContainerToStart.Name
 	}
-	return fmt.Sprintf("kill=%v createSandbox=%v sandbox=%q attempt=%d nextInit=%q start=%v kill=%d",
-		a.KillPod, a.CreateSandbox, a.SandboxID, a.Attempt, next, a.ContainersToStart, len(a.ContainersToKill))
+	return fmt.Sprintf("kill=%v createSandbox=%v sandbox=%q attempt=%d nextInit=%q start=%v ephemeral=%v kill=%d",
+		a.KillPod, a.CreateSandbox, a.SandboxID, a.Attempt, next, a.ContainersToStart, a.EphemeralContainersToStart, len(a.ContainersToKill))
 }
 
 // shouldRestartOnFailure is whether a failed container of the pod runs again.
@@ -197,6 +200,9 @@ func computePodActions(pod *v1.Pod, status *kubecontainer.PodStatus, probes Prob
 		return changes
 	}
 
+	// Before the init containers: a pod stuck in its initialization is exactly what one debugs.
+	changes.EphemeralContainersToStart = ephemeralContainersToStart(pod, status)
+
 	if !computeInitContainerActions(pod, status, probes, &changes) {
 		return changes
 	}
@@ -246,12 +252,16 @@ func computePodActions(pod *v1.Pod, status *kubecontainer.PodStatus, probes Prob
 	for _, c := range pod.Spec.Containers {
 		names[c.Name] = true
 	}
+	for _, c := range pod.Spec.EphemeralContainers {
+		names[c.Name] = true
+	}
 	for _, cs := range status.ContainerStatuses {
 		if cs.State == kubecontainer.StateRunning && !names[cs.Name] {
 			changes.ContainersToKill[cs.ID] = containerToKill{Name: cs.Name, Message: "container is no longer in the pod spec"}
 		}
 	}
 
+	// A debug container does not keep a pod alive whose own containers have all finished.
 	if keep == 0 && len(changes.ContainersToStart) == 0 {
 		changes.KillPod = true
 	}

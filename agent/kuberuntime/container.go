@@ -79,6 +79,9 @@ func containerKind(pod *v1.Pod, c *v1.Container) string {
 			return "init_container"
 		}
 	}
+	if isEphemeral(pod, c.Name) {
+		return "ephemeral_container"
+	}
 	return "container"
 }
 
@@ -86,6 +89,13 @@ func containerKind(pod *v1.Pod, c *v1.Container) string {
 // carrying error (ErrImagePull, CreateContainerConfigError, CreateContainerError…) the status shows.
 func (m *Manager) startContainer(ctx context.Context, sandboxID string, sandboxCfg *runtimeapi.PodSandboxConfig,
 	pod *v1.Pod, c *v1.Container, status *kubecontainer.PodStatus, podIPs []string) error {
+	return m.startContainerTargeting(ctx, sandboxID, sandboxCfg, pod, c, status, podIPs, "")
+}
+
+// startContainerTargeting is startContainer for a debug container: targetID, when set, is the
+// container whose process namespace it joins.
+func (m *Manager) startContainerTargeting(ctx context.Context, sandboxID string, sandboxCfg *runtimeapi.PodSandboxConfig,
+	pod *v1.Pod, c *v1.Container, status *kubecontainer.PodStatus, podIPs []string, targetID string) error {
 	imageRef, err := m.imageManager.EnsureImageExists(ctx, pod, c, sandboxCfg)
 	if err != nil {
 		return err
@@ -103,6 +113,7 @@ func (m *Manager) startContainer(ctx context.Context, sandboxID string, sandboxC
 		m.Recorder.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
 		return &configGenError{err}
 	}
+	targetPIDNamespace(cfg, targetID)
 	logDir, err := podpath.ContainerLogDir(sandboxCfg.LogDirectory, c.Name)
 	if err == nil {
 		err = makeLogDir(logDir)

@@ -19,8 +19,9 @@ import (
 //  2. kill the pod when its sandbox must be replaced (or it finished), else kill the containers the plan names;
 //  3. prune dead container attempts beyond the newest of each name;
 //  4. create the sandbox when needed;
-//  5. start the next init container, if any, and stop there (they run one at a time);
-//  6. start the app containers the plan names.
+//  5. start the ephemeral (debug) containers that never ran;
+//  6. start the next init container, if any, and stop there (they run one at a time);
+//  7. start the app containers the plan names.
 //
 // Every step is idempotent: an interrupted sync is simply done again from fresh observations.
 // The error carries a waiting reason (kubecontainer.ReasonFor) and maybe a retry hint (RetryAfterError).
@@ -76,17 +77,29 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *kubecontaine
 		return err
 	}
 
-	// Step 5.
-	if c := plan.NextInitContainerToStart; c != nil {
-		return m.start(ctx, sandboxID, sandboxCfg, pod, c, status, podIPs)
+	// Step 5. Before the init containers, so that an init container failing to start does not
+	// keep the user from debugging it. A debug container that fails does not stop the others.
+	var errs []error
+	for _, i := range plan.EphemeralContainersToStart {
+		if err := m.startEphemeral(ctx, sandboxID, sandboxCfg, pod, i, status, podIPs); err != nil {
+			errs = append(errs, err)
+		}
 	}
 
 	// Step 6.
+	if c := plan.NextInitContainerToStart; c != nil {
+		err := m.start(ctx, sandboxID, sandboxCfg, pod, c, status, podIPs)
+		if len(errs) == 0 {
+			return err
+		}
+		return errors.Join(append(errs, err)...)
+	}
+
+	// Step 7.
 	killed := map[string]bool{}
 	for _, k := range plan.ContainersToKill {
 		killed[k.Name] = true
 	}
-	var errs []error
 	for _, i := range plan.ContainersToStart {
 		c := &pod.Spec.Containers[i]
 		if killed[c.Name] {
@@ -117,6 +130,11 @@ func checkPathNames(pod *v1.Pod) error {
 			if err := podpath.Element("container name", cs[i].Name); err != nil {
 				return err
 			}
+		}
+	}
+	for i := range pod.Spec.EphemeralContainers {
+		if err := podpath.Element("container name", pod.Spec.EphemeralContainers[i].Name); err != nil {
+			return err
 		}
 	}
 	for i := range pod.Spec.Volumes {
@@ -226,6 +244,11 @@ func findSpec(pod *v1.Pod, name string) *v1.Container {
 	for i := range pod.Spec.InitContainers {
 		if pod.Spec.InitContainers[i].Name == name {
 			return &pod.Spec.InitContainers[i]
+		}
+	}
+	for i := range pod.Spec.EphemeralContainers {
+		if pod.Spec.EphemeralContainers[i].Name == name {
+			return ephemeralSpec(&pod.Spec.EphemeralContainers[i])
 		}
 	}
 	return nil

@@ -59,8 +59,11 @@ func Generate(pod *v1.Pod, ps *kubecontainer.PodStatus, old v1.PodStatus, in Inp
 			s.PodIPs = append(s.PodIPs, v1.PodIP{IP: ip})
 		}
 	}
-	s.InitContainerStatuses = containerStatuses(pod, pod.Spec.InitContainers, ps, old.InitContainerStatuses, in, true)
-	s.ContainerStatuses = containerStatuses(pod, pod.Spec.Containers, ps, old.ContainerStatuses, in, false)
+	s.InitContainerStatuses = containerStatuses(pod, pod.Spec.InitContainers, ps, old.InitContainerStatuses, in, initContainer)
+	s.ContainerStatuses = containerStatuses(pod, pod.Spec.Containers, ps, old.ContainerStatuses, in, appContainer)
+	// Debug containers are reported, but the phase and the conditions below read only the two lists
+	// above: a debug container neither makes a pod ready nor keeps it from being so.
+	s.EphemeralContainerStatuses = containerStatuses(pod, ephemeralSpecs(pod), ps, old.EphemeralContainerStatuses, in, ephemeralContainer)
 	s.Phase = getPhase(pod, s.InitContainerStatuses, s.ContainerStatuses, in.Terminating)
 	if s.Phase == v1.PodFailed || s.Phase == v1.PodSucceeded {
 		if old.Phase == s.Phase {
@@ -93,10 +96,30 @@ func terminatedState(c *kubecontainer.Status, runtimeName string) *v1.ContainerS
 	}
 }
 
-func containerStatuses(pod *v1.Pod, specs []v1.Container, ps *kubecontainer.PodStatus, old []v1.ContainerStatus, in Inputs, init bool) []v1.ContainerStatus {
+// containerKind says which list of the pod a container is in, which decides its readiness and
+// whether it runs again.
+type containerKind int
+
+const (
+	appContainer containerKind = iota
+	initContainer
+	ephemeralContainer
+)
+
+// ephemeralSpecs are the pod's debug containers as the Containers they share their fields with.
+func ephemeralSpecs(pod *v1.Pod) []v1.Container {
+	var out []v1.Container
+	for _, ec := range pod.Spec.EphemeralContainers {
+		out = append(out, v1.Container(ec.EphemeralContainerCommon))
+	}
+	return out
+}
+
+func containerStatuses(pod *v1.Pod, specs []v1.Container, ps *kubecontainer.PodStatus, old []v1.ContainerStatus, in Inputs, kind containerKind) []v1.ContainerStatus {
 	if len(specs) == 0 {
 		return nil
 	}
+	init, ephemeral := kind == initContainer, kind == ephemeralContainer
 	oldByName := map[string]v1.ContainerStatus{}
 	for _, o := range old {
 		oldByName[o.Name] = o
@@ -106,7 +129,10 @@ func containerStatuses(pod *v1.Pod, specs []v1.Container, ps *kubecontainer.PodS
 		st := v1.ContainerStatus{Name: spec.Name, Image: spec.Image}
 		attempts := ps.ContainersByName(spec.Name)
 		f := false
-		st.Started = &f
+		if !ephemeral {
+			// No probe ever starts a debug container: as the kubelet, its status has no started.
+			st.Started = &f
+		}
 		if len(attempts) == 0 {
 			// As the kubelet: in a pod with init containers every container not yet made waits
 			// with PodInitializing, the first init container included.
@@ -138,13 +164,18 @@ func containerStatuses(pod *v1.Pod, specs []v1.Container, ps *kubecontainer.PodS
 		case kubecontainer.StateRunning:
 			started, ready := true, true
 			switch {
+			case ephemeral:
+				// Not part of the workload: it is never ready, whatever it does.
+				ready = false
 			case init && !isSidecar(&spec):
 				// A running init container has not done its part yet; it is ready once it succeeded.
 				ready = false
 			case in.Probes != nil:
 				started, ready = in.Probes.Started(&spec, cur.ID), in.Probes.Ready(&spec, cur.ID)
 			}
-			st.Started = &started
+			if !ephemeral {
+				st.Started = &started
+			}
 			st.Ready = ready
 			st.State.Running = &v1.ContainerStateRunning{StartedAt: metav1.NewTime(cur.StartedAt)}
 			if len(attempts) > 1 && attempts[1].State == kubecontainer.StateExited {
@@ -153,7 +184,7 @@ func containerStatuses(pod *v1.Pod, specs []v1.Container, ps *kubecontainer.PodS
 		case kubecontainer.StateExited:
 			term := terminatedState(cur, in.RuntimeName)
 			r, waiting := in.Reasons.Get(pod.UID, spec.Name)
-			if waiting && !in.Terminating && willRestart(pod, &spec, cur, init) {
+			if waiting && !in.Terminating && !ephemeral && willRestart(pod, &spec, cur, init) {
 				st.State.Waiting = &v1.ContainerStateWaiting{Reason: r.Reason, Message: r.Message}
 				st.LastTerminationState.Terminated = term
 			} else {

@@ -64,7 +64,7 @@ func normalize(s *v1.PodStatus) {
 		r(&s.Conditions[i].LastTransitionTime)
 		r(&s.Conditions[i].LastProbeTime)
 	}
-	for _, list := range [][]v1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses} {
+	for _, list := range [][]v1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses, s.EphemeralContainerStatuses} {
 		for i := range list {
 			for _, st := range []*v1.ContainerState{&list[i].State, &list[i].LastTerminationState} {
 				if st.Running != nil {

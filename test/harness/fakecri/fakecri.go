@@ -34,6 +34,7 @@ type Server struct {
 	nextID     int
 	sandboxes  map[string]*runtimeapi.PodSandboxStatus
 	containers map[string]*runtimeapi.ContainerStatus
+	configs    map[string]*runtimeapi.ContainerConfig // as created, for what a status does not show
 	sandboxOf  map[string]string
 	images     map[string]string // name → id
 	imageUsers map[string]string // name → the user its config names
@@ -54,6 +55,7 @@ func Start(t testing.TB) *Server {
 	s := &Server{
 		sandboxes:  map[string]*runtimeapi.PodSandboxStatus{},
 		containers: map[string]*runtimeapi.ContainerStatus{},
+		configs:    map[string]*runtimeapi.ContainerConfig{},
 		sandboxOf:  map[string]string{},
 		images:     map[string]string{},
 		imageUsers: map[string]string{},
@@ -257,6 +259,17 @@ func (s *Server) Containers() []*runtimeapi.ContainerStatus {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt < out[j].CreatedAt })
 	return out
+}
+
+// ContainerConfig returns a copy of the config the container was created with (namespace
+// options, such as an ephemeral container's target, show only there), or nil.
+func (s *Server) ContainerConfig(id string) *runtimeapi.ContainerConfig {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.configs[id]; ok {
+		return proto.Clone(c).(*runtimeapi.ContainerConfig)
+	}
+	return nil
 }
 
 // Sandboxes lists copies of all sandboxes, oldest first.

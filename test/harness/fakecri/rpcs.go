@@ -70,6 +70,7 @@ func (s *Server) RemovePodSandbox(_ context.Context, r *runtimeapi.RemovePodSand
 	for cid, sid := range s.sandboxOf {
 		if sid == r.PodSandboxId {
 			delete(s.containers, cid)
+			delete(s.configs, cid)
 			delete(s.sandboxOf, cid)
 			s.emit(cid, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT)
 		}
@@ -125,6 +126,7 @@ func (s *Server) CreateContainer(_ context.Context, r *runtimeapi.CreateContaine
 		Labels: cfg.Labels, Annotations: cfg.Annotations, LogPath: cfg.LogPath,
 	}
 	s.sandboxOf[id] = r.PodSandboxId
+	s.configs[id] = proto.Clone(cfg).(*runtimeapi.ContainerConfig)
 	s.emit(id, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT)
 	return &runtimeapi.CreateContainerResponse{ContainerId: id}, nil
 }
@@ -172,6 +174,7 @@ func (s *Server) RemoveContainer(_ context.Context, r *runtimeapi.RemoveContaine
 		s.emit(r.ContainerId, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT)
 	}
 	delete(s.containers, r.ContainerId)
+	delete(s.configs, r.ContainerId)
 	delete(s.sandboxOf, r.ContainerId)
 	return &runtimeapi.RemoveContainerResponse{}, nil
 }
