@@ -1,5 +1,8 @@
-// Package nodestatus registers the Node, keeps its status (Ready follows the runtime's Status),
-// and renews its Lease in kube-node-lease, which is what the node lifecycle controller watches.
+// Package nodestatus builds the Node (labels, taints, capacity, addresses, info, images, runtime
+// handlers, conditions) and keeps it current, also without a cluster so the agent's API can show
+// it; in a cluster it registers the Node, posts its status and renews its Lease in
+// kube-node-lease, which is what the node lifecycle controller watches. It records the node's
+// events as the kubelet does (Starting, Ready and pressure transitions, Rebooted).
 package nodestatus
 
 import (
@@ -13,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,6 +26,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
@@ -34,8 +39,14 @@ const LeaseNamespace = "kube-node-lease"
 // AgentVersion is reported as the node's kubelet version.
 var AgentVersion = "v1.36.3-nodelet"
 
+// Recorder records the node's events; a record.EventRecorder is one.
+type Recorder interface {
+	Eventf(obj runtime.Object, eventtype, reason, messageFmt string, args ...any)
+}
+
 // Deps are what the manager needs.
 type Deps struct {
+	// Client, when set, registers and posts the Node; nil keeps it in memory only (standalone).
 	Client   kubernetes.Interface
 	Runtime  runtimeapi.RuntimeServiceClient
 	NodeName string
@@ -50,6 +61,12 @@ type Deps struct {
 	// Taints are set on the Node when it registers (--register-with-taints), as the kubelet does:
 	// later changes are the cluster's to make.
 	Taints []v1.Taint
+	// Pressure gives the MemoryPressure, DiskPressure and PIDPressure conditions (Type, Status,
+	// Reason, Message) as measured by the eviction manager. Nil: the node claims none of them,
+	// since claiming "no pressure" without measuring it would mislead the scheduler.
+	Pressure func() []v1.NodeCondition
+	// Recorder receives the node's events (nil: none recorded).
+	Recorder Recorder
 
 	StatusUpdateFrequency time.Duration // default 10s
 	LeaseDurationSeconds  int32         // default 40
@@ -61,6 +78,10 @@ type Deps struct {
 type Manager struct {
 	Deps
 	nodeUID atomic.Value // types.UID
+	now     func() time.Time
+
+	mu   sync.Mutex
+	node *v1.Node // the latest built or posted, nil before the first
 }
 
 // New makes a manager.
@@ -77,16 +98,87 @@ func New(d Deps) *Manager {
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
-	m := &Manager{Deps: d}
+	m := &Manager{Deps: d, now: time.Now}
 	m.nodeUID.Store(types.UID(""))
 	return m
+}
+
+// Node is the latest Node, built or posted; false before the first.
+func (m *Manager) Node() (*v1.Node, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.node == nil {
+		return nil, false
+	}
+	return m.node.DeepCopy(), true
+}
+
+func (m *Manager) setNode(n *v1.Node) {
+	m.mu.Lock()
+	m.node = n.DeepCopy()
+	m.mu.Unlock()
+}
+
+// Ref is how the kubelet names its Node in events: the UID is the node's name, so events can be
+// recorded before (and without) the Node object.
+func Ref(nodeName string) *v1.ObjectReference {
+	return &v1.ObjectReference{Kind: "Node", Name: nodeName, UID: types.UID(nodeName)}
+}
+
+// event is one node event, recorded once the status that caused it is in place.
+type event struct{ typ, reason, message string }
+
+func (m *Manager) record(evs []event) {
+	if m.Recorder == nil {
+		return
+	}
+	for _, e := range evs {
+		m.Recorder.Eventf(Ref(m.NodeName), e.typ, e.reason, "%s", e.message)
+	}
+}
+
+// Build brings the in-memory Node up to date without a cluster: the first call makes it from the
+// configuration, later ones refresh its status from the last.
+func (m *Manager) Build(ctx context.Context) *v1.Node {
+	node, ok := m.Node()
+	if !ok {
+		node = m.initialNode()
+		node.CreationTimestamp = metav1.NewTime(m.now())
+	}
+	evs := m.fillStatus(ctx, &node.Status)
+	m.setNode(node)
+	m.record(evs)
+	return node
+}
+
+// initialNode is the Node's metadata and spec as the kubelet registers them.
+func (m *Manager) initialNode() *v1.Node {
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: m.NodeName, Labels: map[string]string{
+		"kubernetes.io/hostname":  m.NodeName,
+		"kubernetes.io/os":        goruntime.GOOS,
+		"kubernetes.io/arch":      goruntime.GOARCH,
+		"beta.kubernetes.io/os":   goruntime.GOOS,
+		"beta.kubernetes.io/arch": goruntime.GOARCH,
+	}}}
+	for k, v := range m.Labels {
+		node.Labels[k] = v
+	}
+	node.Spec.Taints = append([]v1.Taint(nil), m.Taints...)
+	return node
 }
 
 // NodeUID is the registered Node's UID, "" before registration.
 func (m *Manager) NodeUID() types.UID { return m.nodeUID.Load().(types.UID) }
 
-// Run registers the node (retrying), then updates status and lease until ctx ends.
+// Run records the agent's start, then keeps the Node current until ctx ends: in memory only
+// without a client; with one it registers the node (retrying), then updates status and lease.
 func (m *Manager) Run(ctx context.Context) {
+	// Tools match the kubelet's wording, so the agent keeps it.
+	m.record([]event{{v1.EventTypeNormal, "Starting", "Starting kubelet."}})
+	if m.Client == nil {
+		m.runStandalone(ctx)
+		return
+	}
 	for {
 		err := m.Register(ctx)
 		if err == nil {
@@ -122,20 +214,27 @@ func (m *Manager) Run(ctx context.Context) {
 	}
 }
 
+func (m *Manager) runStandalone(ctx context.Context) {
+	m.Build(ctx)
+	t := time.NewTicker(m.StatusUpdateFrequency)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			m.Build(ctx)
+		}
+	}
+}
+
 // Register creates the Node, or refreshes the status of an existing one.
 func (m *Manager) Register(ctx context.Context) error {
-	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: m.NodeName, Labels: map[string]string{
-		"kubernetes.io/hostname":  m.NodeName,
-		"kubernetes.io/os":        goruntime.GOOS,
-		"kubernetes.io/arch":      goruntime.GOARCH,
-		"beta.kubernetes.io/os":   goruntime.GOOS,
-		"beta.kubernetes.io/arch": goruntime.GOARCH,
-	}}}
-	for k, v := range m.Labels {
-		node.Labels[k] = v
-	}
-	node.Spec.Taints = append([]v1.Taint(nil), m.Taints...)
+	node := m.initialNode()
 	m.fillStatus(ctx, &node.Status)
+	// The apiserver may drop a created Node's status, so the conditions (and their events) come
+	// with the status update that follows, compared with what the apiserver then holds.
+	node.Status.Conditions = nil
 	created, err := m.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 	switch {
 	case err == nil:
@@ -160,14 +259,32 @@ func (m *Manager) UpdateStatus(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		m.fillStatus(ctx, &node.Status)
-		_, err = m.Client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
-		return err
+		evs := m.fillStatus(ctx, &node.Status)
+		updated, err := m.Client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+		if err != nil {
+			return err
+		}
+		m.setNode(updated)
+		m.record(evs)
+		return nil
 	})
 }
 
-func (m *Manager) fillStatus(ctx context.Context, s *v1.NodeStatus) {
-	now := metav1.NewTime(time.Now())
+// pressureTypes are the conditions Pressure gives, in the kubelet's order.
+var pressureTypes = []v1.NodeConditionType{v1.NodeMemoryPressure, v1.NodeDiskPressure, v1.NodePIDPressure}
+
+// pressureEvents are the kubelet's event reasons for a pressure condition becoming False or True.
+var pressureEvents = map[v1.NodeConditionType][2]string{
+	v1.NodeMemoryPressure: {"NodeHasSufficientMemory", "NodeHasInsufficientMemory"},
+	v1.NodeDiskPressure:   {"NodeHasNoDiskPressure", "NodeHasDiskPressure"},
+	v1.NodePIDPressure:    {"NodeHasSufficientPID", "NodeHasInsufficientPID"},
+}
+
+// fillStatus refreshes s and returns the events its changes call for, to be recorded once the
+// status is in place (a retried update must not record them twice).
+func (m *Manager) fillStatus(ctx context.Context, s *v1.NodeStatus) []event {
+	var evs []event
+	now := metav1.NewTime(m.now())
 	capacity := Capacity(m.MaxPods, m.RootDir)
 	s.Capacity = capacity
 	s.Allocatable = capacity.DeepCopy()
@@ -176,8 +293,13 @@ func (m *Manager) fillStatus(ctx context.Context, s *v1.NodeStatus) {
 		s.Addresses = append(s.Addresses, v1.NodeAddress{Type: v1.NodeInternalIP, Address: ip})
 	}
 	s.Addresses = append(s.Addresses, v1.NodeAddress{Type: v1.NodeHostName, Address: m.NodeName})
+	oldBootID := s.NodeInfo.BootID
 	s.NodeInfo = nodeInfo()
 	s.NodeInfo.KubeletVersion = AgentVersion
+	if oldBootID != "" && s.NodeInfo.BootID != "" && oldBootID != s.NodeInfo.BootID {
+		evs = append(evs, event{v1.EventTypeWarning, "Rebooted",
+			fmt.Sprintf("Node %s has been rebooted, boot id: %s", m.NodeName, s.NodeInfo.BootID)})
+	}
 	if m.Runtime != nil {
 		if v, err := m.Runtime.Version(ctx, &runtimeapi.VersionRequest{}); err == nil {
 			s.NodeInfo.ContainerRuntimeVersion = v.RuntimeName + "://" + v.RuntimeVersion
@@ -186,27 +308,65 @@ func (m *Manager) fillStatus(ctx context.Context, s *v1.NodeStatus) {
 	s.Images = m.images(ctx)
 	ready, reason, msg, handlers := m.runtimeStatus(ctx)
 	s.RuntimeHandlers = handlers
-	conds := []v1.NodeCondition{
-		{Type: v1.NodeMemoryPressure, Status: v1.ConditionFalse, Reason: "KubeletHasSufficientMemory", Message: "kubelet has sufficient memory available"},
-		{Type: v1.NodeDiskPressure, Status: v1.ConditionFalse, Reason: "KubeletHasNoDiskPressure", Message: "kubelet has no disk pressure"},
-		{Type: v1.NodePIDPressure, Status: v1.ConditionFalse, Reason: "KubeletHasSufficientPID", Message: "kubelet has sufficient PID available"},
-		{Type: v1.NodeReady, Status: v1.ConditionFalse, Reason: reason, Message: msg},
+	var conds []v1.NodeCondition
+	if m.Pressure != nil {
+		given := map[v1.NodeConditionType]v1.NodeCondition{}
+		for _, c := range m.Pressure() {
+			given[c.Type] = c
+		}
+		for _, t := range pressureTypes {
+			if c, ok := given[t]; ok {
+				conds = append(conds, v1.NodeCondition{Type: t, Status: c.Status, Reason: c.Reason, Message: c.Message})
+			}
+		}
 	}
+	readyCond := v1.NodeCondition{Type: v1.NodeReady, Status: v1.ConditionFalse, Reason: reason, Message: msg}
 	if ready {
-		conds[3].Status, conds[3].Reason, conds[3].Message = v1.ConditionTrue, "KubeletReady", "kubelet is posting ready status"
+		readyCond.Status, readyCond.Reason, readyCond.Message = v1.ConditionTrue, "KubeletReady", "kubelet is posting ready status"
 	}
+	conds = append(conds, readyCond)
 	old := map[v1.NodeConditionType]v1.NodeCondition{}
 	for _, c := range s.Conditions {
 		old[c.Type] = c
 	}
 	for i := range conds {
-		conds[i].LastHeartbeatTime = now
-		conds[i].LastTransitionTime = now
-		if o, ok := old[conds[i].Type]; ok && o.Status == conds[i].Status {
-			conds[i].LastTransitionTime = o.LastTransitionTime
+		c := &conds[i]
+		c.LastHeartbeatTime = now
+		c.LastTransitionTime = now
+		o, had := old[c.Type]
+		if had && o.Status == c.Status {
+			c.LastTransitionTime = o.LastTransitionTime
+			continue
+		}
+		if reasons, isPressure := pressureEvents[c.Type]; isPressure {
+			// As the kubelet: a pressure condition's first appearance is a transition from Unknown.
+			switch c.Status {
+			case v1.ConditionFalse:
+				evs = append(evs, m.statusEvent(reasons[0]))
+			case v1.ConditionTrue:
+				evs = append(evs, m.statusEvent(reasons[1]))
+			}
+		} else if had && c.Type == v1.NodeReady {
+			if c.Status == v1.ConditionTrue {
+				evs = append(evs, m.statusEvent("NodeReady"))
+			} else {
+				evs = append(evs, m.statusEvent("NodeNotReady"))
+			}
+		}
+	}
+	// Conditions others set (a node problem detector's) stay; the four of the agent are its own,
+	// so a pressure condition is dropped once nothing measures it.
+	for _, c := range s.Conditions {
+		if _, ours := pressureEvents[c.Type]; !ours && c.Type != v1.NodeReady {
+			conds = append(conds, c)
 		}
 	}
 	s.Conditions = conds
+	return evs
+}
+
+func (m *Manager) statusEvent(reason string) event {
+	return event{v1.EventTypeNormal, reason, fmt.Sprintf("Node %s status is now: %s", m.NodeName, reason)}
 }
 
 // runtimeStatus asks the runtime's Status: Ready needs RuntimeReady and NetworkReady; the runtime
