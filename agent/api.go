@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/certificate"
 
@@ -43,7 +44,7 @@ func newAPI(a *Agent) (*api, error) {
 		NodeName: cfg.NodeName, RootDir: cfg.RootDir, LogDir: cfg.PodLogsDir, PodsCgroup: cfg.CgroupRoot,
 	})
 	p.srv = server.New(server.Deps{
-		NodeName: cfg.NodeName, Pods: a, Events: a, Runtime: a.runtime,
+		NodeName: cfg.NodeName, Pods: a, Events: a, Node: a, Runtime: a.runtime,
 		SyncLoopHealthy: a.Healthz, Summary: summary.Summary, Config: func() any { return cfg },
 	})
 	return p, nil
@@ -121,3 +122,14 @@ func (p *api) run(ctx context.Context) error {
 	}
 	return p.srv.Serve(ctx, p.serve)
 }
+
+// Node is the agent's Node as it keeps it (built standalone, posted in a cluster), for the API.
+func (a *Agent) Node() (*v1.Node, bool) {
+	if a.nodes == nil {
+		return nil, false
+	}
+	return a.nodes.Node()
+}
+
+// NodeEvents are the events recorded about the node, for `nodelet describe node`.
+func (a *Agent) NodeEvents() []v1.Event { return a.events.NodeEvents() }

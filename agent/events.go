@@ -24,7 +24,9 @@ func (r logRecorder) Event(obj runtime.Object, eventtype, reason, message string
 		level = slog.LevelWarn
 	}
 	name := ""
-	if m, err := meta.Accessor(obj); err == nil {
+	if ref, ok := obj.(*v1.ObjectReference); ok {
+		name = ref.Kind + "/" + ref.Name
+	} else if m, err := meta.Accessor(obj); err == nil {
 		name = m.GetNamespace() + "/" + m.GetName()
 	}
 	r.log.Log(context.Background(), level, "event", "object", name, "type", eventtype, "reason", reason, "message", message)
@@ -38,11 +40,13 @@ func (r logRecorder) AnnotatedEventf(obj runtime.Object, _ map[string]string, ev
 	r.Eventf(obj, eventtype, reason, format, args...)
 }
 
-// eventLog keeps the last events of each pod for `nodelet describe`, and passes every event on.
+// eventLog keeps the last events of each pod and of the node for `nodelet describe`, and passes
+// every event on.
 type eventLog struct {
 	next  record.EventRecorder
 	mu    sync.Mutex
 	byPod map[string][]v1.Event
+	node  []v1.Event
 }
 
 const eventsPerPod = 50
@@ -53,6 +57,12 @@ func newEventLog(next record.EventRecorder) *eventLog {
 
 func (l *eventLog) Event(obj runtime.Object, eventtype, reason, message string) {
 	l.next.Event(obj, eventtype, reason, message)
+	if ref, ok := obj.(*v1.ObjectReference); ok {
+		if ref.Kind == "Node" {
+			l.nodeEvent(*ref, eventtype, reason, message)
+		}
+		return
+	}
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		return
@@ -67,16 +77,35 @@ func (l *eventLog) Event(obj runtime.Object, eventtype, reason, message string) 
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	evs := l.byPod[key]
-	if n := len(evs); n > 0 && evs[n-1].Reason == reason && evs[n-1].Message == message {
+	l.byPod[key] = appendEvent(l.byPod[key], ev)
+}
+
+// nodeEvent keeps an event of the node (named by the kubelet's reference, whose UID is its name).
+func (l *eventLog) nodeEvent(ref v1.ObjectReference, eventtype, reason, message string) {
+	now := metav1.Now()
+	ev := v1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: fmt.Sprintf("%s.%x", ref.Name, now.UnixNano())},
+		InvolvedObject: ref,
+		Type:           eventtype, Reason: reason, Message: message, Count: 1,
+		FirstTimestamp: now, LastTimestamp: now, Source: v1.EventSource{Component: "kubelet", Host: ref.Name},
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.node = appendEvent(l.node, ev)
+}
+
+// appendEvent adds ev to evs, counting up a repeat of the last event instead, and keeps at most
+// eventsPerPod.
+func appendEvent(evs []v1.Event, ev v1.Event) []v1.Event {
+	if n := len(evs); n > 0 && evs[n-1].Reason == ev.Reason && evs[n-1].Message == ev.Message {
 		evs[n-1].Count++
-		evs[n-1].LastTimestamp = now
-		return
+		evs[n-1].LastTimestamp = ev.LastTimestamp
+		return evs
 	}
 	if len(evs) >= eventsPerPod {
 		evs = evs[1:]
 	}
-	l.byPod[key] = append(evs, ev)
+	return append(evs, ev)
 }
 
 func (l *eventLog) Eventf(obj runtime.Object, eventtype, reason, format string, args ...any) {
@@ -92,6 +121,13 @@ func (l *eventLog) PodEvents(namespace, name string) []v1.Event {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]v1.Event(nil), l.byPod[namespace+"/"+name]...)
+}
+
+// NodeEvents returns the events recorded about the node, oldest first.
+func (l *eventLog) NodeEvents() []v1.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]v1.Event(nil), l.node...)
 }
 
 // Forget drops the events of pods no longer known.

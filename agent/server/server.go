@@ -1,5 +1,5 @@
 // Package server is the agent's HTTP API, the kubelet's port-10250 surface: /healthz, /pods,
-// /runningpods, /containerLogs, /exec, /attach, /portForward, /stats/summary, /metrics and
+// /node (nodelet's own: the Node and its events), /runningpods, /containerLogs, /exec, /attach, /portForward, /stats/summary, /metrics and
 // /metrics/resource. It depends on the agent only through the small interfaces below, and on the
 // runtime only through CRI, so tests run it on fakes and any CRI runtime serves its streams.
 package server
@@ -36,6 +36,14 @@ type EventSource interface {
 	PodEvents(namespace, name string) []v1.Event
 }
 
+// NodeSource is optional: the agent's own Node as it keeps it (also standalone) and the events
+// recorded about it, for `nodelet get node` and `nodelet describe node`.
+type NodeSource interface {
+	// Node is the latest Node; false before the agent has built it.
+	Node() (*v1.Node, bool)
+	NodeEvents() []v1.Event
+}
+
 // Runtime is the CRI the API calls; a runtimeapi.RuntimeServiceClient is one.
 type Runtime interface {
 	Status(ctx context.Context, in *runtimeapi.StatusRequest, opts ...grpc.CallOption) (*runtimeapi.StatusResponse, error)
@@ -53,6 +61,7 @@ type Deps struct {
 	NodeName string
 	Pods     PodSource
 	Events   EventSource // nil: describe shows no events
+	Node     NodeSource  // nil: /node answers 404
 	Runtime  Runtime
 	// SyncLoopHealthy reports whether the SyncLoop ran recently (nil: not checked).
 	SyncLoopHealthy func() error
@@ -124,6 +133,8 @@ func (s *Server) routes() {
 	handle("GET /runningpods/", "runningpods", false, s.runningPods)
 	handle("GET /runningpods", "runningpods", false, s.runningPods)
 	handle("GET /events/{ns}/{pod}", "events", false, s.events)
+	handle("GET /node", "node", false, s.node)
+	handle("GET /node/events", "node", false, s.nodeEvents)
 	handle("GET /containerLogs/{ns}/{pod}/{container}", "containerLogs", true, s.containerLogs)
 	for _, verb := range []string{"exec", "attach"} {
 		h := s.exec
