@@ -40,6 +40,7 @@ import (
 	"github.com/nodelet/nodelet/agent/logs"
 	"github.com/nodelet/nodelet/agent/metrics"
 	"github.com/nodelet/nodelet/agent/nodestatus"
+	"github.com/nodelet/nodelet/agent/oomwatcher"
 	"github.com/nodelet/nodelet/agent/pleg"
 	"github.com/nodelet/nodelet/agent/podmanager"
 	"github.com/nodelet/nodelet/agent/podsync"
@@ -80,6 +81,7 @@ type Agent struct {
 	config   *config.PodConfig
 	pleg     *pleg.GenericPLEG
 	nodes    *nodestatus.Manager
+	oom      *oomwatcher.Watcher
 	mirrors  *podmanager.MirrorClient
 	syncer   *podsync.Syncer
 	events   *eventLog
@@ -174,13 +176,17 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	a.statuses = status.NewManager(a.client, a.pods, log)
 	a.config = config.NewPodConfig(log)
 	a.pleg = pleg.New(a.runtime, pleg.Options{Log: log, RelistPeriod: deps.RelistPeriod})
+	// The Node is kept standalone too, for the API; only a registering agent posts it.
+	nodeDeps := nodestatus.Deps{Runtime: a.runtime, Images: imageService, Recorder: a.events,
+		NodeName: cfg.NodeName, Labels: cfg.NodeLabels, Taints: cfg.RegisterWithTaints, RootDir: cfg.RootDir,
+		NodeIPs: cfg.NodeIPs, MaxPods: cfg.MaxPods, StatusUpdateFrequency: cfg.NodeStatusUpdateFrequency,
+		LeaseDurationSeconds: cfg.NodeLeaseDurationSeconds, Log: log}
+	if a.client != nil && cfg.RegisterNode {
+		nodeDeps.Client = a.client
+	}
+	a.nodes = nodestatus.New(nodeDeps)
+	a.oom = &oomwatcher.Watcher{Node: nodestatus.Ref(cfg.NodeName), CgroupRoot: cfg.CgroupRoot, Recorder: a.events, Log: log}
 	if a.client != nil {
-		if cfg.RegisterNode {
-			a.nodes = nodestatus.New(nodestatus.Deps{Client: a.client, Runtime: a.runtime, Images: imageService,
-				NodeName: cfg.NodeName, Labels: cfg.NodeLabels, Taints: cfg.RegisterWithTaints, RootDir: cfg.RootDir,
-				NodeIPs: cfg.NodeIPs, MaxPods: cfg.MaxPods, StatusUpdateFrequency: cfg.NodeStatusUpdateFrequency,
-				LeaseDurationSeconds: cfg.NodeLeaseDurationSeconds, Log: log})
-		}
 		a.mirrors = &podmanager.MirrorClient{Client: a.client, NodeName: cfg.NodeName, NodeUID: a.nodeUID}
 	}
 	a.syncer = &podsync.Syncer{Runtime: a.manager, Status: a.statuses, Pods: a.pods, Volumes: vols, Reasons: a.reasons,
@@ -304,6 +310,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.nodes != nil {
 		goRun("node status", func(ctx context.Context) error { a.nodes.Run(ctx); return nil })
 	}
+	goRun("oom watcher", a.oom.Run)
 	if a.cfg.PodManifestPath != "" {
 		src := &config.ManifestDirSource{Path: a.cfg.PodManifestPath, NodeName: a.cfg.NodeName,
 			Period: a.cfg.FileCheckFrequency, Set: a.config.Set, Log: a.log}
