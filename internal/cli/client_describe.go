@@ -14,19 +14,26 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 )
 
-// newDescribeCmd is `nodelet describe pod NAME`: status, conditions, container states and events,
-// laid out as kubectl describe does.
+// newDescribeCmd is `nodelet describe pod NAME` and `nodelet describe node [NAME]`: status,
+// conditions, container states or the node's pods and resources, and events, laid out as kubectl
+// describe does.
 func newDescribeCmd() *cobra.Command {
 	var cf clientFlags
 	cmd := &cobra.Command{
-		Use:   "describe pod NAME",
-		Short: "Show a pod in detail, with its events (like kubectl describe pod)",
-		Args:  cobra.ExactArgs(2),
+		Use:   "describe pod NAME | node [NAME]",
+		Short: "Show a pod or the node in detail, with its events (like kubectl describe)",
+		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if isNodeKind(args[0]) {
+				return describeNodeCmd(cmd, &cf, args[1:])
+			}
 			switch strings.ToLower(args[0]) {
 			case "pods", "pod", "po":
 			default:
-				return fmt.Errorf("the server doesn't have a resource type %q (nodelet describe knows pods)", args[0])
+				return fmt.Errorf("the server doesn't have a resource type %q (nodelet describe knows pods and nodes)", args[0])
+			}
+			if len(args) != 2 {
+				return fmt.Errorf("describe pod needs the pod's name")
 			}
 			name, err := podName(args[1])
 			if err != nil {

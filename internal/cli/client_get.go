@@ -28,22 +28,29 @@ func newGetCmd() *cobra.Command {
 	var noHeaders, watch bool
 	var selector string
 	cmd := &cobra.Command{
-		Use:   "get pods [NAME...]",
-		Short: "List the agent's pods (like kubectl get pods)",
+		Use:   "get pods|nodes [NAME...]",
+		Short: "List the agent's pods or its node (like kubectl get pods, kubectl get nodes)",
 		Example: `  nodelet get pods
   nodelet get pods -A -o wide
-  nodelet get pod web -o yaml`,
+  nodelet get pod web -o yaml
+  nodelet get nodes -o wide`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			node := isNodeKind(args[0])
 			switch strings.ToLower(args[0]) {
 			case "pods", "pod", "po":
 			default:
-				return fmt.Errorf("the server doesn't have a resource type %q (nodelet get knows pods)", args[0])
+				if !node {
+					return fmt.Errorf("the server doesn't have a resource type %q (nodelet get knows pods and nodes)", args[0])
+				}
 			}
 			switch output {
 			case "", "wide", "yaml", "json", "name":
 			default:
 				return fmt.Errorf("unable to match a printer suitable for the output format %q, allowed formats are: json,name,wide,yaml", output)
+			}
+			if node {
+				return getNodes(cmd, &cf, args[1:], output, noHeaders)
 			}
 			c, err := cf.client()
 			if err != nil {
