@@ -82,10 +82,12 @@ func (a *Agent) containerGC(gone func(types.UID) bool, p containergc.Policy) *co
 	return &containergc.GC{Runtime: a.runtime, Pods: podsFunc(gone), PodLogsDir: a.cfg.PodLogsDir, Log: a.log, Policy: p}
 }
 
-// deleteDeadContainers is the eviction manager's node-level reclaim of disk: every dead container
-// old enough to collect goes, not only those beyond the per-container and total counts.
+// deleteDeadContainers is the eviction manager's node-level reclaim of disk: a container GC now
+// rather than at its next minute. It keeps the configured policy, as the kubelet's does: the last
+// dead container of each is what restart counts and back-off are read from.
 func (a *Agent) deleteDeadContainers(ctx context.Context) error {
-	cgc := a.containerGC(a.podGone(a.workers, a.sourcesReady), containergc.Policy{MinAge: a.cfg.MinimumContainerTTL})
+	cgc := a.containerGC(a.podGone(a.workers, a.sourcesReady), containergc.Policy{MinAge: a.cfg.MinimumContainerTTL,
+		MaxPerPodContainer: a.cfg.MaxPerPodContainer, MaxContainers: a.cfg.MaxContainers})
 	st, err := cgc.Collect(ctx)
 	if st != (containergc.Stats{}) {
 		a.log.Info("eviction: removed dead containers", "containers", st.Containers, "sandboxes", st.Sandboxes, "logDirs", st.LogDirs)
