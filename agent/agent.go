@@ -151,6 +151,15 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	a.vols = vols
 	a.imageGC = &images.ImageGC{Images: imageService, Containers: a.runtime, Log: log, Keep: []string{cfg.PodInfraContainerImage},
 		Policy: imageGCPolicy(cfg.ImageGCHighThresholdPercent, cfg.ImageGCLowThresholdPercent, cfg.ImageMinimumGCAge)}
+	// Built before node status, which reads its conditions; what it calls back into (pods,
+	// workers, syncer) is only used once Run starts it.
+	a.eviction = eviction.New(eviction.Config{Thresholds: cfg.EvictionThresholds, NodeName: cfg.NodeName,
+		PressureTransitionPeriod: cfg.EvictionPressureTransitionPeriod, MaxPodGracePeriodSeconds: int64(cfg.EvictionMaxPodGracePeriod),
+		MonitoringInterval: cfg.EvictionMonitoringInterval},
+		eviction.Deps{Measurer: &eviction.Machine{RootDir: cfg.RootDir, ImageFs: imageFsMountpoint(imageService)},
+			Stats: eviction.CRIStats{Runtime: a.runtime}, ActivePods: a.activePods, Kill: a.evictPod,
+			DeleteDeadContainers: a.deleteDeadContainers, DeleteUnusedImages: a.deleteUnusedImages,
+			Recorder: a.events, Evicted: metrics.Evicted, Log: log})
 	a.probes = prober.New(a.runtime, a.events, log)
 	serialize := cfg.SerializeImagePulls
 	a.manager = kuberuntime.NewManager(kuberuntime.Deps{
@@ -183,8 +192,8 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 			a.nodes = nodestatus.New(nodestatus.Deps{Client: a.client, Runtime: a.runtime, Images: imageService,
 				NodeName: cfg.NodeName, Labels: cfg.NodeLabels, Taints: cfg.RegisterWithTaints, RootDir: cfg.RootDir,
 				NodeIPs: cfg.NodeIPs, MaxPods: cfg.MaxPods, StatusUpdateFrequency: cfg.NodeStatusUpdateFrequency,
+				// eviction: Pressure: a.eviction.NodeConditions
 				LeaseDurationSeconds: cfg.NodeLeaseDurationSeconds, Log: log})
-			// eviction: Pressure: a.eviction.NodeConditions
 		}
 		a.mirrors = &podmanager.MirrorClient{Client: a.client, NodeName: cfg.NodeName, NodeUID: a.nodeUID}
 	}
@@ -195,13 +204,6 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 		a.syncer.Mirrors = a.mirrors
 	}
 	a.workers = podworkers.New(a.syncer, log)
-	a.eviction = eviction.New(eviction.Config{Thresholds: cfg.EvictionThresholds, NodeName: cfg.NodeName,
-		PressureTransitionPeriod: cfg.EvictionPressureTransitionPeriod, MaxPodGracePeriodSeconds: int64(cfg.EvictionMaxPodGracePeriod),
-		MonitoringInterval: cfg.EvictionMonitoringInterval},
-		eviction.Deps{Measurer: &eviction.Machine{RootDir: cfg.RootDir, ImageFs: imageFsMountpoint(imageService)},
-			Stats: eviction.CRIStats{Runtime: a.runtime}, ActivePods: a.activePods, Kill: a.evictPod,
-			DeleteDeadContainers: a.deleteDeadContainers, DeleteUnusedImages: a.deleteUnusedImages,
-			Recorder: a.events, Evicted: metrics.Evicted, Log: log})
 	a.sources = a.configuredSources()
 	loopDeps := syncloop.Deps{
 		Updates: a.config.Updates(), PLEG: a.pleg.Watch(), Probes: a.probes.Updates(), Pods: a.pods, Workers: a.workers,

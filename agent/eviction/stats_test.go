@@ -8,7 +8,9 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-type fakeLister struct{ resp *runtimeapi.ListPodSandboxStatsResponse }
+type fakeLister struct {
+	resp *runtimeapi.ListPodSandboxStatsResponse
+}
 
 func (f fakeLister) ListPodSandboxStats(context.Context, *runtimeapi.ListPodSandboxStatsRequest, ...grpc.CallOption) (*runtimeapi.ListPodSandboxStatsResponse, error) {
 	return f.resp, nil
