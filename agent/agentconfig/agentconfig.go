@@ -474,6 +474,13 @@ func ApplyKubeletConfiguration(c *Config, data []byte) error {
 	}
 	if kc.EvictionHard != nil {
 		c.EvictionHard = kc.EvictionHard
+		if kc.MergeDefaultEvictionSettings != nil && *kc.MergeDefaultEvictionSettings {
+			for k, v := range eviction.DefaultEvictionHard() {
+				if _, ok := c.EvictionHard[k]; !ok {
+					c.EvictionHard[k] = v
+				}
+			}
+		}
 	}
 	if kc.EvictionSoft != nil {
 		c.EvictionSoft = kc.EvictionSoft

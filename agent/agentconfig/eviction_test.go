@@ -77,3 +77,20 @@ func TestEvictionSettingErrorsNameTheField(t *testing.T) {
 		})
 	}
 }
+
+func TestEvictionHardInFileReplacesDefaultsUnlessMerged(t *testing.T) {
+	cfg, err := load(t, header+"evictionHard: {memory.available: 1Gi}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.EvictionHard) != 1 {
+		t.Errorf("without mergeDefaultEvictionSettings: %v", cfg.EvictionHard)
+	}
+	cfg, err = load(t, header+"evictionHard: {memory.available: 1Gi}\nmergeDefaultEvictionSettings: true\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.EvictionHard) != 5 || cfg.EvictionHard["memory.available"] != "1Gi" || cfg.EvictionHard["nodefs.available"] != "10%" {
+		t.Errorf("merged: %v", cfg.EvictionHard)
+	}
+}
