@@ -3,6 +3,8 @@ package eviction
 import (
 	"context"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -404,5 +406,52 @@ func TestMachineMeasuresPlausibleSignalsOnThisHost(t *testing.T) {
 	}
 	if err := syscall.Statfs("/dev/shm", &st); err == nil && obs[SignalImageFsAvailable].Capacity != int64(st.Blocks)*st.Bsize {
 		t.Errorf("imagefs on /dev/shm: %+v", obs[SignalImageFsAvailable])
+	}
+}
+
+func TestMachineDerivesMemoryAndPIDsFromCgroupV1Files(t *testing.T) {
+	root := t.TempDir()
+	write := func(p, s string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, p), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("/proc/meminfo", "MemTotal:        4194304 kB\nMemFree:          100000 kB\n")
+	write("/sys/fs/cgroup/memory/memory.usage_in_bytes", "3221225472\n")
+	write("/sys/fs/cgroup/memory/memory.stat", "cache 5\ntotal_inactive_file 1073741824\n")
+	write("/proc/sys/kernel/pid_max", "4194304\n")
+	write("/proc/sys/kernel/threads-max", "1000\n")
+	for _, pid := range []string{"1", "42", "977"} {
+		if err := os.MkdirAll(filepath.Join(root, "proc", pid), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	obs, err := (&Machine{RootDir: root, Root: root}).Measure(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 4Gi total − (3Gi usage − 1Gi inactive file) = 2Gi.
+	if got := obs[SignalMemoryAvailable]; got.Available != 2<<30 || got.Capacity != 4<<30 {
+		t.Errorf("memory.available %+v, want 2Gi of 4Gi", got)
+	}
+	// min(pid_max, threads-max) − 3 processes.
+	if got := obs[SignalPIDAvailable]; got.Available != 997 || got.Capacity != 1000 {
+		t.Errorf("pid.available %+v, want 997 of 1000", got)
+	}
+}
+
+func TestAdmitUnderPIDPressureRefusesAllButCriticalPods(t *testing.T) {
+	f := newFixture(t, map[string]string{"pid.available": "100"}, nil, nil, time.Minute)
+	f.meas.obs[SignalPIDAvailable] = Observation{Available: 10, Capacity: 1000}
+	f.m.Synchronize(context.Background())
+	if r, msg := f.m.Admit(pod("bu", 0, 100)); r != "Evicted" || msg != "The node had condition: [PIDPressure]. " {
+		t.Errorf("burstable pod under PID pressure: %q %q", r, msg)
+	}
+	if r, _ := f.m.Admit(pod("crit", systemCriticalPriority, 0)); r != "" {
+		t.Errorf("critical pod refused: %q", r)
 	}
 }
