@@ -426,11 +426,11 @@ func (a *Agent) evictPod(pod *v1.Pod, gracePeriod int64, message string) error {
 
 // imageFsMountpoint is where the runtime keeps images, from CRI ImageFsInfo: imagefs is measured
 // there, and is nodefs when the runtime names none.
-func imageFsMountpoint(images interface {
+func imageFsMountpoint(svc interface {
 	ImageFsInfo(ctx context.Context, in *runtimeapi.ImageFsInfoRequest, opts ...grpc.CallOption) (*runtimeapi.ImageFsInfoResponse, error)
 }) func(context.Context) (string, error) {
 	return func(ctx context.Context) (string, error) {
-		fs, err := images.ImageFsInfo(ctx, &runtimeapi.ImageFsInfoRequest{})
+		fs, err := svc.ImageFsInfo(ctx, &runtimeapi.ImageFsInfoRequest{})
 		if err != nil {
 			return "", err
 		}
