@@ -34,6 +34,7 @@ import (
 	"github.com/nodelet/nodelet/agent/config"
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
 	"github.com/nodelet/nodelet/agent/credentials"
+	"github.com/nodelet/nodelet/agent/eviction"
 	"github.com/nodelet/nodelet/agent/images"
 	"github.com/nodelet/nodelet/agent/internal/sysctl"
 	"github.com/nodelet/nodelet/agent/kuberuntime"
@@ -87,9 +88,12 @@ type Agent struct {
 	events   *eventLog
 	vols     *volumemanager.Manager
 	imageGC  *images.ImageGC
-	sysctls  *sysctl.Allowlist
-	probes   *prober.Manager
-	services *services.Lister
+	// imageGCMu keeps the eviction manager's full image collection apart from the periodic one.
+	imageGCMu sync.Mutex
+	eviction  *eviction.Manager
+	sysctls   *sysctl.Allowlist
+	probes    *prober.Manager
+	services  *services.Lister
 	// admission runs the kubelet's general predicates on new pods, against the own Node.
 	admission  *admission.Handler
 	nodeLister *admission.NodeLister
@@ -149,6 +153,15 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	a.vols = vols
 	a.imageGC = &images.ImageGC{Images: imageService, Containers: a.runtime, Log: log, Keep: []string{cfg.PodInfraContainerImage},
 		Policy: imageGCPolicy(cfg.ImageGCHighThresholdPercent, cfg.ImageGCLowThresholdPercent, cfg.ImageMinimumGCAge)}
+	// Built before node status, which reads its conditions; what it calls back into (pods,
+	// workers, syncer) is only used once Run starts it.
+	a.eviction = eviction.New(eviction.Config{Thresholds: cfg.EvictionThresholds, NodeName: cfg.NodeName,
+		PressureTransitionPeriod: cfg.EvictionPressureTransitionPeriod, MaxPodGracePeriodSeconds: int64(cfg.EvictionMaxPodGracePeriod),
+		MonitoringInterval: cfg.EvictionMonitoringInterval},
+		eviction.Deps{Measurer: &eviction.Machine{RootDir: cfg.RootDir, ImageFs: imageFsMountpoint(imageService)},
+			Stats: eviction.CRIStats{Runtime: a.runtime}, ActivePods: a.activePods, Kill: a.evictPod,
+			DeleteDeadContainers: a.deleteDeadContainers, DeleteUnusedImages: a.deleteUnusedImages,
+			Recorder: a.events, Evicted: metrics.Evicted, Log: log})
 	a.probes = prober.New(a.runtime, a.events, log)
 	serialize := cfg.SerializeImagePulls
 	a.manager = kuberuntime.NewManager(kuberuntime.Deps{
@@ -180,7 +193,7 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	nodeDeps := nodestatus.Deps{Runtime: a.runtime, Images: imageService, Recorder: a.events,
 		NodeName: cfg.NodeName, Labels: cfg.NodeLabels, Taints: cfg.RegisterWithTaints, RootDir: cfg.RootDir,
 		NodeIPs: cfg.NodeIPs, MaxPods: cfg.MaxPods, StatusUpdateFrequency: cfg.NodeStatusUpdateFrequency,
-		LeaseDurationSeconds: cfg.NodeLeaseDurationSeconds, Log: log}
+		LeaseDurationSeconds: cfg.NodeLeaseDurationSeconds, Log: log, Pressure: a.eviction.NodeConditions}
 	if a.client != nil && cfg.RegisterNode {
 		nodeDeps.Client = a.client
 	}
@@ -305,6 +318,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.runGC(ctx, a.workers, a.sourcesReady, p)
 		return nil
 	})
+	goRun("eviction manager", func(ctx context.Context) error { a.eviction.Run(ctx); return nil })
 	goRun("status", func(ctx context.Context) error { a.statuses.Run(ctx); return nil })
 	goRun("log rotation", func(ctx context.Context) error { a.rotator.Run(ctx, 10*time.Second); return nil })
 	if a.nodes != nil {
@@ -365,10 +379,15 @@ func (a *Agent) learnRuntime(ctx context.Context) error {
 	}
 }
 
-// admit rejects new pods whose sysctls the node does not allow (SysctlForbidden), then those
-// beyond --max-pods, then those the kubelet's general predicates refuse (resources, node
-// affinity, host ports, NoExecute taints…), in the kubelet's order.
+// admit rejects new pods the node's pressure refuses (Evicted), then those whose sysctls the node
+// does not allow (SysctlForbidden), then those beyond --max-pods, then those the kubelet's general
+// predicates refuse (resources, node affinity, host ports, NoExecute taints…), in the kubelet's order.
 func (a *Agent) admit(pod *v1.Pod, active []*v1.Pod) error {
+	if a.eviction != nil { // nil only in tests that assemble an Agent by hand
+		if reason, msg := a.eviction.Admit(pod); reason != "" {
+			return &syncloop.AdmitError{Reason: reason, Message: msg}
+		}
+	}
 	if err := a.sysctls.Admit(pod); err != nil {
 		return &syncloop.AdmitError{Reason: sysctl.ForbiddenReason, Message: err.Error()}
 	}
@@ -385,6 +404,49 @@ func (a *Agent) admit(pod *v1.Pod, active []*v1.Pod) error {
 		return &syncloop.AdmitError{Reason: r.Reason, Message: r.Message}
 	}
 	return nil
+}
+
+// activePods are the eviction candidates: desired pods not being stopped already.
+func (a *Agent) activePods() []*v1.Pod {
+	var out []*v1.Pod
+	for _, p := range a.pods.GetPods() {
+		if a.workers.IsPodTerminationRequested(p.UID) || !a.workers.Known(p.UID) {
+			continue
+		}
+		if s, ok := a.statuses.GetPodStatus(p.UID); ok && (s.Phase == v1.PodFailed || s.Phase == v1.PodSucceeded) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// evictPod stops a pod the way an active deadline does: its worker kills it (without deleting it)
+// and its status ends Failed, reason Evicted, with the eviction message.
+func (a *Agent) evictPod(pod *v1.Pod, gracePeriod int64, message string) error {
+	a.syncer.MarkEvicted(pod.UID, message)
+	a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: pod,
+		GracePeriodOverride: &gracePeriod, Evict: true})
+	return nil
+}
+
+// imageFsMountpoint is where the runtime keeps images, from CRI ImageFsInfo: imagefs is measured
+// there, and is nodefs when the runtime names none.
+func imageFsMountpoint(svc interface {
+	ImageFsInfo(ctx context.Context, in *runtimeapi.ImageFsInfoRequest, opts ...grpc.CallOption) (*runtimeapi.ImageFsInfoResponse, error)
+}) func(context.Context) (string, error) {
+	return func(ctx context.Context) (string, error) {
+		fs, err := svc.ImageFsInfo(ctx, &runtimeapi.ImageFsInfoRequest{})
+		if err != nil {
+			return "", err
+		}
+		for _, f := range fs.ImageFilesystems {
+			if f.GetFsId().GetMountpoint() != "" {
+				return f.FsId.Mountpoint, nil
+			}
+		}
+		return "", nil
+	}
 }
 
 // reject fails a pod admission refused, with the kubelet's wording.

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -27,17 +28,9 @@ type gcPeriods struct {
 // Nothing counts as deleted before every pod source has spoken: after a restart, pods not yet
 // re-announced are not orphans.
 func (a *Agent) runGC(ctx context.Context, workers *podworkers.PodWorkers, sourcesReady func() bool, p gcPeriods) {
-	gone := func(uid types.UID) bool {
-		if !sourcesReady() {
-			return false
-		}
-		if _, ok := a.pods.GetPodByUID(uid); ok {
-			return false
-		}
-		return !workers.CouldHaveRunningContainers(uid)
-	}
-	cgc := &containergc.GC{Runtime: a.runtime, Pods: podsFunc(gone), PodLogsDir: a.cfg.PodLogsDir, Log: a.log,
-		Policy: containergc.Policy{MinAge: a.cfg.MinimumContainerTTL, MaxPerPodContainer: a.cfg.MaxPerPodContainer, MaxContainers: a.cfg.MaxContainers}}
+	gone := a.podGone(workers, sourcesReady)
+	cgc := a.containerGC(gone, containergc.Policy{MinAge: a.cfg.MinimumContainerTTL,
+		MaxPerPodContainer: a.cfg.MaxPerPodContainer, MaxContainers: a.cfg.MaxContainers})
 	vt, ct, it := time.NewTicker(p.volumes), time.NewTicker(p.containers), time.NewTicker(p.images)
 	defer vt.Stop()
 	defer ct.Stop()
@@ -58,7 +51,9 @@ func (a *Agent) runGC(ctx context.Context, workers *podworkers.PodWorkers, sourc
 				a.log.Warn("image gc: detect images", "err", err)
 			}
 		case <-it.C:
+			a.imageGCMu.Lock()
 			res, err := a.imageGC.GarbageCollect(ctx)
+			a.imageGCMu.Unlock()
 			if len(res.Removed) > 0 {
 				a.log.Info("image gc", "usagePercent", res.UsagePercent, "removed", len(res.Removed), "freedBytes", res.Freed)
 			}
@@ -67,6 +62,56 @@ func (a *Agent) runGC(ctx context.Context, workers *podworkers.PodWorkers, sourc
 			}
 		}
 	}
+}
+
+// podGone reports a pod deleted for good: gone from the sources (once all have spoken) and with no
+// container that could still run.
+func (a *Agent) podGone(workers *podworkers.PodWorkers, sourcesReady func() bool) func(types.UID) bool {
+	return func(uid types.UID) bool {
+		if !sourcesReady() {
+			return false
+		}
+		if _, ok := a.pods.GetPodByUID(uid); ok {
+			return false
+		}
+		return !workers.CouldHaveRunningContainers(uid)
+	}
+}
+
+func (a *Agent) containerGC(gone func(types.UID) bool, p containergc.Policy) *containergc.GC {
+	return &containergc.GC{Runtime: a.runtime, Pods: podsFunc(gone), PodLogsDir: a.cfg.PodLogsDir, Log: a.log, Policy: p}
+}
+
+// deleteDeadContainers is the eviction manager's node-level reclaim of disk: a container GC now
+// rather than at its next minute. It keeps the configured policy, as the kubelet's does: the last
+// dead container of each is what restart counts and back-off are read from.
+func (a *Agent) deleteDeadContainers(ctx context.Context) error {
+	cgc := a.containerGC(a.podGone(a.workers, a.sourcesReady), containergc.Policy{MinAge: a.cfg.MinimumContainerTTL,
+		MaxPerPodContainer: a.cfg.MaxPerPodContainer, MaxContainers: a.cfg.MaxContainers})
+	st, err := cgc.Collect(ctx)
+	if st != (containergc.Stats{}) {
+		a.log.Info("eviction: removed dead containers", "containers", st.Containers, "sandboxes", st.Sandboxes, "logDirs", st.LogDirs)
+	}
+	return err
+}
+
+// deleteUnusedImages is the eviction manager's other reclaim: every unused image old enough goes,
+// whatever the image GC thresholds say. The policy is swapped under imageGCMu so the periodic
+// collection never runs with it.
+func (a *Agent) deleteUnusedImages(ctx context.Context) error {
+	a.imageGCMu.Lock()
+	defer a.imageGCMu.Unlock()
+	keep := a.imageGC.Policy
+	a.imageGC.Policy = images.GCPolicy{MinAge: keep.MinAge}
+	defer func() { a.imageGC.Policy = keep }()
+	res, err := a.imageGC.GarbageCollect(ctx)
+	if len(res.Removed) > 0 {
+		a.log.Info("eviction: removed unused images", "removed", len(res.Removed), "freedBytes", res.Freed)
+	}
+	if errors.Is(err, images.ErrNotEnoughFreed) {
+		return nil // it asked for everything; what could go went
+	}
+	return err
 }
 
 // cleanupOrphanedPodDirs removes pods/<uid> of pods gone whose sandboxes the runtime no longer has.

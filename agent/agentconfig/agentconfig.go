@@ -17,6 +17,7 @@ import (
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/nodelet/nodelet/agent/eviction"
 	"github.com/nodelet/nodelet/agent/internal/sysctl"
 )
 
@@ -84,6 +85,20 @@ type Config struct {
 	MaxPerPodContainer  int // dead containers kept per container of a live pod; <0 no limit
 	MaxContainers       int // dead containers kept in all; <0 no limit
 
+	// Eviction, named as the KubeletConfiguration's fields (map forms: signal → value). A flag or
+	// file that sets EvictionHard replaces the defaults as a whole, as the kubelet's flag does.
+	EvictionHard                     map[string]string
+	EvictionSoft                     map[string]string
+	EvictionSoftGracePeriod          map[string]string
+	EvictionMinimumReclaim           map[string]string
+	EvictionMaxPodGracePeriod        int32
+	EvictionPressureTransitionPeriod time.Duration
+	// EvictionMonitoringInterval is how often the eviction manager reads signals; the kubelet's is
+	// a fixed 10s, which tests shorten.
+	EvictionMonitoringInterval time.Duration
+	// EvictionThresholds are the parsed thresholds; Complete fills them.
+	EvictionThresholds []eviction.Threshold
+
 	// AllowedUnsafeSysctls are sysctls (or prefixes ending in "*") pods may set beyond the safe set.
 	AllowedUnsafeSysctls []string
 
@@ -125,6 +140,10 @@ func Default() Config {
 		PodInfraContainerImage:      DefaultPodInfraContainerImage,
 		MaxPerPodContainer:          1,
 		MaxContainers:               -1,
+
+		EvictionHard:                     eviction.DefaultEvictionHard(),
+		EvictionPressureTransitionPeriod: eviction.DefaultPressureTransitionPeriod,
+		EvictionMonitoringInterval:       eviction.DefaultMonitoringInterval,
 	}
 }
 
@@ -134,7 +153,9 @@ type Flags struct {
 	configFile string
 	nodeIP     string
 	taints     []string
-	cfg        Config
+	// The eviction flags in the kubelet's forms: "memory.available<100Mi,…" and "signal=value,…".
+	evictionHard, evictionSoft, evictionSoftGrace, evictionMinReclaim string
+	cfg                                                               Config
 }
 
 // AddFlags registers the kubelet-named flags on fs.
@@ -171,6 +192,12 @@ func AddFlags(fs *pflag.FlagSet) *Flags {
 	fs.IntVar(&c.MaxContainers, "maximum-dead-containers", c.MaxContainers, "dead containers kept in all (<0: no limit)")
 	fs.StringSliceVar(&c.AllowedUnsafeSysctls, "allowed-unsafe-sysctls", nil, "unsafe sysctls or patterns ending in * (e.g. 'kernel.msg*,net.core.somaxconn') pods may set")
 	fs.StringToStringVar(&c.NodeLabels, "node-labels", nil, "labels added to the Node when it registers (key=value,...); kubernetes.io and k8s.io keys only as the kubelet allows them")
+	fs.StringVar(&f.evictionHard, "eviction-hard", eviction.FormatMap(c.EvictionHard, "<"), "hard eviction thresholds (signal<quantity or percentage, comma-separated); replaces the defaults")
+	fs.StringVar(&f.evictionSoft, "eviction-soft", "", "soft eviction thresholds (e.g. memory.available<1.5Gi); each needs a grace period")
+	fs.StringVar(&f.evictionSoftGrace, "eviction-soft-grace-period", "", "how long each soft threshold must hold before pods are evicted (e.g. memory.available=1m30s)")
+	fs.StringVar(&f.evictionMinReclaim, "eviction-minimum-reclaim", "", "how far below a threshold eviction reclaims (e.g. imagefs.available=2Gi)")
+	fs.Int32Var(&c.EvictionMaxPodGracePeriod, "eviction-max-pod-grace-period", c.EvictionMaxPodGracePeriod, "longest grace period, in seconds, a pod evicted for a soft threshold gets")
+	fs.DurationVar(&c.EvictionPressureTransitionPeriod, "eviction-pressure-transition-period", c.EvictionPressureTransitionPeriod, "how long a pressure condition stays after its threshold was last met")
 	fs.StringSliceVar(&f.taints, "register-with-taints", nil, "taints of the Node when it registers (key=value:Effect or key:Effect, comma-separated)")
 	return f
 }
@@ -250,6 +277,18 @@ func (f *Flags) Config() (Config, error) {
 			cfg.AllowedUnsafeSysctls = c.AllowedUnsafeSysctls
 		case "node-labels":
 			cfg.NodeLabels = c.NodeLabels
+		case "eviction-hard":
+			cfg.EvictionHard = flagMap(&err, "--eviction-hard", f.evictionHard, "<")
+		case "eviction-soft":
+			cfg.EvictionSoft = flagMap(&err, "--eviction-soft", f.evictionSoft, "<")
+		case "eviction-soft-grace-period":
+			cfg.EvictionSoftGracePeriod = flagMap(&err, "--eviction-soft-grace-period", f.evictionSoftGrace, "=")
+		case "eviction-minimum-reclaim":
+			cfg.EvictionMinimumReclaim = flagMap(&err, "--eviction-minimum-reclaim", f.evictionMinReclaim, "=")
+		case "eviction-max-pod-grace-period":
+			cfg.EvictionMaxPodGracePeriod = c.EvictionMaxPodGracePeriod
+		case "eviction-pressure-transition-period":
+			cfg.EvictionPressureTransitionPeriod = c.EvictionPressureTransitionPeriod
 		case "register-with-taints":
 			var perr error
 			if cfg.RegisterWithTaints, perr = parseTaints(f.taints); perr != nil {
@@ -261,6 +300,15 @@ func (f *Flags) Config() (Config, error) {
 		return Config{}, err
 	}
 	return cfg, Complete(&cfg)
+}
+
+// flagMap parses one eviction flag, keeping the first error in *err.
+func flagMap(err *error, flag, s, op string) map[string]string {
+	m, perr := eviction.ParseMap(s, op)
+	if perr != nil && *err == nil {
+		*err = fmt.Errorf("%s: %w", flag, perr)
+	}
+	return m
 }
 
 func parseIPs(s string) ([]string, error) {
@@ -320,6 +368,21 @@ func Complete(c *Config) error {
 	}
 	if _, err := sysctl.New(c.AllowedUnsafeSysctls); err != nil {
 		errs = append(errs, fmt.Errorf("allowedUnsafeSysctls: %w", err))
+	}
+	ts, err := eviction.ParseThresholds(eviction.Settings{Hard: c.EvictionHard, Soft: c.EvictionSoft,
+		SoftGracePeriod: c.EvictionSoftGracePeriod, MinimumReclaim: c.EvictionMinimumReclaim})
+	if err != nil {
+		errs = append(errs, err)
+	}
+	c.EvictionThresholds = ts
+	if c.EvictionMaxPodGracePeriod < 0 {
+		errs = append(errs, fmt.Errorf("evictionMaxPodGracePeriod %d: must not be negative", c.EvictionMaxPodGracePeriod))
+	}
+	if c.EvictionPressureTransitionPeriod < 0 {
+		errs = append(errs, fmt.Errorf("evictionPressureTransitionPeriod %s: must not be negative", c.EvictionPressureTransitionPeriod))
+	}
+	if c.EvictionMonitoringInterval <= 0 {
+		c.EvictionMonitoringInterval = eviction.DefaultMonitoringInterval
 	}
 	errs = append(errs, checkNodeLabels(c.NodeLabels), checkTaints(c.RegisterWithTaints))
 	return errors.Join(errs...)
@@ -409,6 +472,29 @@ func ApplyKubeletConfiguration(c *Config, data []byte) error {
 	if len(kc.AllowedUnsafeSysctls) > 0 {
 		c.AllowedUnsafeSysctls = kc.AllowedUnsafeSysctls
 	}
+	if kc.EvictionHard != nil {
+		c.EvictionHard = kc.EvictionHard
+		if kc.MergeDefaultEvictionSettings != nil && *kc.MergeDefaultEvictionSettings {
+			for k, v := range eviction.DefaultEvictionHard() {
+				if _, ok := c.EvictionHard[k]; !ok {
+					c.EvictionHard[k] = v
+				}
+			}
+		}
+	}
+	if kc.EvictionSoft != nil {
+		c.EvictionSoft = kc.EvictionSoft
+	}
+	if kc.EvictionSoftGracePeriod != nil {
+		c.EvictionSoftGracePeriod = kc.EvictionSoftGracePeriod
+	}
+	if kc.EvictionMinimumReclaim != nil {
+		c.EvictionMinimumReclaim = kc.EvictionMinimumReclaim
+	}
+	if kc.EvictionMaxPodGracePeriod != 0 {
+		c.EvictionMaxPodGracePeriod = kc.EvictionMaxPodGracePeriod
+	}
+	set(&c.EvictionPressureTransitionPeriod, kc.EvictionPressureTransitionPeriod.Duration)
 	if len(kc.RegisterWithTaints) > 0 {
 		c.RegisterWithTaints = kc.RegisterWithTaints
 	}

@@ -105,6 +105,10 @@ var (
 		Subsystem: subsystem, Name: "http_inflight_requests",
 		Help: "Number of the inflight http requests",
 	}, []string{"method", "path", "server_type", "long_running"})
+	evictions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Subsystem: subsystem, Name: "evictions",
+		Help: "Cumulative number of pod evictions by eviction signal",
+	}, []string{"eviction_signal"})
 	imagePull = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Subsystem: subsystem, Name: "image_pull_duration_seconds",
 		Help:    "Duration in seconds to pull an image.",
@@ -118,7 +122,7 @@ func init() {
 		plegRelist, plegInterval, plegLastSeen,
 		runtimeOps, runtimeOpsDuration, runtimeOpsErrors,
 		startedPods, startedPodsErrors, startedContainers, startedContainersErrors,
-		nodeName, httpRequests, httpDuration, httpInflight, imagePull,
+		nodeName, httpRequests, httpDuration, httpInflight, evictions, imagePull,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -176,6 +180,9 @@ func SetNodeName(name string) {
 	nodeName.Reset()
 	nodeName.WithLabelValues(name).Set(1)
 }
+
+// Evicted counts one pod evicted for signal (e.g. "memory.available").
+func Evicted(signal string) { evictions.WithLabelValues(signal).Inc() }
 
 // ObserveImagePull records a pull of an image of size bytes (bucketed as upstream does).
 func ObserveImagePull(size int64, d time.Duration) {

@@ -170,3 +170,13 @@ func mustAtoi(t *testing.T, s string) int {
 	}
 	return n
 }
+
+func TestEvictedCountsByEvictionSignal(t *testing.T) {
+	series := `kubelet_evictions{eviction_signal="nodefs.available"}`
+	before := mustAtoi(t, valueOf(scrape(Registry), series))
+	Evicted("nodefs.available")
+	Evicted("nodefs.available")
+	if got := valueOf(scrape(Registry), series); got != fmt.Sprint(before+2) {
+		t.Errorf("%s = %q, want %d", series, got, before+2)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -83,6 +84,9 @@ type Syncer struct {
 	Recorder Recorder
 	// Now is the clock the active deadline is checked against; nil is time.Now.
 	Now func() time.Time
+
+	evictedMu sync.Mutex
+	evicted   map[types.UID]string // MarkEvicted's messages by pod
 }
 
 var _ podworkers.PodSyncer = (*Syncer)(nil)
@@ -104,6 +108,7 @@ func (s *Syncer) publish(pod *v1.Pod, ps *kubecontainer.PodStatus, terminating b
 	st := status.Generate(pod, ps, old, in)
 	// Checked on every status, while terminating too, so the kill's outcome does not replace it.
 	s.enforceDeadline(pod, old, &st, now)
+	s.enforceEviction(pod, old, &st)
 	s.Status.SetPodStatus(pod, st)
 	return st
 }
@@ -172,6 +177,10 @@ func (s *Syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, grace *int
 	if err != nil {
 		return err
 	}
+	if _, ok := s.evictionMessage(pod.UID); ok {
+		// Failed/Evicted is known before the grace period runs out, as with the kubelet.
+		s.publish(pod, ps, true)
+	}
 	if err := s.Runtime.KillPod(ctx, pod, ps, grace); err != nil {
 		return err
 	}
@@ -221,6 +230,7 @@ func (s *Syncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, deleted boo
 		}
 	}
 	s.Status.Forget(pod.UID)
+	s.forgetEviction(pod.UID)
 	return nil
 }
 

@@ -62,6 +62,9 @@ type UpdatePodOptions struct {
 	RunningPod *kubecontainer.RuntimePod
 	// GracePeriodOverride shortens the grace period of a kill.
 	GracePeriodOverride *int64
+	// Evict marks a kill that is not a deletion (the eviction manager's): the pod stays in its
+	// source as a failed pod, so what it leaves is kept as for a pod that ended by itself.
+	Evict bool
 }
 
 // PodSyncer does the work; the workers only decide when.
@@ -174,7 +177,7 @@ func (p *PodWorkers) UpdatePod(o UpdatePodOptions) {
 		case o.UpdateType == SyncPodCreate && w.deleted:
 			w = &podWorker{uid: uid, wake: make(chan struct{}, 1)}
 			p.workers[uid] = w
-		case o.UpdateType == SyncPodKill && !w.deleted && o.RunningPod == nil:
+		case o.UpdateType == SyncPodKill && !w.deleted && o.RunningPod == nil && !o.Evict:
 			// A finished pod that is now deleted: remove what it left.
 			w.deleted, w.phase = true, phaseTerminated
 		default:
@@ -217,7 +220,9 @@ func (w *podWorker) merge(o UpdatePodOptions) {
 		if w.phase == phaseSyncing {
 			w.phase = phaseTerminating
 		}
-		w.deleted = true
+		if !o.Evict {
+			w.deleted = true
+		}
 		if g := o.GracePeriodOverride; g != nil && (w.grace == nil || *g < *w.grace) {
 			w.grace = g
 		}

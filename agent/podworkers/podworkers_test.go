@@ -215,3 +215,23 @@ func TestFailedSyncIsRetried(t *testing.T) {
 	w.UpdatePod(UpdatePodOptions{UpdateType: SyncPodKill, RunningPod: &kubecontainer.RuntimePod{ID: "uid-orphan", Name: "orphan"}})
 	f.waitCalls(t, "SyncTerminatingRuntimePod orphan", "SyncTerminatingRuntimePod orphan")
 }
+
+func TestEvictKillStopsPodButKeepsItUntilDeleted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := newFakeSyncer()
+	w := New(f, nil)
+	go w.Run(ctx)
+	p := pod("hog", "n1")
+	w.UpdatePod(UpdatePodOptions{UpdateType: SyncPodCreate, Pod: p})
+	f.waitCalls(t, "SyncPod create hog n1")
+	g := int64(1)
+	w.UpdatePod(UpdatePodOptions{UpdateType: SyncPodKill, Pod: p, GracePeriodOverride: &g, Evict: true})
+	f.waitCalls(t, "SyncTerminatingPod hog grace=1", "SyncTerminatedPod hog deleted=false")
+	for !w.IsPodKnownFinished(p.UID) {
+		time.Sleep(time.Millisecond)
+	}
+	w.UpdatePod(UpdatePodOptions{UpdateType: SyncPodKill, Pod: p, Evict: true}) // a second eviction changes nothing
+	w.UpdatePod(UpdatePodOptions{UpdateType: SyncPodKill, Pod: p})              // deleted from its source
+	f.waitCalls(t, "SyncTerminatedPod hog deleted=false", "SyncTerminatedPod hog deleted=true")
+}

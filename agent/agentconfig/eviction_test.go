@@ -1,0 +1,96 @@
+package agentconfig
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nodelet/nodelet/agent/eviction"
+)
+
+func TestEvictionDefaultsAreTheKubeletsHardThresholds(t *testing.T) {
+	cfg, err := load(t, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := eviction.FormatMap(cfg.EvictionHard, "<"); got != "imagefs.available<15%,imagefs.inodesFree<5%,memory.available<100Mi,nodefs.available<10%,nodefs.inodesFree<5%" {
+		t.Errorf("evictionHard %s", got)
+	}
+	if len(cfg.EvictionThresholds) != 5 || cfg.EvictionPressureTransitionPeriod != 5*time.Minute || cfg.EvictionMonitoringInterval != 10*time.Second {
+		t.Errorf("thresholds %d, transition %s, interval %s", len(cfg.EvictionThresholds), cfg.EvictionPressureTransitionPeriod, cfg.EvictionMonitoringInterval)
+	}
+}
+
+func TestEvictionFileFieldsAndFlagsOverridingThem(t *testing.T) {
+	file := header + `evictionHard: {memory.available: 200Mi}
+evictionSoft: {memory.available: 1Gi, nodefs.available: 15%}
+evictionSoftGracePeriod: {memory.available: 1m30s, nodefs.available: 2m}
+evictionMinimumReclaim: {memory.available: 50Mi}
+evictionMaxPodGracePeriod: 60
+evictionPressureTransitionPeriod: 30s
+`
+	cfg, err := load(t, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.EvictionThresholds) != 3 || cfg.EvictionMaxPodGracePeriod != 60 || cfg.EvictionPressureTransitionPeriod != 30*time.Second {
+		t.Fatalf("file: %+v", cfg.EvictionThresholds)
+	}
+	for _, th := range cfg.EvictionThresholds {
+		if th.Signal == eviction.SignalMemoryAvailable && th.GracePeriod == 0 && (th.Quantity.String() != "200Mi" || th.MinReclaimQuantity.String() != "50Mi") {
+			t.Errorf("hard memory threshold %+v", th)
+		}
+	}
+	cfg, err = load(t, file, "--eviction-hard=pid.available<1000,memory.available<300Mi", "--eviction-soft=",
+		"--eviction-soft-grace-period=", "--eviction-max-pod-grace-period=5", "--eviction-pressure-transition-period=1m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.EvictionThresholds) != 2 || cfg.EvictionMaxPodGracePeriod != 5 || cfg.EvictionPressureTransitionPeriod != time.Minute {
+		t.Errorf("flags: %+v %d %s", cfg.EvictionThresholds, cfg.EvictionMaxPodGracePeriod, cfg.EvictionPressureTransitionPeriod)
+	}
+	if cfg.EvictionHard["memory.available"] != "300Mi" {
+		t.Errorf("--eviction-hard %v", cfg.EvictionHard)
+	}
+}
+
+func TestEvictionSettingErrorsNameTheField(t *testing.T) {
+	for name, tc := range map[string]struct {
+		file string
+		args []string
+		want string
+	}{
+		"unknown signal in file":  {file: header + "evictionHard: {memory.free: 1Gi}\n", want: "evictionHard"},
+		"bad quantity flag":       {args: []string{"--eviction-hard=memory.available<lots"}, want: "evictionHard: memory.available"},
+		"malformed flag":          {args: []string{"--eviction-hard=memory.available=1Gi"}, want: "--eviction-hard"},
+		"soft without grace":      {args: []string{"--eviction-soft=memory.available<1Gi"}, want: "evictionSoftGracePeriod"},
+		"grace without soft":      {args: []string{"--eviction-soft-grace-period=memory.available=1m"}, want: "evictionSoftGracePeriod"},
+		"negative max grace":      {args: []string{"--eviction-max-pod-grace-period=-1"}, want: "evictionMaxPodGracePeriod"},
+		"bad reclaim":             {args: []string{"--eviction-minimum-reclaim=nodefs.available=x"}, want: "evictionMinimumReclaim"},
+		"unsupported kubelet one": {args: []string{"--eviction-hard=allocatableMemory.available<1Gi"}, want: "allocatableMemory.available"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := load(t, tc.file, tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err %v, want it to name %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestEvictionHardInFileReplacesDefaultsUnlessMerged(t *testing.T) {
+	cfg, err := load(t, header+"evictionHard: {memory.available: 1Gi}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.EvictionHard) != 1 {
+		t.Errorf("without mergeDefaultEvictionSettings: %v", cfg.EvictionHard)
+	}
+	cfg, err = load(t, header+"evictionHard: {memory.available: 1Gi}\nmergeDefaultEvictionSettings: true\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.EvictionHard) != 5 || cfg.EvictionHard["memory.available"] != "1Gi" || cfg.EvictionHard["nodefs.available"] != "10%" {
+		t.Errorf("merged: %v", cfg.EvictionHard)
+	}
+}

@@ -1,0 +1,392 @@
+package eviction
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// The kubelet's defaults.
+const (
+	DefaultMonitoringInterval       = 10 * time.Second
+	DefaultPressureTransitionPeriod = 5 * time.Minute
+	// hardEvictionGracePeriod is what a pod evicted for a hard threshold gets: the kubelet gives one
+	// second, since zero would mean "the pod's own" to the kill path.
+	hardEvictionGracePeriod int64 = 1
+)
+
+// Condition reasons and messages, as the kubelet's node status writes them.
+const (
+	reasonMemoryPressure   = "KubeletHasInsufficientMemory"
+	messageMemoryPressure  = "kubelet has insufficient memory available"
+	reasonMemoryOK         = "KubeletHasSufficientMemory"
+	messageMemoryOK        = "kubelet has sufficient memory available"
+	reasonDiskPressure     = "KubeletHasDiskPressure"
+	messageDiskPressure    = "kubelet has disk pressure"
+	reasonDiskOK           = "KubeletHasNoDiskPressure"
+	messageDiskOK          = "kubelet has no disk pressure"
+	reasonPIDPressure      = "KubeletHasInsufficientPID"
+	messagePIDPressure     = "kubelet has insufficient PID available"
+	reasonPIDOK            = "KubeletHasSufficientPID"
+	messagePIDOK           = "kubelet has sufficient PID available"
+	ReasonEvicted          = "Evicted"
+	reasonThresholdMet     = "EvictionThresholdMet"
+	nodeLowMessageFmt      = "The node was low on resource: %v. "
+	thresholdMetMessageFmt = "Threshold quantity: %v, available: %v. "
+	containerMessageFmt    = "Container %s was using %s, request is %s, has larger consumption of %v. "
+	nodeConditionMessage   = "The node had condition: %v. "
+)
+
+// KillFunc stops an evicted pod through its pod worker with the grace period, leaving it Failed with
+// reason Evicted and message.
+type KillFunc func(pod *v1.Pod, gracePeriod int64, message string) error
+
+// Recorder records events (record.EventRecorder).
+type Recorder interface {
+	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...interface{})
+}
+
+// Config is what New needs beyond the thresholds.
+type Config struct {
+	Thresholds               []Threshold
+	PressureTransitionPeriod time.Duration
+	MaxPodGracePeriodSeconds int64
+	// MonitoringInterval is how often signals are read; 0 is the kubelet's 10s.
+	MonitoringInterval time.Duration
+	NodeName           string
+}
+
+// Deps are the manager's views of the rest of the agent.
+type Deps struct {
+	Measurer Measurer
+	Stats    PodStats
+	// ActivePods are the pods that may still run: eviction candidates.
+	ActivePods func() []*v1.Pod
+	Kill       KillFunc
+	// DeleteDeadContainers and DeleteUnusedImages free node-level disk before pods are evicted.
+	DeleteDeadContainers func(ctx context.Context) error
+	DeleteUnusedImages   func(ctx context.Context) error
+	Recorder             Recorder
+	// Evicted counts an eviction by signal (the kubelet_evictions metric); nil counts none.
+	Evicted func(signal string)
+	Now     func() time.Time
+	Log     *slog.Logger
+}
+
+// Manager is the eviction manager; its exported methods are safe to call from any goroutine.
+type Manager struct {
+	cfg  Config
+	deps Deps
+
+	mu sync.Mutex
+	// met are the thresholds met at the last pass (minimum reclaim keeps them until it is reached).
+	met []Threshold
+	// firstMet is when each threshold started being met, for soft grace periods.
+	firstMet map[thresholdKey]time.Time
+	// lastPressure is when each condition was last observed, for the transition period.
+	lastPressure map[v1.NodeConditionType]time.Time
+	conditions   map[v1.NodeConditionType]bool
+}
+
+type thresholdKey struct {
+	signal Signal
+	hard   bool
+}
+
+func keyOf(t Threshold) thresholdKey { return thresholdKey{t.Signal, t.hard()} }
+
+// New makes the manager; Run starts its loop.
+func New(cfg Config, deps Deps) *Manager {
+	if cfg.MonitoringInterval <= 0 {
+		cfg.MonitoringInterval = DefaultMonitoringInterval
+	}
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	if deps.Log == nil {
+		deps.Log = slog.Default()
+	}
+	return &Manager{cfg: cfg, deps: deps, firstMet: map[thresholdKey]time.Time{},
+		lastPressure: map[v1.NodeConditionType]time.Time{}, conditions: map[v1.NodeConditionType]bool{}}
+}
+
+// Run checks the signals every monitoring interval until ctx ends.
+func (m *Manager) Run(ctx context.Context) {
+	t := time.NewTicker(m.cfg.MonitoringInterval)
+	defer t.Stop()
+	for {
+		m.Synchronize(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func conditionOf(s Signal) v1.NodeConditionType {
+	switch s {
+	case SignalMemoryAvailable:
+		return v1.NodeMemoryPressure
+	case SignalPIDAvailable:
+		return v1.NodePIDPressure
+	}
+	return v1.NodeDiskPressure
+}
+
+func resourceOf(s Signal) v1.ResourceName {
+	switch s {
+	case SignalMemoryAvailable:
+		return v1.ResourceMemory
+	case SignalPIDAvailable:
+		return "pids"
+	}
+	return v1.ResourceEphemeralStorage
+}
+
+// thresholdsMet are those of ts the observations cross; with minReclaim, the level to cross is
+// raised by the threshold's minimum reclaim (how the kubelet keeps evicting until it is reached).
+func thresholdsMet(ts []Threshold, obs Observations, minReclaim bool) []Threshold {
+	var out []Threshold
+	for _, t := range ts {
+		o, ok := obs[t.Signal]
+		if !ok {
+			continue
+		}
+		level := t.value(o.Capacity)
+		if minReclaim {
+			level += t.minReclaim(o.Capacity)
+		}
+		if o.Available < level {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func merge(a, b []Threshold) []Threshold {
+	seen := map[thresholdKey]bool{}
+	var out []Threshold
+	for _, t := range append(append([]Threshold{}, a...), b...) {
+		if !seen[keyOf(t)] {
+			seen[keyOf(t)] = true
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Synchronize is one pass: observe, update conditions, and when a threshold is met past its grace
+// period, reclaim node-level resources or evict one pod. It returns the pod evicted, if any.
+func (m *Manager) Synchronize(ctx context.Context) *v1.Pod {
+	obs, err := m.deps.Measurer.Measure(ctx)
+	if err != nil {
+		m.deps.Log.Warn("eviction manager: measure signals", "err", err)
+		return nil
+	}
+	now := m.deps.Now()
+
+	m.mu.Lock()
+	met := merge(thresholdsMet(m.cfg.Thresholds, obs, false), thresholdsMet(m.met, obs, true))
+	first := map[thresholdKey]time.Time{}
+	for _, t := range met {
+		at, ok := m.firstMet[keyOf(t)]
+		if !ok {
+			at = now
+		}
+		first[keyOf(t)] = at
+	}
+	for _, t := range met {
+		m.lastPressure[conditionOf(t.Signal)] = now
+	}
+	for _, c := range []v1.NodeConditionType{v1.NodeMemoryPressure, v1.NodeDiskPressure, v1.NodePIDPressure} {
+		at, ok := m.lastPressure[c]
+		// Met now, or within the transition period since: a node hovering at a threshold does not flap.
+		m.conditions[c] = ok && (now.Equal(at) || now.Sub(at) < m.cfg.PressureTransitionPeriod)
+	}
+	m.met, m.firstMet = met, first
+	var due []Threshold
+	for _, t := range met {
+		if now.Sub(first[keyOf(t)]) >= t.GracePeriod {
+			due = append(due, t)
+		}
+	}
+	m.mu.Unlock()
+
+	if len(due) == 0 {
+		return nil
+	}
+	// Memory first, then PIDs, then disk (the kubelet's order of urgency); hard before soft.
+	sort.SliceStable(due, func(i, j int) bool {
+		if a, b := signalRank(due[i].Signal), signalRank(due[j].Signal); a != b {
+			return a < b
+		}
+		return due[i].hard() && !due[j].hard()
+	})
+	t := due[0]
+	res := resourceOf(t.Signal)
+	m.deps.Log.Warn("eviction threshold met, reclaiming", "signal", t.Signal, "resource", res)
+	if m.deps.Recorder != nil {
+		m.deps.Recorder.Eventf(m.nodeRef(), v1.EventTypeWarning, reasonThresholdMet, "Attempting to reclaim %s", res)
+	}
+	if m.reclaimNodeLevel(ctx, t) {
+		return nil
+	}
+	return m.evictOne(ctx, t, obs)
+}
+
+func signalRank(s Signal) int {
+	switch s {
+	case SignalMemoryAvailable:
+		return 0
+	case SignalPIDAvailable:
+		return 1
+	}
+	return 2
+}
+
+func (m *Manager) nodeRef() *v1.ObjectReference {
+	return &v1.ObjectReference{Kind: "Node", Name: m.cfg.NodeName, UID: types.UID(m.cfg.NodeName)}
+}
+
+// reclaimNodeLevel frees what no pod owns (dead containers, unused images) for a disk signal and
+// reports whether that was enough, minimum reclaim included.
+func (m *Manager) reclaimNodeLevel(ctx context.Context, t Threshold) bool {
+	if conditionOf(t.Signal) != v1.NodeDiskPressure {
+		return false
+	}
+	for _, f := range []func(context.Context) error{m.deps.DeleteDeadContainers, m.deps.DeleteUnusedImages} {
+		if f == nil {
+			continue
+		}
+		if err := f(ctx); err != nil {
+			m.deps.Log.Warn("eviction manager: reclaim node-level resources", "err", err)
+		}
+	}
+	obs, err := m.deps.Measurer.Measure(ctx)
+	if err != nil {
+		return false
+	}
+	if len(thresholdsMet([]Threshold{t}, obs, true)) == 0 {
+		m.deps.Log.Info("eviction manager: node-level reclaim was enough", "signal", t.Signal)
+		return true
+	}
+	return false
+}
+
+// evictOne evicts the first pod in rank order that may be evicted.
+func (m *Manager) evictOne(ctx context.Context, t Threshold, obs Observations) *v1.Pod {
+	pods := m.deps.ActivePods()
+	if len(pods) == 0 {
+		m.deps.Log.Error("eviction manager: no pods to evict", "signal", t.Signal)
+		return nil
+	}
+	usage := map[types.UID]PodUsage{}
+	if m.deps.Stats != nil {
+		var err error
+		if usage, err = m.deps.Stats.PodUsage(ctx); err != nil {
+			m.deps.Log.Error("eviction manager: pod usage", "err", err)
+			return nil
+		}
+	}
+	Rank(t.Signal, pods, usage)
+	for _, p := range pods {
+		if IsCriticalPod(p) {
+			continue
+		}
+		grace := hardEvictionGracePeriod
+		if !t.hard() {
+			grace = m.cfg.MaxPodGracePeriodSeconds
+			if g := p.Spec.TerminationGracePeriodSeconds; g != nil && *g < grace {
+				grace = *g
+			}
+		}
+		msg := evictionMessage(t, obs[t.Signal], p, usage[p.UID])
+		if m.deps.Recorder != nil {
+			m.deps.Recorder.Eventf(p, v1.EventTypeWarning, ReasonEvicted, "%s", msg)
+		}
+		if err := m.deps.Kill(p, grace, msg); err != nil {
+			m.deps.Log.Error("eviction manager: evict pod", "pod", p.Namespace+"/"+p.Name, "err", err)
+			continue
+		}
+		if m.deps.Evicted != nil {
+			m.deps.Evicted(string(t.Signal))
+		}
+		m.deps.Log.Warn("evicted pod", "pod", p.Namespace+"/"+p.Name, "signal", t.Signal, "gracePeriod", grace)
+		return p
+	}
+	m.deps.Log.Error("eviction manager: no pod could be evicted", "signal", t.Signal)
+	return nil
+}
+
+// evictionMessage is the evicted pod's status message, worded as the kubelet's.
+func evictionMessage(t Threshold, o Observation, pod *v1.Pod, u PodUsage) string {
+	res := resourceOf(t.Signal)
+	msg := fmt.Sprintf(nodeLowMessageFmt, res)
+	msg += fmt.Sprintf(thresholdMetMessageFmt, quantity(t.Signal, t.value(o.Capacity)), quantity(t.Signal, o.Available))
+	if res == "pids" {
+		return msg
+	}
+	for _, c := range pod.Spec.Containers {
+		cu, ok := u.Containers[c.Name]
+		if !ok {
+			continue
+		}
+		used := cu.Memory
+		if res == v1.ResourceEphemeralStorage {
+			used = cu.Disk
+		}
+		req := c.Resources.Requests[res]
+		if used > req.Value() {
+			msg += fmt.Sprintf(containerMessageFmt, c.Name, quantity(t.Signal, used), req.String(), res)
+		}
+	}
+	return msg
+}
+
+func quantity(s Signal, v int64) string {
+	if s == SignalPIDAvailable || s == SignalNodeFsInodesFree || s == SignalImageFsInodesFree {
+		return resource.NewQuantity(v, resource.DecimalSI).String()
+	}
+	return resource.NewQuantity(v, resource.BinarySI).String()
+}
+
+// NodeConditions are the pressure conditions the node reports (no times: node status keeps those).
+func (m *Manager) NodeConditions() []v1.NodeCondition {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cond := func(t v1.NodeConditionType, yesReason, yesMsg, noReason, noMsg string) v1.NodeCondition {
+		if m.conditions[t] {
+			return v1.NodeCondition{Type: t, Status: v1.ConditionTrue, Reason: yesReason, Message: yesMsg}
+		}
+		return v1.NodeCondition{Type: t, Status: v1.ConditionFalse, Reason: noReason, Message: noMsg}
+	}
+	return []v1.NodeCondition{
+		cond(v1.NodeMemoryPressure, reasonMemoryPressure, messageMemoryPressure, reasonMemoryOK, messageMemoryOK),
+		cond(v1.NodeDiskPressure, reasonDiskPressure, messageDiskPressure, reasonDiskOK, messageDiskOK),
+		cond(v1.NodePIDPressure, reasonPIDPressure, messagePIDPressure, reasonPIDOK, messagePIDOK),
+	}
+}
+
+func (m *Manager) has(c v1.NodeConditionType) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.conditions[c]
+}
+
+// IsUnderMemoryPressure reports the MemoryPressure condition.
+func (m *Manager) IsUnderMemoryPressure() bool { return m.has(v1.NodeMemoryPressure) }
+
+// IsUnderDiskPressure reports the DiskPressure condition.
+func (m *Manager) IsUnderDiskPressure() bool { return m.has(v1.NodeDiskPressure) }
+
+// IsUnderPIDPressure reports the PIDPressure condition.
+func (m *Manager) IsUnderPIDPressure() bool { return m.has(v1.NodePIDPressure) }
