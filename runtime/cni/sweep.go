@@ -25,13 +25,22 @@ func (m *Manager) SweepOrphans(ctx context.Context, owned func(sandboxID string)
 			orphans[a.ContainerID] = true
 		}
 	}
-	ents, _ := os.ReadDir(filepath.Join(m.opts.StateDir, "pending"))
+	dir := filepath.Join(m.opts.StateDir, "pending")
+	ents, _ := os.ReadDir(dir)
+	var errs []error
 	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".tmp") {
+			// A crash between writing a mark and renaming it into place: the ADD it was to guard
+			// never started, so there is nothing to release, and no writer runs before the sweep.
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+			continue
+		}
 		if id, ok := strings.CutSuffix(e.Name(), ".json"); ok && !owned(id) {
 			orphans[id] = true
 		}
 	}
-	var errs []error
 	for _, id := range slices.Sorted(maps.Keys(orphans)) {
 		m.log.Warn("releasing the network of a sandbox that no longer exists", "sandbox", id)
 		errs = append(errs, m.TearDownPod(ctx, PodNetwork{SandboxID: id}))

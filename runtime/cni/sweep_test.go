@@ -1,6 +1,10 @@
 package cni
 
-import "testing"
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
 
 // A sandbox whose record a crash lost still holds its IP, veth and cache entry; the sweep at
 // start releases them and leaves the networks of sandboxes that exist alone.
@@ -18,8 +22,16 @@ func TestSweepOrphansReleasesLostSandboxes(t *testing.T) {
 	kept, lost := pods[0], pods[1]
 	// The lost sandbox's namespace went with it.
 	removeNetNS(t, lost.NetNSPath)
+	// A crash between writing a pending mark and renaming it left its temporary file.
+	half := filepath.Join(tn.Manager.opts.StateDir, "pending", "half-written.json.tmp")
+	if err := os.WriteFile(half, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if err := tn.Manager.SweepOrphans(ctx, func(id string) bool { return id == kept.SandboxID }); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := os.Stat(half); !os.IsNotExist(err) {
+		t.Errorf("a half-written pending mark survived the sweep: %v", err)
 	}
 	if ips := tn.allocated(t); len(ips) != 1 {
 		t.Fatalf("after the sweep %d IPs are allocated, want the kept sandbox's only: %v", len(ips), ips)
