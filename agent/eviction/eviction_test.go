@@ -2,6 +2,7 @@ package eviction
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -19,9 +20,15 @@ import (
 const mi = 1 << 20
 
 // fakeMeasurer returns obs; reclaim hooks may change it between readings.
-type fakeMeasurer struct{ obs Observations }
+type fakeMeasurer struct {
+	obs Observations
+	err error
+}
 
 func (f *fakeMeasurer) Measure(context.Context) (Observations, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
 	out := Observations{}
 	for k, v := range f.obs {
 		out[k] = v
@@ -183,7 +190,11 @@ func TestPressureConditionStaysTrueForTransitionPeriod(t *testing.T) {
 	}
 	check := func(stage string) {
 		t.Helper()
-		for _, c := range f.m.NodeConditions() {
+		conds := f.m.NodeConditions()
+		if len(conds) != 3 {
+			t.Fatalf("%s: %d conditions, want MemoryPressure, DiskPressure, PIDPressure", stage, len(conds))
+		}
+		for _, c := range conds {
 			if w := want[c.Type]; string(c.Status) != w[0] || c.Reason != w[1] || c.Message == "" {
 				t.Errorf("%s: %s = %s/%s, want %v", stage, c.Type, c.Status, c.Reason, w)
 			}
@@ -453,5 +464,25 @@ func TestAdmitUnderPIDPressureRefusesAllButCriticalPods(t *testing.T) {
 	}
 	if r, _ := f.m.Admit(pod("crit", systemCriticalPriority, 0)); r != "" {
 		t.Errorf("critical pod refused: %q", r)
+	}
+}
+
+// Until the signals have been read once the node claims no pressure condition at all, neither
+// True nor False: a condition is only reported from a measurement.
+func TestNoPressureConditionsBeforeSignalsWereRead(t *testing.T) {
+	f := newFixture(t, map[string]string{"memory.available": "100Mi"}, nil, nil, time.Minute)
+	if c := f.m.NodeConditions(); c != nil {
+		t.Fatalf("conditions before any pass = %+v, want none", c)
+	}
+	f.meas.err = errors.New("cgroup files unreadable")
+	f.m.Synchronize(context.Background())
+	if c := f.m.NodeConditions(); c != nil {
+		t.Fatalf("conditions after a failed measurement = %+v, want none", c)
+	}
+	f.meas.err = nil
+	f.memory(1000)
+	f.m.Synchronize(context.Background())
+	if c := f.m.NodeConditions(); len(c) != 3 {
+		t.Fatalf("conditions after a measurement = %+v, want three", c)
 	}
 }

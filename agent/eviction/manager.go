@@ -94,6 +94,9 @@ type Manager struct {
 	// lastPressure is when each condition was last observed, for the transition period.
 	lastPressure map[v1.NodeConditionType]time.Time
 	conditions   map[v1.NodeConditionType]bool
+	// measured says a pass has read the signals: until then the node claims no pressure condition
+	// either way.
+	measured bool
 }
 
 type thresholdKey struct {
@@ -212,7 +215,7 @@ func (m *Manager) Synchronize(ctx context.Context) *v1.Pod {
 		// Met now, or within the transition period since: a node hovering at a threshold does not flap.
 		m.conditions[c] = ok && (now.Equal(at) || now.Sub(at) < m.cfg.PressureTransitionPeriod)
 	}
-	m.met, m.firstMet = met, first
+	m.met, m.firstMet, m.measured = met, first, true
 	var due []Threshold
 	for _, t := range met {
 		if now.Sub(first[keyOf(t)]) >= t.GracePeriod {
@@ -359,10 +362,14 @@ func quantity(s Signal, v int64) string {
 	return resource.NewQuantity(v, resource.BinarySI).String()
 }
 
-// NodeConditions are the pressure conditions the node reports (no times: node status keeps those).
+// NodeConditions are the pressure conditions the node reports (no times: node status keeps those);
+// none before the signals were first read.
 func (m *Manager) NodeConditions() []v1.NodeCondition {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if !m.measured {
+		return nil
+	}
 	cond := func(t v1.NodeConditionType, yesReason, yesMsg, noReason, noMsg string) v1.NodeCondition {
 		if m.conditions[t] {
 			return v1.NodeCondition{Type: t, Status: v1.ConditionTrue, Reason: yesReason, Message: yesMsg}
