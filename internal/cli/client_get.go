@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -18,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"sigs.k8s.io/yaml"
 )
 
 // newGetCmd is `nodelet get pods [NAME...] [-o wide|yaml|json] [-A]`, kubectl's columns.
@@ -233,17 +231,7 @@ func printObjects(w io.Writer, pods []v1.Pod, single bool, format string) error 
 		}
 		obj = map[string]any{"apiVersion": "v1", "kind": "List", "items": items, "metadata": map[string]any{"resourceVersion": ""}}
 	}
-	if format == "json" {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "    ")
-		return enc.Encode(obj)
-	}
-	b, err := yaml.Marshal(obj)
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(b)
-	return err
+	return printObject(w, obj, format)
 }
 
 func printPodTable(w io.Writer, pods []v1.Pod, allNS, wide, noHeaders bool, now time.Time) error {
