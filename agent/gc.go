@@ -5,10 +5,13 @@ import (
 	"errors"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodelet/nodelet/agent/containergc"
 	"github.com/nodelet/nodelet/agent/images"
+	"github.com/nodelet/nodelet/agent/nodestatus"
 	"github.com/nodelet/nodelet/agent/podworkers"
 )
 
@@ -31,6 +34,7 @@ func (a *Agent) runGC(ctx context.Context, workers *podworkers.PodWorkers, sourc
 	gone := a.podGone(workers, sourcesReady)
 	cgc := a.containerGC(gone, containergc.Policy{MinAge: a.cfg.MinimumContainerTTL,
 		MaxPerPodContainer: a.cfg.MaxPerPodContainer, MaxContainers: a.cfg.MaxContainers})
+	outcome := imageGCOutcome{node: nodestatus.Ref(a.cfg.NodeName), recorder: a.events}
 	vt, ct, it := time.NewTicker(p.volumes), time.NewTicker(p.containers), time.NewTicker(p.images)
 	defer vt.Stop()
 	defer ct.Stop()
@@ -60,8 +64,37 @@ func (a *Agent) runGC(ctx context.Context, workers *podworkers.PodWorkers, sourc
 			if err != nil {
 				a.log.Warn("image gc", "err", err)
 			}
+			outcome.record(err)
 		}
 	}
+}
+
+// nodeEventRecorder records events on the node (record.EventRecorder).
+type nodeEventRecorder interface {
+	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any)
+}
+
+// imageGCOutcome turns failed image collections into the node events the kubelet records:
+// FreeDiskSpaceFailed each time a collection could not free enough, ImageGCFailed when one fails
+// right after another failed (a single failure may be a pull racing the collection).
+type imageGCOutcome struct {
+	node     *v1.ObjectReference
+	recorder nodeEventRecorder
+	failed   bool
+}
+
+func (o *imageGCOutcome) record(err error) {
+	if err == nil {
+		o.failed = false
+		return
+	}
+	if errors.Is(err, images.ErrNotEnoughFreed) {
+		o.recorder.Eventf(o.node, v1.EventTypeWarning, "FreeDiskSpaceFailed", "%v", err)
+	}
+	if o.failed {
+		o.recorder.Eventf(o.node, v1.EventTypeWarning, "ImageGCFailed", "%v", err)
+	}
+	o.failed = true
 }
 
 // podGone reports a pod deleted for good: gone from the sources (once all have spoken) and with no
