@@ -182,6 +182,7 @@ func TestPressureConditionStaysTrueForTransitionPeriod(t *testing.T) {
 	ctx := context.Background()
 	f.memory(1000)
 	f.meas.obs[SignalPIDAvailable] = Observation{Available: 5000, Capacity: 10000}
+	f.meas.obs[SignalNodeFsAvailable] = Observation{Available: 50, Capacity: 100}
 	f.m.Synchronize(ctx)
 	want := map[v1.NodeConditionType][2]string{
 		v1.NodeMemoryPressure: {"False", "KubeletHasSufficientMemory"},
@@ -467,9 +468,9 @@ func TestAdmitUnderPIDPressureRefusesAllButCriticalPods(t *testing.T) {
 	}
 }
 
-// Until the signals have been read once the node claims no pressure condition at all, neither
-// True nor False: a condition is only reported from a measurement.
-func TestNoPressureConditionsBeforeSignalsWereRead(t *testing.T) {
+// A condition is only reported from a measurement: none before the signals were read once or
+// after a failed reading, and only those whose signals were read.
+func TestPressureConditionsOnlyForSignalsRead(t *testing.T) {
 	f := newFixture(t, map[string]string{"memory.available": "100Mi"}, nil, nil, time.Minute)
 	if c := f.m.NodeConditions(); c != nil {
 		t.Fatalf("conditions before any pass = %+v, want none", c)
@@ -482,7 +483,13 @@ func TestNoPressureConditionsBeforeSignalsWereRead(t *testing.T) {
 	f.meas.err = nil
 	f.memory(1000)
 	f.m.Synchronize(context.Background())
+	if c := f.m.NodeConditions(); len(c) != 1 || c[0].Type != v1.NodeMemoryPressure || c[0].Status != v1.ConditionFalse {
+		t.Fatalf("conditions with only memory read = %+v, want MemoryPressure False alone", c)
+	}
+	f.meas.obs[SignalNodeFsAvailable] = Observation{Available: 50, Capacity: 100}
+	f.meas.obs[SignalPIDAvailable] = Observation{Available: 50, Capacity: 100}
+	f.m.Synchronize(context.Background())
 	if c := f.m.NodeConditions(); len(c) != 3 {
-		t.Fatalf("conditions after a measurement = %+v, want three", c)
+		t.Fatalf("conditions with every kind read = %+v, want three", c)
 	}
 }

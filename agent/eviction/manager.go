@@ -94,9 +94,9 @@ type Manager struct {
 	// lastPressure is when each condition was last observed, for the transition period.
 	lastPressure map[v1.NodeConditionType]time.Time
 	conditions   map[v1.NodeConditionType]bool
-	// measured says a pass has read the signals: until then the node claims no pressure condition
-	// either way.
-	measured bool
+	// observed are the conditions the last pass read a signal of: only those are claimed either
+	// way (none before a first reading, none for a signal that cannot be read here).
+	observed map[v1.NodeConditionType]bool
 }
 
 type thresholdKey struct {
@@ -215,7 +215,11 @@ func (m *Manager) Synchronize(ctx context.Context) *v1.Pod {
 		// Met now, or within the transition period since: a node hovering at a threshold does not flap.
 		m.conditions[c] = ok && (now.Equal(at) || now.Sub(at) < m.cfg.PressureTransitionPeriod)
 	}
-	m.met, m.firstMet, m.measured = met, first, true
+	m.met, m.firstMet = met, first
+	m.observed = map[v1.NodeConditionType]bool{}
+	for sig := range obs {
+		m.observed[conditionOf(sig)] = true
+	}
 	var due []Threshold
 	for _, t := range met {
 		if now.Sub(first[keyOf(t)]) >= t.GracePeriod {
@@ -362,25 +366,25 @@ func quantity(s Signal, v int64) string {
 	return resource.NewQuantity(v, resource.BinarySI).String()
 }
 
-// NodeConditions are the pressure conditions the node reports (no times: node status keeps those);
-// none before the signals were first read.
+// NodeConditions are the pressure conditions the node reports (no times: node status keeps those):
+// those whose signals the last pass read.
 func (m *Manager) NodeConditions() []v1.NodeCondition {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.measured {
-		return nil
-	}
-	cond := func(t v1.NodeConditionType, yesReason, yesMsg, noReason, noMsg string) v1.NodeCondition {
-		if m.conditions[t] {
-			return v1.NodeCondition{Type: t, Status: v1.ConditionTrue, Reason: yesReason, Message: yesMsg}
+	var out []v1.NodeCondition
+	cond := func(t v1.NodeConditionType, yesReason, yesMsg, noReason, noMsg string) {
+		switch {
+		case !m.observed[t]:
+		case m.conditions[t]:
+			out = append(out, v1.NodeCondition{Type: t, Status: v1.ConditionTrue, Reason: yesReason, Message: yesMsg})
+		default:
+			out = append(out, v1.NodeCondition{Type: t, Status: v1.ConditionFalse, Reason: noReason, Message: noMsg})
 		}
-		return v1.NodeCondition{Type: t, Status: v1.ConditionFalse, Reason: noReason, Message: noMsg}
 	}
-	return []v1.NodeCondition{
-		cond(v1.NodeMemoryPressure, reasonMemoryPressure, messageMemoryPressure, reasonMemoryOK, messageMemoryOK),
-		cond(v1.NodeDiskPressure, reasonDiskPressure, messageDiskPressure, reasonDiskOK, messageDiskOK),
-		cond(v1.NodePIDPressure, reasonPIDPressure, messagePIDPressure, reasonPIDOK, messagePIDOK),
-	}
+	cond(v1.NodeMemoryPressure, reasonMemoryPressure, messageMemoryPressure, reasonMemoryOK, messageMemoryOK)
+	cond(v1.NodeDiskPressure, reasonDiskPressure, messageDiskPressure, reasonDiskOK, messageDiskOK)
+	cond(v1.NodePIDPressure, reasonPIDPressure, messagePIDPressure, reasonPIDOK, messagePIDOK)
+	return out
 }
 
 func (m *Manager) has(c v1.NodeConditionType) bool {
