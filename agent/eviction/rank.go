@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	v1 "k8s.io/api/core/v1"
+	resourcehelper "k8s.io/component-helpers/resource"
 
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
 	"github.com/nodelet/nodelet/agent/podmanager"
@@ -102,19 +103,10 @@ func priority(a, b *v1.Pod) int {
 	return 0
 }
 
-// requests is the pod's request for r as the scheduler counts it: the app containers' sum, or the
-// largest init container's when that is more.
+// requests is the pod's request for r as the scheduler counts it.
 func requests(p *v1.Pod, r v1.ResourceName) int64 {
-	var sum, initMax int64
-	for _, c := range p.Spec.Containers {
-		q := c.Resources.Requests[r]
-		sum += q.Value()
-	}
-	for _, c := range p.Spec.InitContainers {
-		q := c.Resources.Requests[r]
-		initMax = max(initMax, q.Value())
-	}
-	return max(sum, initMax)
+	q := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})[r]
+	return q.Value()
 }
 
 // Admit decides whether a new pod may start given the pressure the node is under, as the kubelet:

@@ -14,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	resourcehelper "k8s.io/component-helpers/resource"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodelet/nodelet/agent/server/apiclient"
@@ -327,54 +328,17 @@ func describeNodePods(p prefixWriter, n *v1.Node, pods []v1.Pod, now time.Time) 
 	}
 }
 
+// podRequestsAndLimits is what a pod holds of the node, counted as the scheduler and kubectl do
+// (sidecars, init containers one at a time, overhead).
+func podRequestsAndLimits(pod *v1.Pod) (reqs, lims v1.ResourceList) {
+	return resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}),
+		resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{})
+}
+
 func addTo(sum, l v1.ResourceList) {
 	for k, q := range l {
 		s := sum[k]
 		s.Add(q)
 		sum[k] = s
 	}
-}
-
-// podRequestsAndLimits is what a pod holds of the node, as the scheduler counts it: its app and
-// sidecar containers together, or its largest one-at-a-time init container if that is more,
-// plus the pod's overhead.
-func podRequestsAndLimits(pod *v1.Pod) (reqs, lims v1.ResourceList) {
-	reqs, lims = v1.ResourceList{}, v1.ResourceList{}
-	for _, c := range pod.Spec.Containers {
-		addTo(reqs, c.Resources.Requests)
-		addTo(lims, c.Resources.Limits)
-	}
-	sidecarReqs, sidecarLims := v1.ResourceList{}, v1.ResourceList{}
-	maxOf := func(into, l v1.ResourceList) {
-		for k, q := range l {
-			if cur, ok := into[k]; !ok || q.Cmp(cur) > 0 {
-				into[k] = q.DeepCopy()
-			}
-		}
-	}
-	initReqs, initLims := v1.ResourceList{}, v1.ResourceList{}
-	for _, c := range pod.Spec.InitContainers {
-		if c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
-			addTo(reqs, c.Resources.Requests)
-			addTo(lims, c.Resources.Limits)
-			addTo(sidecarReqs, c.Resources.Requests)
-			addTo(sidecarLims, c.Resources.Limits)
-			continue
-		}
-		// An init container runs beside the sidecars started before it.
-		r, l := v1.ResourceList{}, v1.ResourceList{}
-		addTo(r, c.Resources.Requests)
-		addTo(r, sidecarReqs)
-		addTo(l, c.Resources.Limits)
-		addTo(l, sidecarLims)
-		maxOf(initReqs, r)
-		maxOf(initLims, l)
-	}
-	maxOf(reqs, initReqs)
-	maxOf(lims, initLims)
-	addTo(reqs, pod.Spec.Overhead)
-	if len(lims) > 0 {
-		addTo(lims, pod.Spec.Overhead)
-	}
-	return reqs, lims
 }
