@@ -122,7 +122,7 @@ func catalog(h helpers) (map[string]v1.Image, error) {
 		{[]string{e2e + "busybox:1.29-2", e2e + "busybox:1.29-4", "docker.io/library/busybox:1.29"},
 			[]testimage.Option{testimage.WithDynamicBusybox(),
 				hostTool("pgrep", "/usr/bin/pgrep"), hostTool("ipcs", "/usr/bin/ipcs")}},
-		{[]string{e2e + "nginx:1.14-2", e2e + "nginx:1.14-4"}, nginx("80")},
+		{[]string{e2e + "nginx:1.14-2", e2e + "nginx:1.14-4", e2e + "nginx:1.15-4"}, nginx("80")},
 		{[]string{cri + "hostnet-nginx-" + runtime.GOARCH + ":latest"}, nginx("12003")},
 		{[]string{e2e + "httpd:2.4.39-4", e2e + "httpd:2.4.38-4"}, []testimage.Option{
 			testimage.WithDynamicBusybox(),
@@ -227,4 +227,58 @@ func registries(images map[string]v1.Image) []string {
 	}
 	slices.Sort(hosts)
 	return hosts
+}
+
+// conformanceImages are the stand-ins of the e2e images the Kubernetes node and storage
+// conformance specs run (test/utils/image/manifest.go of the suite's version): agnhost is the real
+// program, built from the suite's own module by hack/kube/e2e.sh, in an image laid out as
+// upstream's (busybox and curl beside it, the porter's localhost certificate, a user and a group
+// defined in the image). agnhost is the path of that binary and certDir holds localhost.crt/.key.
+func conformanceImages(agnhost, certDir string) (map[string]v1.Image, error) {
+	e2e := "registry.k8s.io/e2e-test-images/"
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		return nil, fmt.Errorf("curl is missing (the agnhost image carries it): apt-get install -y curl")
+	}
+	agn, err := os.ReadFile(agnhost)
+	if err != nil {
+		return nil, err
+	}
+	opts := []testimage.Option{
+		testimage.WithFile("/agnhost", string(agn), 0o755),
+		testimage.WithSymlink("/agnhost-2", "agnhost"),
+		testimage.WithHostBinary(curl, "/usr/bin/curl"),
+		testimage.WithDir("/uploads", 0o755, 0, 0),
+		testimage.WithUsers(testimage.User{Name: "user-defined-in-image", UID: 1000, GID: 1000, Home: "/home/user-defined-in-image"}),
+		testimage.WithGroups(testimage.Group{Name: "user-defined-in-image", GID: 1000},
+			testimage.Group{Name: "group-defined-in-image", GID: 50000, Members: []string{"user-defined-in-image"}}),
+		testimage.WithExposedPorts("80/tcp", "8080/tcp", "8081/tcp", "9376/tcp", "5000/tcp"),
+		testimage.WithEntrypoint("/agnhost"),
+		testimage.WithCmd("pause"),
+	}
+	for _, f := range []string{"localhost.crt", "localhost.key"} {
+		b, err := os.ReadFile(filepath.Join(certDir, f))
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, testimage.WithFile("/"+f, string(b), 0o644))
+	}
+	agnImg, err := testimage.Busybox(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("agnhost: %w", err)
+	}
+	// Upstream's busybox test image is the static busybox, and nonroot is busybox with USER 1234.
+	bb, err := testimage.Busybox()
+	if err != nil {
+		return nil, err
+	}
+	nonroot, err := testimage.Busybox(testimage.WithUser("1234"))
+	if err != nil {
+		return nil, err
+	}
+	return map[string]v1.Image{
+		e2e + "agnhost:2.56":     agnImg,
+		e2e + "busybox:1.37.0-1": bb,
+		e2e + "nonroot:1.4":      nonroot,
+	}, nil
 }

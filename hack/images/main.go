@@ -4,6 +4,7 @@
 // docker.io → http://ADDR) pulls them under their upstream names.
 //
 //	go run ./hack/images serve --addr 127.0.0.1:5000 [--ready-file F]  serve until SIGTERM; F gets ADDR once ready
+//	    [--agnhost BIN --agnhost-certs DIR]                            also the conformance suite's images (hack/conformance.sh)
 //	go run ./hack/images list                                          the names served
 //	go run ./hack/images registries                                    the registry hosts to mirror
 //	go run ./hack/images demo-tar FILE [NAME]                          a docker-archive of a busybox image
@@ -84,7 +85,12 @@ func serve(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ExitOnError)
 	addr := fs.String("addr", "127.0.0.1:0", "loopback address to listen on")
 	ready := fs.String("ready-file", "", "file to write the listening HOST:PORT into once every image is pushed")
+	agnhost := fs.String("agnhost", "", "an agnhost binary: also serve the Kubernetes conformance suite's images")
+	agnhostCerts := fs.String("agnhost-certs", "", "the folder of agnhost's porter/localhost.crt and .key (with --agnhost)")
 	_ = fs.Parse(args)
+	if (*agnhost == "") != (*agnhostCerts == "") {
+		return fmt.Errorf("--agnhost and --agnhost-certs go together")
+	}
 
 	host, _, err := net.SplitHostPort(*addr)
 	if err != nil {
@@ -96,6 +102,18 @@ func serve(args []string) error {
 	images, err := build()
 	if err != nil {
 		return err
+	}
+	if *agnhost != "" {
+		extra, err := conformanceImages(*agnhost, *agnhostCerts)
+		if err != nil {
+			return err
+		}
+		for n, img := range extra {
+			if _, ok := images[n]; ok {
+				return fmt.Errorf("%s is in the catalog twice", n)
+			}
+			images[n] = img
+		}
 	}
 	paths, err := byRepoPath(images)
 	if err != nil {

@@ -10,6 +10,11 @@
 # with its published v0.X.Y twin. Binaries that exist already are kept, so a second run takes seconds.
 #
 #   hack/kube/build.sh [BINARY...]       default: all of them
+# BINARY may also be one of the conformance runner's (hack/conformance.sh), built only when named:
+#   e2e-node.test  the node and storage specs of test/e2e as one test binary (hack/kube/_e2e)
+#   agnhost        test/images/agnhost, the program of the suite's main test image
+#   ginkgo         the ginkgo CLI at the version the suite requires (runs e2e-node.test in parallel)
+#   kube-proxy     maps Services (the kubernetes Service included) for the suite's pods
 # Env: KUBE_VERSION (v1.34.4), ETCD_VERSION (v3.6.5), NODELET_CACHE (/var/cache/nodelet).
 # Prints the bin dir on its last line.
 set -euo pipefail
@@ -29,11 +34,12 @@ die() { printf 'kube/build.sh: %s\n' "$*" >&2; exit 1; }
 
 kube_bins=(kubelet kube-apiserver kube-controller-manager kube-scheduler kubectl)
 etcd_bins=(etcd etcdctl)
+e2e_bins=(e2e-node.test agnhost ginkgo kube-proxy)
 want=("$@")
 [ ${#want[@]} -gt 0 ] || want=("${kube_bins[@]}" "${etcd_bins[@]}")
 mkdir -p "$bin"
 
-is_kube() { local b; for b in "${kube_bins[@]}"; do [ "$b" = "$1" ] && return 0; done; return 1; }
+is_kube() { local b; for b in "${kube_bins[@]}" kube-proxy; do [ "$b" = "$1" ] && return 0; done; return 1; }
 
 # kube_wrapper writes the wrapper module for k8s.io/kubernetes at $KUBE_VERSION into $1.
 kube_wrapper() {
@@ -87,7 +93,11 @@ kube_ldflags() {
 start=$(date +%s)
 kdir=$base/wrap-kube
 edir=$cache/etcd-$ETCD_VERSION/wrap
+# The suite's source is ours: a binary built from another version of it is rebuilt.
+e2e_src=$(cd "$(dirname "$0")" && pwd)/_e2e/node_test.go
+e2e_sum=$(sha256sum "$e2e_src" | cut -d' ' -f1)
 for b in "${want[@]}"; do
+  if [ "$b" = e2e-node.test ] && [ "$(cat "$bin/$b.src" 2>/dev/null)" != "$e2e_sum" ]; then rm -f "$bin/$b"; fi
   if [ -x "$bin/$b" ]; then continue; fi
   t0=$(date +%s)
   if is_kube "$b"; then
@@ -102,8 +112,23 @@ for b in "${want[@]}"; do
     etcd_wrapper "$edir"
     say "building etcdctl $ETCD_VERSION"
     (cd "$edir" && go build -trimpath -ldflags "-s -w" -o "$bin/$b.tmp" go.etcd.io/etcd/etcdctl/v3)
+  elif [ "$b" = e2e-node.test ]; then
+    kube_wrapper "$kdir"
+    mkdir -p "$kdir/nodeconformance"
+    cp "$e2e_src" "$kdir/nodeconformance/node_test.go"
+    say "building $b (node and storage specs of test/e2e $KUBE_VERSION)"
+    (cd "$kdir" && go test -c -trimpath -ldflags "$(kube_ldflags)" -o "$bin/$b.tmp" ./nodeconformance)
+    echo "$e2e_sum" >"$bin/$b.src"
+  elif [ "$b" = agnhost ]; then
+    kube_wrapper "$kdir"
+    say "building agnhost ($KUBE_VERSION's test/images/agnhost)"
+    (cd "$kdir" && go build -trimpath -ldflags "-s -w" -o "$bin/$b.tmp" k8s.io/kubernetes/test/images/agnhost)
+  elif [ "$b" = ginkgo ]; then
+    kube_wrapper "$kdir"
+    say "building the ginkgo CLI"
+    (cd "$kdir" && go build -trimpath -ldflags "-s -w" -o "$bin/$b.tmp" github.com/onsi/ginkgo/v2/ginkgo)
   else
-    die "unknown binary $b (want one of: ${kube_bins[*]} ${etcd_bins[*]})"
+    die "unknown binary $b (want one of: ${kube_bins[*]} ${etcd_bins[*]} ${e2e_bins[*]})"
   fi
   mv "$bin/$b.tmp" "$bin/$b"
   say "$b built in $(( $(date +%s) - t0 )) s"

@@ -3,12 +3,16 @@
 # kube-scheduler from hack/kube/build.sh) for tests that join a node agent — nodelet's agent or the
 # upstream kubelet — to a real API server. Ready in about 10 s; ~470 MB RSS.
 #
-#   hack/kube/control-plane.sh start DIR [NODE]   start in the background; DIR must not exist.
+#   hack/kube/control-plane.sh start DIR [NODE [ADDR]]   start in the background; DIR must not exist.
 #       Writes DIR/admin.kubeconfig (system:masters) and DIR/node.kubeconfig (system:node:NODE in
 #       system:nodes, for the Node authorizer; NODE defaults to nodelet-test-node), DIR/pids, DIR/*.log.
 #       The API server reaches nodes' APIs (logs, exec, port-forward, the node proxy) at their
 #       InternalIP first, as kube-apiserver-kubelet-client (bound to system:kubelet-api-admin) with
 #       DIR/kubelet-client.crt, issued by DIR/kubelet-ca.crt: give nodes --client-ca-file DIR/kubelet-ca.crt.
+#       The API server listens on ADDR (default 127.0.0.1) and advertises it as the kubernetes
+#       Service's endpoint: pods reach it there once a proxy maps the Service (hack/conformance.sh
+#       gives the node's non-loopback address and runs kube-proxy). Its self-signed certificate
+#       (DIR/pki/apiserver.crt, with its CA) is the root CA that service account volumes carry.
 #   hack/kube/control-plane.sh stop DIR            stop exactly the processes start recorded, remove DIR.
 #   hack/kube/control-plane.sh check               start, wait for /readyz, create and read an object, stop.
 # Authentication is by static tokens and TLS is the API server's self-signed certificate, which the
@@ -28,19 +32,19 @@ free_port() { # a loopback TCP port nobody listens on
   die "no free port"
 }
 
-kubeconfig() { # kubeconfig FILE PORT USER TOKEN
+kubeconfig() { # kubeconfig FILE ADDR PORT USER TOKEN
   cat >"$1" <<EOK
 apiVersion: v1
 kind: Config
 clusters:
 - name: local
-  cluster: {server: "https://127.0.0.1:$2", insecure-skip-tls-verify: true}
+  cluster: {server: "https://$2:$3", insecure-skip-tls-verify: true}
 users:
-- name: $3
-  user: {token: "$4"}
+- name: $4
+  user: {token: "$5"}
 contexts:
 - name: local
-  context: {cluster: local, user: $3}
+  context: {cluster: local, user: $4}
 current-context: local
 EOK
 }
@@ -58,7 +62,7 @@ kubelet_client_cert() { # kubelet_client_cert DIR: a CA for nodes to trust and t
 }
 
 start() {
-  local dir=$1 node=${2:-nodelet-test-node} bin ep pp api cm sch admin nodetok
+  local dir=$1 node=${2:-nodelet-test-node} addr=${3:-127.0.0.1} bin ep pp api cm sch admin nodetok
   [ ! -e "$dir" ] || die "$dir exists"
   bin=$("$here/build.sh" etcd kube-apiserver kube-controller-manager kube-scheduler kubectl | tail -1)
   mkdir -p "$dir"
@@ -72,8 +76,8 @@ start() {
   openssl genrsa -out "$dir/sa.key" 2048 2>/dev/null
   openssl rsa -in "$dir/sa.key" -pubout -out "$dir/sa.pub" 2>/dev/null
   kubelet_client_cert "$dir"
-  kubeconfig "$dir/admin.kubeconfig" "$api" admin "$admin"
-  kubeconfig "$dir/node.kubeconfig" "$api" "system:node:$node" "$nodetok"
+  kubeconfig "$dir/admin.kubeconfig" "$addr" "$api" admin "$admin"
+  kubeconfig "$dir/node.kubeconfig" "$addr" "$api" "system:node:$node" "$nodetok"
   echo "$bin" >"$dir/bin"
 
   say "etcd on 127.0.0.1:$ep"
@@ -83,9 +87,9 @@ start() {
     --initial-cluster "nodelet-test=http://127.0.0.1:$pp" --log-level warn >"$dir/etcd.log" 2>&1 &
   echo $! >>"$dir/pids"
 
-  say "kube-apiserver on https://127.0.0.1:$api"
-  "$bin/kube-apiserver" --etcd-servers "http://127.0.0.1:$ep" --bind-address 127.0.0.1 \
-    --advertise-address 127.0.0.1 --secure-port "$api" --cert-dir "$dir/pki" \
+  say "kube-apiserver on https://$addr:$api"
+  "$bin/kube-apiserver" --etcd-servers "http://127.0.0.1:$ep" --bind-address "$addr" \
+    --advertise-address "$addr" --secure-port "$api" --cert-dir "$dir/pki" \
     --token-auth-file "$dir/tokens.csv" --authorization-mode Node,RBAC \
     --service-account-issuer https://kubernetes.default.svc --service-account-key-file "$dir/sa.pub" \
     --service-account-signing-key-file "$dir/sa.key" --service-cluster-ip-range 10.96.0.0/16 \
@@ -94,16 +98,23 @@ start() {
     --kubelet-preferred-address-types InternalIP,Hostname >"$dir/apiserver.log" 2>&1 &
   echo $! >>"$dir/pids"
 
+  # The API server writes its self-signed certificate at start; service account volumes carry it.
+  local deadline=$(( $(date +%s) + 60 ))
+  until [ -s "$dir/pki/apiserver.crt" ]; do
+    [ "$(date +%s)" -lt "$deadline" ] || { tail -20 "$dir/apiserver.log" >&2; stop "$dir"; die "kube-apiserver wrote no certificate in 60 s"; }
+    sleep 0.1
+  done
   say "kube-controller-manager and kube-scheduler"
   "$bin/kube-controller-manager" --kubeconfig "$dir/admin.kubeconfig" --bind-address 127.0.0.1 \
     --secure-port "$cm" --service-account-private-key-file "$dir/sa.key" --use-service-account-credentials \
+    --root-ca-file "$dir/pki/apiserver.crt" \
     --leader-elect=false --controllers '*,-nodeipam' >"$dir/controller-manager.log" 2>&1 &
   echo $! >>"$dir/pids"
   "$bin/kube-scheduler" --kubeconfig "$dir/admin.kubeconfig" --bind-address 127.0.0.1 \
     --secure-port "$sch" --leader-elect=false >"$dir/scheduler.log" 2>&1 &
   echo $! >>"$dir/pids"
 
-  local deadline=$(( $(date +%s) + 60 ))
+  deadline=$(( $(date +%s) + 60 ))
   # Ready means pods can be created: /readyz, and the default service account that admission
   # looks up, which the controller-manager makes a moment later.
   until "$bin/kubectl" --kubeconfig "$dir/admin.kubeconfig" get --raw /readyz >/dev/null 2>&1 &&
@@ -154,8 +165,8 @@ check() {
 }
 
 case "${1:-}" in
-  start) [ $# -ge 2 ] || die "usage: $0 start DIR [NODE]"; start "$2" "${3:-}" ;;
+  start) [ $# -ge 2 ] || die "usage: $0 start DIR [NODE [ADDR]]"; start "$2" "${3:-}" "${4:-}" ;;
   stop) [ $# -eq 2 ] || die "usage: $0 stop DIR"; stop "$2" ;;
   check) check ;;
-  *) die "usage: $0 start DIR [NODE] | stop DIR | check" ;;
+  *) die "usage: $0 start DIR [NODE [ADDR]] | stop DIR | check" ;;
 esac

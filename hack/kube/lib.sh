@@ -16,6 +16,7 @@ declare -A NL_PID_SOCK  # runtime daemon PID → its CRI endpoint, whose pods go
 NL_BRIDGES=()       # bridges created by the CNI configs written here
 NL_NETWORKS=()      # their network names (host-local keeps its leases under /var/lib/cni/networks)
 NL_NODELET_ARGS=()  # extra `nodelet runtime` flags a caller adds after sourcing
+NL_REGISTRY_ARGS=() # extra `images serve` flags (the conformance images)
 NL_AFTER=()         # commands nl_cleanup runs once every process is stopped
 export PATH=$PATH:/usr/local/go/bin:/usr/local/bin:/usr/sbin:/sbin
 export GOFLAGS=${GOFLAGS:--buildvcs=false}
@@ -73,7 +74,7 @@ nl_cleanup() {
 nl_registry() {
   nl_say "building and starting the image registry (hack/images)"
   (cd "$NL_ROOT" && go build -o "$NL_WORK/bin/images" ./hack/images) || nl_die "go build ./hack/images failed"
-  (cd "$NL_ROOT" && exec "$NL_WORK/bin/images" serve --addr 127.0.0.1:0 --ready-file "$NL_WORK/registry.addr") \
+  (cd "$NL_ROOT" && exec "$NL_WORK/bin/images" serve --addr 127.0.0.1:0 --ready-file "$NL_WORK/registry.addr" "${NL_REGISTRY_ARGS[@]}") \
     >"$NL_WORK/registry.log" 2>&1 &
   NL_PIDS+=($!)
   nl_wait 120 test -s "$NL_WORK/registry.addr" || { cat "$NL_WORK/registry.log" >&2; nl_die "registry did not start"; }

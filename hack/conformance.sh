@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# The upstream Kubernetes conformance specs that exercise a node, run against `nodelet agent` as
+# the only node of a loopback control plane, on nodelet's runtime or on containerd.
+#
+#   hack/conformance.sh [--runtime nodelet|containerd] [--focus REGEX] [--skip REGEX] [--procs N]
+#                       [--subset] [--keep]
+#
+# Builds (once, cached with the other Kubernetes binaries by hack/kube/build.sh) the node and
+# storage specs of test/e2e as one test binary, agnhost and the ginkgo CLI from the module proxy
+# at the version of hack/kube/build.sh; serves the suite's images from the loopback registry
+# (hack/images: agnhost built from source in an image laid out as upstream's, busybox, nginx,
+# httpd, nonewprivs, nonroot stand-ins) under their upstream names through registry mirrors;
+# starts the runtime, the control plane and the agent; runs the specs with ginkgo in parallel and
+# prints `conformance: N passed, N failed, N skipped`, then each failure's first line.
+#
+# --focus defaults to every [Conformance] spec of sig-node and sig-storage; --subset runs the
+# CI subset instead (hack/conformance-subset.txt). Specs that cannot run on one machine are
+# skipped with the reason from hack/conformance-skips.txt. --keep keeps the work dir (reports,
+# every component's log). Exit 0 only when nothing failed.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=hack/kube/lib.sh
+. "$here/kube/lib.sh"
+
+runtime=nodelet procs=3 subset=
+focus='\[sig-node\].*\[Conformance\]|\[sig-storage\].*\[Conformance\]'
+skip=
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --runtime) runtime=$2; shift 2 ;;
+    --focus) focus=$2; shift 2 ;;
+    --skip) skip=$2; shift 2 ;;
+    --procs) procs=$2; shift 2 ;;
+    --subset) subset=1; shift ;;
+    --keep) export NL_KEEP=1; shift ;;
+    *) nl_die "unknown argument $1 (usage: $0 [--runtime nodelet|containerd] [--focus REGEX] [--skip REGEX] [--procs N] [--subset] [--keep])" ;;
+  esac
+done
+case "$runtime" in nodelet|containerd) ;; *) nl_die "--runtime is nodelet or containerd, not $runtime" ;; esac
+
+# lines of FILE without comments and blank lines, joined by |
+alternatives() { sed -e 's/[[:space:]]*#.*$//' -e '/^[[:space:]]*$/d' "$1" | paste -sd'|'; }
+if [ -n "$subset" ]; then
+  focus=$(alternatives "$here/conformance-subset.txt")
+fi
+# Each skip line is "REGEX  # reason": the reasons are printed with the summary.
+known_skips=$(alternatives "$here/conformance-skips.txt")
+skip=${skip:+$skip|}$known_skips
+
+NL_NAME=conformance
+nl_init conformance
+t_start=$(date +%s)
+
+bin=$("$here/kube/build.sh" etcd kube-apiserver kube-controller-manager kube-scheduler kubectl \
+  kube-proxy e2e-node.test agnhost ginkgo | tail -1)
+kube_dir=$(cd "$(dirname "$bin")/wrap-kube" && GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' k8s.io/kubernetes)
+NL_REGISTRY_ARGS=(--agnhost "$bin/agnhost" --agnhost-certs "$kube_dir/test/images/agnhost/porter")
+nl_registry
+
+# The runtime, and nodelet's binary for the agent either way.
+if [ "$runtime" = containerd ]; then
+  nl_containerd conformance
+  endpoint=$NL_CONTAINERD_SOCK
+  nl_say "building nodelet"
+  (cd "$NL_ROOT" && CGO_ENABLED=0 go build -o "$NL_WORK/bin/nodelet" ./cmd/nodelet) || nl_die "go build ./cmd/nodelet failed"
+  NL_NODELET_BIN=$NL_WORK/bin/nodelet
+else
+  nl_nodelet conformance
+  endpoint=$NL_NODELET_SOCK
+fi
+
+# The node's address: the API server reaches the agent's API (logs, exec, port-forward) at the
+# node's InternalIP, and refuses loopback ones; a TEST-NET-1 address on lo is never routed.
+node=nodelet-conformance
+node_ip=
+for i in $(seq 0 249); do
+  cand=192.0.2.$(( 2 + ($$ + i) % 250 ))
+  ip -4 -o addr show | grep -q " $cand/" && continue
+  ip addr add "$cand/32" dev lo && node_ip=$cand && break
+done
+[ -n "$node_ip" ] || nl_die "no free address in 192.0.2.0/24 for lo"
+NL_AFTER+=("ip addr del $node_ip/32 dev lo")
+
+# The API server listens on the node's address too, so that pods reach it through the kubernetes
+# Service (in-cluster clients such as agnhost's nettest server read KUBERNETES_SERVICE_HOST).
+cp_dir=$NL_WORK/control-plane
+"$here/kube/control-plane.sh" start "$cp_dir" "$node" "$node_ip"
+mapfile -t cp_pids <"$cp_dir/pids"
+NL_PIDS+=("${cp_pids[@]}")
+kubectl() { "$bin/kubectl" --kubeconfig "$cp_dir/admin.kubeconfig" "$@"; }
+
+# kube-proxy maps Service IPs to endpoints with iptables. It is told to leave the conntrack and
+# route_localnet sysctls alone; what it adds to iptables its --cleanup removes once it stopped.
+# kube-proxy also makes the kubelet's KUBE-FIREWALL chain, which its --cleanup keeps: removed here
+# unless it was there before (a kubelet of the host's own).
+declare -A had_firewall
+for t in iptables ip6tables; do
+  if "$t" -S KUBE-FIREWALL >/dev/null 2>&1; then had_firewall[$t]=1; fi
+done
+free_port() { local p; for p in $(shuf -i 20000-40000 -n 100); do ss -Hltn "sport = :$p" | grep -q . || { echo "$p"; return; }; done; }
+"$bin/kube-proxy" --kubeconfig "$cp_dir/admin.kubeconfig" --hostname-override "$node" --proxy-mode iptables \
+  --bind-address "$node_ip" --healthz-bind-address "127.0.0.1:$(free_port)" --metrics-bind-address "127.0.0.1:$(free_port)" \
+  --conntrack-max-per-core 0 --conntrack-tcp-timeout-established 0 --conntrack-tcp-timeout-close-wait 0 \
+  --iptables-localhost-nodeports=false >"$NL_WORK/kube-proxy.log" 2>&1 &
+NL_PIDS+=($!)
+proxy_cleanup() {
+  local t c
+  "$bin/kube-proxy" --cleanup >/dev/null 2>&1 || true
+  for t in iptables ip6tables; do
+    [ -z "${had_firewall[$t]:-}" ] || continue
+    for c in INPUT OUTPUT; do while "$t" -D "$c" -j KUBE-FIREWALL 2>/dev/null; do :; done; done
+    "$t" -F KUBE-FIREWALL 2>/dev/null; "$t" -X KUBE-FIREWALL 2>/dev/null
+  done
+  return 0
+}
+NL_AFTER+=(proxy_cleanup)
+
+# Pods' cgroups under a root of this run's own, removed once the runtime removed the pods.
+cg_root=/nodelet-conformance-$$
+remove_cgroups() {
+  local d
+  for d in /sys/fs/cgroup/*"$cg_root" /sys/fs/cgroup"$cg_root"; do
+    [ -d "$d" ] || continue
+    find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true
+  done
+}
+NL_AFTER+=(remove_cgroups)
+
+agent_port=$(free_port)
+mkdir -p "$NL_WORK/agent/manifests"
+nl_say "starting nodelet agent as node $node ($node_ip:$agent_port) on $runtime"
+"$NL_NODELET_BIN" agent --kubeconfig "$cp_dir/node.kubeconfig" --container-runtime-endpoint "$endpoint" \
+  --root-dir "$NL_WORK/agent/root" --pod-logs-dir "$NL_WORK/agent/logs" --pod-manifest-path "$NL_WORK/agent/manifests" \
+  --hostname-override "$node" --node-ip "$node_ip" --address "$node_ip" --port "$agent_port" \
+  --client-ca-file "$cp_dir/kubelet-ca.crt" --cgroup-root "$cg_root" --healthz-port 0 --api-socket "" \
+  >"$NL_WORK/agent.log" 2>&1 &
+NL_PIDS+=($!)
+agent_pid=$!
+node_ready() { [ "$(kubectl get node "$node" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ]; }
+nl_wait 120 node_ready || { tail -30 "$NL_WORK/agent.log" >&2; nl_die "node $node not Ready after 120 s"; }
+nl_say "node $node Ready after $(( $(date +%s) - t_start )) s"
+
+report=$NL_WORK/report
+mkdir -p "$report"
+nl_say "running e2e-node.test on $procs processes (focus: $focus)"
+t_run=$(date +%s)
+set +e
+# KUBE_TEST_REPO_LIST is not needed: the images keep their upstream names and the runtime's
+# registry mirrors send them to the loopback registry, as a node behind a mirror sees them.
+(cd "$report" && "$bin/ginkgo" --procs="$procs" --focus="$focus" ${skip:+--skip="$skip"} --timeout=3h \
+  --no-color --succinct --silence-skips --json-report=report.json --output-dir="$report" "$bin/e2e-node.test" -- \
+  --kubeconfig="$cp_dir/admin.kubeconfig" --provider=local --report-dir="$report" \
+  --e2e-output-dir="$report" --dump-logs-on-failure=false) >"$NL_WORK/ginkgo.log" 2>&1
+ginkgo_rc=$?
+set -e
+kill -0 "$agent_pid" 2>/dev/null || nl_say "the agent exited during the run: see $NL_WORK/agent.log"
+tail -5 "$NL_WORK/ginkgo.log" >&2
+[ -s "$report/report.json" ] || { tail -40 "$NL_WORK/ginkgo.log" >&2; nl_die "ginkgo wrote no report (exit $ginkgo_rc)"; }
+
+(cd "$NL_ROOT" && go run ./hack/kube/e2ereport --focus "$focus" ${skip:+--skip "$skip"} "$report/report.json") || ginkgo_rc=1
+echo "conformance run: $runtime, $(( $(date +%s) - t_run )) s of specs, $(( $(date +%s) - t_start )) s in all"
+if [ -n "$known_skips" ]; then
+  echo "not run here (hack/conformance-skips.txt):"
+  sed -n 's/^\(.*[^[:space:]]\)[[:space:]]*#[[:space:]]*\(.*\)$/  \1: \2/p' "$here/conformance-skips.txt"
+fi
+[ -z "${NL_KEEP:-}" ] || nl_say "reports and logs in $NL_WORK"
+exit "$ginkgo_rc"

@@ -1,0 +1,114 @@
+// Command e2ereport summarises a ginkgo JSON report of hack/conformance.sh:
+//
+//	go run ./hack/kube/e2ereport [--focus REGEX] [--skip REGEX] report.json
+//
+// It prints `conformance: N passed, N failed, N skipped` over the specs the run selected, then
+// each failed spec with the first line of its failure, and exits 1 when one failed. Specs that
+// --focus does not match, or --skip does, were filtered out by ginkgo and are not counted; a
+// selected spec the suite skipped itself (a missing feature it checks for) counts as skipped.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+)
+
+// The parts of ginkgo's types.Report that the summary needs.
+type report struct {
+	SuiteDescription string
+	SpecReports      []specReport
+}
+
+type specReport struct {
+	ContainerHierarchyTexts []string
+	LeafNodeText            string
+	LeafNodeType            string
+	State                   string
+	RunTime                 time.Duration
+	Failure                 struct{ Message string }
+}
+
+func (s specReport) fullText() string {
+	return strings.Join(append(append([]string{}, s.ContainerHierarchyTexts...), s.LeafNodeText), " ")
+}
+
+func main() {
+	focus := flag.String("focus", "", "count only specs whose full text matches")
+	skip := flag.String("skip", "", "do not count specs whose full text matches")
+	flag.Parse()
+	if flag.NArg() != 1 {
+		fmt.Fprintln(os.Stderr, "usage: e2ereport [--focus REGEX] [--skip REGEX] report.json")
+		os.Exit(2)
+	}
+	if err := run(flag.Arg(0), *focus, *skip); err != nil {
+		fmt.Fprintln(os.Stderr, "e2ereport:", err)
+		os.Exit(2)
+	}
+}
+
+func run(path, focus, skip string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var reports []report
+	if err := json.Unmarshal(b, &reports); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	var focusRE, skipRE *regexp.Regexp
+	if focus != "" {
+		if focusRE, err = regexp.Compile(focus); err != nil {
+			return fmt.Errorf("--focus: %w", err)
+		}
+	}
+	if skip != "" {
+		if skipRE, err = regexp.Compile(skip); err != nil {
+			return fmt.Errorf("--skip: %w", err)
+		}
+	}
+	var passed, skipped int
+	var failed []specReport
+	var slowest []specReport
+	for _, r := range reports {
+		for _, s := range r.SpecReports {
+			if s.LeafNodeType != "It" {
+				continue // suite set-up and report nodes fail the run on their own
+			}
+			text := r.SuiteDescription + " " + s.fullText()
+			if (focusRE != nil && !focusRE.MatchString(text)) || (skipRE != nil && skipRE.MatchString(text)) {
+				continue
+			}
+			switch s.State {
+			case "passed":
+				passed++
+				slowest = append(slowest, s)
+			case "skipped", "pending":
+				skipped++
+			default: // failed, panicked, timedout, interrupted, aborted
+				failed = append(failed, s)
+			}
+		}
+	}
+	fmt.Printf("conformance: %d passed, %d failed, %d skipped\n", passed, len(failed), skipped)
+	for _, s := range failed {
+		msg, _, _ := strings.Cut(strings.TrimSpace(s.Failure.Message), "\n")
+		fmt.Printf("  FAIL (%s) %s\n       %s\n", s.State, s.fullText(), msg)
+	}
+	sort.Slice(slowest, func(i, j int) bool { return slowest[i].RunTime > slowest[j].RunTime })
+	if len(slowest) > 5 {
+		slowest = slowest[:5]
+	}
+	for _, s := range slowest {
+		fmt.Printf("  slowest: %5.1f s %s\n", s.RunTime.Seconds(), s.fullText())
+	}
+	if len(failed) > 0 {
+		os.Exit(1)
+	}
+	return nil
+}
