@@ -134,6 +134,10 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 		if err != nil {
 			return nil, a.closeWith(fmt.Errorf("kubeconfig: %w", err))
 		}
+		rc.QPS, rc.Burst = cfg.KubeAPIQPS, cfg.KubeAPIBurst
+		if cfg.ContentType != "" {
+			rc.ContentType = cfg.ContentType
+		}
 		if a.client, err = kubernetes.NewForConfig(rc); err != nil {
 			return nil, a.closeWith(fmt.Errorf("kubeconfig: %w", err))
 		}
@@ -223,7 +227,7 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 		loopDeps.Mirrors = a.mirrors
 	}
 	a.loop = syncloop.New(loopDeps)
-	if a.rotator, err = logs.NewRotator(a.runtime, containerLogMaxSize, containerLogMaxFiles); err != nil {
+	if a.rotator, err = logs.NewRotator(a.runtime, cfg.ContainerLogMaxSize, cfg.ContainerLogMaxFiles); err != nil {
 		return nil, a.closeWith(err)
 	}
 	if a.api, err = newAPI(a); err != nil {
@@ -231,12 +235,6 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	}
 	return a, nil
 }
-
-// The kubelet's defaults: rotate a container's log past 10Mi, keep 5 files.
-const (
-	containerLogMaxSize  = "10Mi"
-	containerLogMaxFiles = 5
-)
 
 // closeWith releases what New opened before failing with err.
 func (a *Agent) closeWith(err error) error {
@@ -320,7 +318,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	})
 	goRun("eviction manager", func(ctx context.Context) error { a.eviction.Run(ctx); return nil })
 	goRun("status", func(ctx context.Context) error { a.statuses.Run(ctx); return nil })
-	goRun("log rotation", func(ctx context.Context) error { a.rotator.Run(ctx, 10*time.Second); return nil })
+	goRun("log rotation", func(ctx context.Context) error { a.rotator.Run(ctx, a.cfg.ContainerLogMonitorInterval); return nil })
 	if a.nodes != nil {
 		goRun("node status", func(ctx context.Context) error { a.nodes.Run(ctx); return nil })
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"sigs.k8s.io/yaml"
 
@@ -107,6 +108,21 @@ type Config struct {
 	NodeLabels         map[string]string
 	RegisterWithTaints []v1.Taint
 
+	// The apiserver client (kubeAPIQPS, kubeAPIBurst, contentType); an empty ContentType keeps
+	// client-go's JSON.
+	KubeAPIQPS   float32
+	KubeAPIBurst int
+	ContentType  string
+
+	// Container log rotation (containerLogMaxSize, containerLogMaxFiles, containerLogMonitorInterval).
+	ContainerLogMaxSize         string
+	ContainerLogMaxFiles        int32
+	ContainerLogMonitorInterval time.Duration
+
+	// FailSwapOn and FailCgroupV1 refuse to start on a host with swap on, or with cgroup v1.
+	FailSwapOn   bool
+	FailCgroupV1 bool
+
 	// APISocket is the root-only unix socket of the agent's API; "" serves none.
 	APISocket string
 	// Serving is the API's HTTPS listener; its zero value (port 0, as Default has it) serves none.
@@ -140,6 +156,13 @@ func Default() Config {
 		PodInfraContainerImage:      DefaultPodInfraContainerImage,
 		MaxPerPodContainer:          1,
 		MaxContainers:               -1,
+
+		KubeAPIQPS:   50,
+		KubeAPIBurst: 100,
+
+		ContainerLogMaxSize:         "10Mi",
+		ContainerLogMaxFiles:        5,
+		ContainerLogMonitorInterval: 10 * time.Second,
 
 		EvictionHard:                     eviction.DefaultEvictionHard(),
 		EvictionPressureTransitionPeriod: eviction.DefaultPressureTransitionPeriod,
@@ -198,6 +221,13 @@ func AddFlags(fs *pflag.FlagSet) *Flags {
 	fs.StringVar(&f.evictionMinReclaim, "eviction-minimum-reclaim", "", "how far below a threshold eviction reclaims (e.g. imagefs.available=2Gi)")
 	fs.Int32Var(&c.EvictionMaxPodGracePeriod, "eviction-max-pod-grace-period", c.EvictionMaxPodGracePeriod, "longest grace period, in seconds, a pod evicted for a soft threshold gets")
 	fs.DurationVar(&c.EvictionPressureTransitionPeriod, "eviction-pressure-transition-period", c.EvictionPressureTransitionPeriod, "how long a pressure condition stays after its threshold was last met")
+	fs.Float32Var(&c.KubeAPIQPS, "kube-api-qps", c.KubeAPIQPS, "queries per second to the apiserver (negative: no limit)")
+	fs.IntVar(&c.KubeAPIBurst, "kube-api-burst", c.KubeAPIBurst, "burst of queries to the apiserver")
+	fs.StringVar(&c.ContentType, "kube-api-content-type", c.ContentType, "content type of requests to the apiserver (e.g. application/vnd.kubernetes.protobuf)")
+	fs.StringVar(&c.ContainerLogMaxSize, "container-log-max-size", c.ContainerLogMaxSize, "a container's log is rotated past this size (quantity, e.g. 10Mi)")
+	fs.Int32Var(&c.ContainerLogMaxFiles, "container-log-max-files", c.ContainerLogMaxFiles, "log files kept per container (at least 2)")
+	fs.BoolVar(&c.FailSwapOn, "fail-swap-on", c.FailSwapOn, "refuse to start while swap is on")
+	fs.BoolVar(&c.FailCgroupV1, "fail-cgroupv1", c.FailCgroupV1, "refuse to start on a cgroup v1 host")
 	fs.StringSliceVar(&f.taints, "register-with-taints", nil, "taints of the Node when it registers (key=value:Effect or key:Effect, comma-separated)")
 	return f
 }
@@ -289,6 +319,20 @@ func (f *Flags) Config() (Config, error) {
 			cfg.EvictionMaxPodGracePeriod = c.EvictionMaxPodGracePeriod
 		case "eviction-pressure-transition-period":
 			cfg.EvictionPressureTransitionPeriod = c.EvictionPressureTransitionPeriod
+		case "kube-api-qps":
+			cfg.KubeAPIQPS = c.KubeAPIQPS
+		case "kube-api-burst":
+			cfg.KubeAPIBurst = c.KubeAPIBurst
+		case "kube-api-content-type":
+			cfg.ContentType = c.ContentType
+		case "container-log-max-size":
+			cfg.ContainerLogMaxSize = c.ContainerLogMaxSize
+		case "container-log-max-files":
+			cfg.ContainerLogMaxFiles = c.ContainerLogMaxFiles
+		case "fail-swap-on":
+			cfg.FailSwapOn = c.FailSwapOn
+		case "fail-cgroupv1":
+			cfg.FailCgroupV1 = c.FailCgroupV1
 		case "register-with-taints":
 			var perr error
 			if cfg.RegisterWithTaints, perr = parseTaints(f.taints); perr != nil {
@@ -384,13 +428,23 @@ func Complete(c *Config) error {
 	if c.EvictionMonitoringInterval <= 0 {
 		c.EvictionMonitoringInterval = eviction.DefaultMonitoringInterval
 	}
-	errs = append(errs, checkNodeLabels(c.NodeLabels), checkTaints(c.RegisterWithTaints))
+	if q, err := resource.ParseQuantity(c.ContainerLogMaxSize); err != nil || q.Sign() <= 0 {
+		errs = append(errs, fmt.Errorf("containerLogMaxSize %q: want a positive quantity such as 10Mi", c.ContainerLogMaxSize))
+	}
+	if c.ContainerLogMaxFiles < 2 {
+		errs = append(errs, fmt.Errorf("containerLogMaxFiles %d: must be at least 2", c.ContainerLogMaxFiles))
+	}
+	if c.ContainerLogMonitorInterval < 3*time.Second {
+		errs = append(errs, fmt.Errorf("containerLogMonitorInterval %s: must be at least 3s", c.ContainerLogMonitorInterval))
+	}
+	errs = append(errs, checkNodeLabels(c.NodeLabels), checkTaints(c.RegisterWithTaints), checkHost(c))
 	return errors.Join(errs...)
 }
 
 // ApplyKubeletConfiguration decodes a KubeletConfiguration strictly and applies the fields the agent
-// uses. Fields of the format the agent does not act on are accepted (users' existing files work);
-// fields that are not in the format at all, and values the agent cannot honour, are errors.
+// honours. A field the agent does not honour is accepted only left out or set to what the agent
+// does anyway (kubeletConfigFields, docs/kubeletconfig.md); any other value is an error naming it,
+// as are fields that are not in the format at all.
 func ApplyKubeletConfiguration(c *Config, data []byte) error {
 	var kc kubeletv1beta1.KubeletConfiguration
 	if err := yaml.UnmarshalStrict(data, &kc); err != nil {
@@ -399,8 +453,8 @@ func ApplyKubeletConfiguration(c *Config, data []byte) error {
 	if kc.Kind != "KubeletConfiguration" || kc.APIVersion != kubeletv1beta1.SchemeGroupVersion.String() {
 		return fmt.Errorf("kind %q apiVersion %q: want KubeletConfiguration %s", kc.Kind, kc.APIVersion, kubeletv1beta1.SchemeGroupVersion)
 	}
-	if kc.CgroupDriver != "" && kc.CgroupDriver != "cgroupfs" {
-		return fmt.Errorf("cgroupDriver %q: only cgroupfs is supported", kc.CgroupDriver)
+	if err := checkFields(&kc); err != nil {
+		return err
 	}
 	set := func(dst *time.Duration, d time.Duration) {
 		if d > 0 {
@@ -497,6 +551,30 @@ func ApplyKubeletConfiguration(c *Config, data []byte) error {
 	set(&c.EvictionPressureTransitionPeriod, kc.EvictionPressureTransitionPeriod.Duration)
 	if len(kc.RegisterWithTaints) > 0 {
 		c.RegisterWithTaints = kc.RegisterWithTaints
+	}
+	if kc.KubeAPIQPS != nil {
+		c.KubeAPIQPS = float32(*kc.KubeAPIQPS)
+	}
+	if kc.KubeAPIBurst != 0 {
+		c.KubeAPIBurst = int(kc.KubeAPIBurst)
+	}
+	if kc.ContentType != "" {
+		c.ContentType = kc.ContentType
+	}
+	if kc.ContainerLogMaxSize != "" {
+		c.ContainerLogMaxSize = kc.ContainerLogMaxSize
+	}
+	if kc.ContainerLogMaxFiles != nil {
+		c.ContainerLogMaxFiles = *kc.ContainerLogMaxFiles
+	}
+	if kc.ContainerLogMonitorInterval != nil {
+		c.ContainerLogMonitorInterval = kc.ContainerLogMonitorInterval.Duration
+	}
+	if kc.FailSwapOn != nil {
+		c.FailSwapOn = *kc.FailSwapOn
+	}
+	if kc.FailCgroupV1 != nil {
+		c.FailCgroupV1 = *kc.FailCgroupV1
 	}
 	return nil
 }

@@ -144,6 +144,9 @@ func ApplyServingConfiguration(s *Serving, data []byte) error {
 	if kc.Port != 0 {
 		s.Port, s.PortSet = int(kc.Port), true
 	}
+	if kc.EnableServer != nil && !*kc.EnableServer {
+		s.Port, s.PortSet = 0, true
+	}
 	if kc.TLSCertFile != "" {
 		s.TLSCertFile = kc.TLSCertFile
 	}
