@@ -31,6 +31,7 @@ import (
 
 	"github.com/nodelet/nodelet/agent/admission"
 	"github.com/nodelet/nodelet/agent/agentconfig"
+	"github.com/nodelet/nodelet/agent/cm"
 	"github.com/nodelet/nodelet/agent/config"
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
 	"github.com/nodelet/nodelet/agent/credentials"
@@ -102,6 +103,7 @@ type Agent struct {
 	sources    []string
 	api        *api
 	rotator    *logs.Rotator
+	cm         *cm.Manager
 
 	runtimeName atomic.Value // string
 }
@@ -148,7 +150,14 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 		log.Warn("pods with dnsPolicy Default get no resolver settings", "err", err)
 	}
 	a.events = newEventLog(a.recorder())
-	allocatable := func() v1.ResourceList { return nodestatus.Capacity(cfg.MaxPods, cfg.RootDir) }
+	if a.cm, err = cm.New(cm.Config{MaxPods: cfg.MaxPods, RootDir: cfg.RootDir,
+		SystemReserved: cfg.SystemReservedList, KubeReserved: cfg.KubeReservedList, HardEvictionThresholds: cfg.EvictionThresholds,
+		EnforceNodeAllocatable: cfg.EnforceNodeAllocatable, PodsCgroup: cfg.CgroupRoot,
+		SystemReservedCgroup: cfg.SystemReservedCgroup, KubeReservedCgroup: cfg.KubeReservedCgroup},
+		cm.Deps{Recorder: a.events, Node: nodestatus.Ref(cfg.NodeName), Log: log}); err != nil {
+		return nil, a.closeWith(err)
+	}
+	allocatable := a.cm.Allocatable
 	vols := &volumemanager.Manager{Client: a.client, RootDir: cfg.RootDir, Recorder: a.events, Allocatable: allocatable}
 	if a.client == nil && cfg.PodManifestPath != "" {
 		// Standalone: secrets and config maps sit beside the static pod manifests.
@@ -197,7 +206,7 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	nodeDeps := nodestatus.Deps{Runtime: a.runtime, Images: imageService, Recorder: a.events,
 		NodeName: cfg.NodeName, Labels: cfg.NodeLabels, Taints: cfg.RegisterWithTaints, RootDir: cfg.RootDir,
 		NodeIPs: cfg.NodeIPs, MaxPods: cfg.MaxPods, StatusUpdateFrequency: cfg.NodeStatusUpdateFrequency,
-		LeaseDurationSeconds: cfg.NodeLeaseDurationSeconds, Log: log, Pressure: a.eviction.NodeConditions}
+		LeaseDurationSeconds: cfg.NodeLeaseDurationSeconds, Log: log, Pressure: a.eviction.NodeConditions, Resources: a.cm.Resources}
 	if a.client != nil && cfg.RegisterNode {
 		nodeDeps.Client = a.client
 	}
@@ -292,6 +301,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 		}()
 	}
+	goRun("node allocatable", func(ctx context.Context) error { a.cm.Run(ctx); return nil })
 	goRun("runtime version", a.learnRuntime)
 	goRun("pod workers", func(ctx context.Context) error { a.workers.Run(ctx); return nil })
 	goRun("prober", func(ctx context.Context) error { a.probes.Run(ctx); return nil })

@@ -119,6 +119,15 @@ type Config struct {
 	ContainerLogMaxFiles        int32
 	ContainerLogMonitorInterval time.Duration
 
+	// Node allocatable, named as the KubeletConfiguration's fields. SystemReserved and KubeReserved
+	// are cpu, memory, ephemeral-storage and pid amounts; Complete parses them into
+	// SystemReservedList and KubeReservedList. EnforceNodeAllocatable nil is the kubelet's default:
+	// [pods] when pods get cgroups (CgroupRoot set), none otherwise.
+	SystemReserved, KubeReserved             map[string]string
+	SystemReservedList, KubeReservedList     v1.ResourceList
+	EnforceNodeAllocatable                   []string
+	SystemReservedCgroup, KubeReservedCgroup string
+
 	// FailSwapOn and FailCgroupV1 refuse to start on a host with swap on, or with cgroup v1.
 	FailSwapOn   bool
 	FailCgroupV1 bool
@@ -226,6 +235,11 @@ func AddFlags(fs *pflag.FlagSet) *Flags {
 	fs.StringVar(&c.ContentType, "kube-api-content-type", c.ContentType, "content type of requests to the apiserver (e.g. application/vnd.kubernetes.protobuf)")
 	fs.StringVar(&c.ContainerLogMaxSize, "container-log-max-size", c.ContainerLogMaxSize, "a container's log is rotated past this size (quantity, e.g. 10Mi)")
 	fs.Int32Var(&c.ContainerLogMaxFiles, "container-log-max-files", c.ContainerLogMaxFiles, "log files kept per container (at least 2)")
+	fs.StringToStringVar(&c.SystemReserved, "system-reserved", nil, "resources kept for the system's daemons (cpu=200m,memory=500Mi,ephemeral-storage=1Gi,pid=1000)")
+	fs.StringToStringVar(&c.KubeReserved, "kube-reserved", nil, "resources kept for the Kubernetes daemons, as --system-reserved")
+	fs.StringSliceVar(&c.EnforceNodeAllocatable, "enforce-node-allocatable", nil, "what is capped by cgroups: pods, system-reserved, kube-reserved (or their -compressible forms), or none (default: pods)")
+	fs.StringVar(&c.SystemReservedCgroup, "system-reserved-cgroup", "", "the existing cgroup system-reserved enforcement writes --system-reserved on")
+	fs.StringVar(&c.KubeReservedCgroup, "kube-reserved-cgroup", "", "the existing cgroup kube-reserved enforcement writes --kube-reserved on")
 	fs.BoolVar(&c.FailSwapOn, "fail-swap-on", c.FailSwapOn, "refuse to start while swap is on")
 	fs.BoolVar(&c.FailCgroupV1, "fail-cgroupv1", c.FailCgroupV1, "refuse to start on a cgroup v1 host")
 	fs.StringSliceVar(&f.taints, "register-with-taints", nil, "taints of the Node when it registers (key=value:Effect or key:Effect, comma-separated)")
@@ -329,6 +343,16 @@ func (f *Flags) Config() (Config, error) {
 			cfg.ContainerLogMaxSize = c.ContainerLogMaxSize
 		case "container-log-max-files":
 			cfg.ContainerLogMaxFiles = c.ContainerLogMaxFiles
+		case "system-reserved":
+			cfg.SystemReserved = c.SystemReserved
+		case "kube-reserved":
+			cfg.KubeReserved = c.KubeReserved
+		case "enforce-node-allocatable":
+			cfg.EnforceNodeAllocatable = c.EnforceNodeAllocatable
+		case "system-reserved-cgroup":
+			cfg.SystemReservedCgroup = c.SystemReservedCgroup
+		case "kube-reserved-cgroup":
+			cfg.KubeReservedCgroup = c.KubeReservedCgroup
 		case "fail-swap-on":
 			cfg.FailSwapOn = c.FailSwapOn
 		case "fail-cgroupv1":
@@ -437,6 +461,7 @@ func Complete(c *Config) error {
 	if c.ContainerLogMonitorInterval < 3*time.Second {
 		errs = append(errs, fmt.Errorf("containerLogMonitorInterval %s: must be at least 3s", c.ContainerLogMonitorInterval))
 	}
+	errs = append(errs, completeAllocatable(c))
 	errs = append(errs, checkNodeLabels(c.NodeLabels), checkTaints(c.RegisterWithTaints), checkHost(c))
 	return errors.Join(errs...)
 }
@@ -569,6 +594,21 @@ func ApplyKubeletConfiguration(c *Config, data []byte) error {
 	}
 	if kc.ContainerLogMonitorInterval != nil {
 		c.ContainerLogMonitorInterval = kc.ContainerLogMonitorInterval.Duration
+	}
+	if kc.SystemReserved != nil {
+		c.SystemReserved = kc.SystemReserved
+	}
+	if kc.KubeReserved != nil {
+		c.KubeReserved = kc.KubeReserved
+	}
+	if kc.EnforceNodeAllocatable != nil {
+		c.EnforceNodeAllocatable = kc.EnforceNodeAllocatable
+	}
+	if kc.SystemReservedCgroup != "" {
+		c.SystemReservedCgroup = kc.SystemReservedCgroup
+	}
+	if kc.KubeReservedCgroup != "" {
+		c.KubeReservedCgroup = kc.KubeReservedCgroup
 	}
 	if kc.FailSwapOn != nil {
 		c.FailSwapOn = *kc.FailSwapOn

@@ -209,11 +209,14 @@ var kubeletConfigFields = map[string]fieldRule{
 		"(nodelet's default is false)"),
 	"memorySwap": {does: "pods do not use swap (NoSwap)", acceptedDoc: "swapBehavior: NoSwap",
 		allowed: []any{kubeletv1beta1.MemorySwapConfiguration{SwapBehavior: "NoSwap"}}},
-	"systemReserved":         only("node allocatable does not subtract reservations yet"),
-	"kubeReserved":           only("node allocatable does not subtract reservations yet"),
-	"systemReservedCgroup":   only("reservations are not enforced on cgroups yet"),
-	"kubeReservedCgroup":     only("reservations are not enforced on cgroups yet"),
-	"enforceNodeAllocatable": only("the kubepods cgroup is not capped yet (the behaviour of [none])", []string{"none"}),
+	"systemReserved": honoured("cpu, memory, ephemeral-storage and pid kept from pods: subtracted from allocatable, " +
+		"and from the pods cgroup's limits when pods is enforced (--system-reserved)"),
+	"kubeReserved":         honoured("as systemReserved, for the Kubernetes daemons (--kube-reserved)"),
+	"systemReservedCgroup": honoured("the existing cgroup system-reserved enforcement writes systemReserved on (--system-reserved-cgroup)"),
+	"kubeReservedCgroup":   honoured("the existing cgroup kube-reserved enforcement writes kubeReserved on (--kube-reserved-cgroup)"),
+	"enforceNodeAllocatable": honoured("pods caps the pods cgroup (cpu shares, memory, pids, huge pages) at capacity less the " +
+		"reservations; system-reserved and kube-reserved (or their -compressible, cpu-only forms) write the reservations on " +
+		"their cgroups; left out: [pods] (--enforce-node-allocatable)"),
 	"podPidsLimit":           only("pod cgroups carry no pids limit yet", int64(-1), int64(0)),
 	"cpuCFSQuota":            only("containers with a cpu limit get a CFS quota", true),
 	"cpuCFSQuotaPeriod":      only("the CFS period is 100ms", dur(100*time.Millisecond)),

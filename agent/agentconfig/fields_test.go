@@ -105,7 +105,7 @@ func TestKubeletConfigurationValues(t *testing.T) {
 		"memory manager None":     {"memoryManagerPolicy: None\n", ""},
 		"topology restricted":     {"topologyManagerPolicy: restricted\n", "topologyManagerPolicy"},
 		"topology none":           {"topologyManagerPolicy: none\n", ""},
-		"system reserved":         {"systemReserved: {cpu: 500m}\n", "systemReserved"},
+		"system reserved":         {"systemReserved: {cpu: 500m}\n", ""},
 		"read-only port":          {"readOnlyPort: 10255\n", "readOnlyPort"},
 		"read-only port 0":        {"readOnlyPort: 0\n", ""},
 		"enforce nothing":         {"enforceNodeAllocatable: []\n", ""},
