@@ -32,6 +32,7 @@ import (
 	"github.com/nodelet/nodelet/agent/admission"
 	"github.com/nodelet/nodelet/agent/agentconfig"
 	"github.com/nodelet/nodelet/agent/cm"
+	"github.com/nodelet/nodelet/agent/cm/qos"
 	"github.com/nodelet/nodelet/agent/config"
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
 	"github.com/nodelet/nodelet/agent/credentials"
@@ -104,6 +105,7 @@ type Agent struct {
 	api        *api
 	rotator    *logs.Rotator
 	cm         *cm.Manager
+	qos        *qos.Manager // nil when the runtime places pods (no cgroup root)
 
 	runtimeName atomic.Value // string
 }
@@ -218,6 +220,11 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	a.syncer = &podsync.Syncer{Runtime: a.manager, Status: a.statuses, Pods: a.pods, Volumes: vols, Reasons: a.reasons,
 		Prober: a.probes, Recorder: a.events, RuntimeName: func() string { return a.runtimeName.Load().(string) }, NodeIPs: cfg.NodeIPs,
 		RootDir: cfg.RootDir, Log: log}
+	if cfg.CgroupRoot != "" {
+		a.qos = qos.New(qos.Config{Root: cfg.CgroupRoot, PodPidsLimit: cfg.PodPidsLimit},
+			qos.Deps{ActivePods: a.activePods, RuntimePods: a.runtimePodUIDs, Log: log})
+		a.syncer.Cgroups = a.qos
+	}
 	if a.mirrors != nil {
 		a.syncer.Mirrors = a.mirrors
 	}
@@ -302,6 +309,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		}()
 	}
 	goRun("node allocatable", func(ctx context.Context) error { a.cm.Run(ctx); return nil })
+	if a.qos != nil {
+		goRun("QoS cgroups", func(ctx context.Context) error { a.qos.Run(ctx); return nil })
+	}
 	goRun("runtime version", a.learnRuntime)
 	goRun("pod workers", func(ctx context.Context) error { a.workers.Run(ctx); return nil })
 	goRun("prober", func(ctx context.Context) error { a.probes.Run(ctx); return nil })
@@ -412,6 +422,25 @@ func (a *Agent) admit(pod *v1.Pod, active []*v1.Pod) error {
 		return &syncloop.AdmitError{Reason: r.Reason, Message: r.Message}
 	}
 	return nil
+}
+
+// runtimePodUIDs are the pods the runtime holds a sandbox of, whatever their state: a pod cgroup
+// of one of them is no orphan.
+func (a *Agent) runtimePodUIDs(ctx context.Context) (map[types.UID]bool, error) {
+	resp, err := a.runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		return nil, err
+	}
+	out := map[types.UID]bool{}
+	for _, s := range resp.Items {
+		if uid := s.GetMetadata().GetUid(); uid != "" {
+			out[types.UID(uid)] = true
+		}
+		if uid := s.Labels[kubecontainer.LabelPodUID]; uid != "" {
+			out[types.UID(uid)] = true
+		}
+	}
+	return out, nil
 }
 
 // activePods are the eviction candidates: desired pods not being stopped already.

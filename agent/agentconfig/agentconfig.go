@@ -128,6 +128,9 @@ type Config struct {
 	EnforceNodeAllocatable                   []string
 	SystemReservedCgroup, KubeReservedCgroup string
 
+	// PodPidsLimit (> 0) caps the processes of each pod's cgroup (podPidsLimit, --pod-max-pids).
+	PodPidsLimit int64
+
 	// FailSwapOn and FailCgroupV1 refuse to start on a host with swap on, or with cgroup v1.
 	FailSwapOn   bool
 	FailCgroupV1 bool
@@ -240,6 +243,7 @@ func AddFlags(fs *pflag.FlagSet) *Flags {
 	fs.StringSliceVar(&c.EnforceNodeAllocatable, "enforce-node-allocatable", nil, "what is capped by cgroups: pods, system-reserved, kube-reserved (or their -compressible forms), or none (default: pods)")
 	fs.StringVar(&c.SystemReservedCgroup, "system-reserved-cgroup", "", "the existing cgroup system-reserved enforcement writes --system-reserved on")
 	fs.StringVar(&c.KubeReservedCgroup, "kube-reserved-cgroup", "", "the existing cgroup kube-reserved enforcement writes --kube-reserved on")
+	fs.Int64Var(&c.PodPidsLimit, "pod-max-pids", c.PodPidsLimit, "the most processes in each pod (-1 or 0: no limit)")
 	fs.BoolVar(&c.FailSwapOn, "fail-swap-on", c.FailSwapOn, "refuse to start while swap is on")
 	fs.BoolVar(&c.FailCgroupV1, "fail-cgroupv1", c.FailCgroupV1, "refuse to start on a cgroup v1 host")
 	fs.StringSliceVar(&f.taints, "register-with-taints", nil, "taints of the Node when it registers (key=value:Effect or key:Effect, comma-separated)")
@@ -353,6 +357,8 @@ func (f *Flags) Config() (Config, error) {
 			cfg.SystemReservedCgroup = c.SystemReservedCgroup
 		case "kube-reserved-cgroup":
 			cfg.KubeReservedCgroup = c.KubeReservedCgroup
+		case "pod-max-pids":
+			cfg.PodPidsLimit = c.PodPidsLimit
 		case "fail-swap-on":
 			cfg.FailSwapOn = c.FailSwapOn
 		case "fail-cgroupv1":
@@ -609,6 +615,9 @@ func ApplyKubeletConfiguration(c *Config, data []byte) error {
 	}
 	if kc.KubeReservedCgroup != "" {
 		c.KubeReservedCgroup = kc.KubeReservedCgroup
+	}
+	if kc.PodPidsLimit != nil {
+		c.PodPidsLimit = *kc.PodPidsLimit
 	}
 	if kc.FailSwapOn != nil {
 		c.FailSwapOn = *kc.FailSwapOn

@@ -28,5 +28,8 @@ func completeAllocatable(c *Config) error {
 		c.SystemReservedList, c.KubeReservedList); err != nil {
 		errs = append(errs, err)
 	}
+	if c.PodPidsLimit > 0 && c.CgroupRoot == "" {
+		errs = append(errs, errors.New("podPidsLimit needs the pods' cgroups (cgroupsPerQOS true, a non-empty --cgroup-root)"))
+	}
 	return errors.Join(errs...)
 }

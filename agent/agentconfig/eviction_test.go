@@ -131,3 +131,15 @@ systemReservedCgroup: /system.slice
 		}
 	}
 }
+
+func TestPodPidsLimit(t *testing.T) {
+	if cfg, err := load(t, header+"podPidsLimit: 1024\n"); err != nil || cfg.PodPidsLimit != 1024 {
+		t.Errorf("file: %v %d", err, cfg.PodPidsLimit)
+	}
+	if cfg, err := load(t, header+"podPidsLimit: 1024\n", "--pod-max-pids=-1"); err != nil || cfg.PodPidsLimit != -1 {
+		t.Errorf("flag over the file: %v %d", err, cfg.PodPidsLimit)
+	}
+	if _, err := load(t, header+"podPidsLimit: 1024\ncgroupsPerQOS: false\n"); err == nil || !strings.Contains(err.Error(), "podPidsLimit") {
+		t.Errorf("no pod cgroups to limit: %v", err)
+	}
+}

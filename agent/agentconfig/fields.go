@@ -199,9 +199,10 @@ var kubeletConfigFields = map[string]fieldRule{
 		"limit is not enforced; explicitly asking for isolation is refused"),
 
 	// Node resources: cgroups, allocatable, CPU, memory and topology managers.
-	"cgroupDriver":   {does: "cgroupfs; the systemd driver is not implemented", allowed: []any{"cgroupfs"}},
-	"cgroupRoot":     honoured("the pods' cgroups go under <cgroupRoot>/kubepods (--cgroup-root names the kubepods cgroup itself)"),
-	"cgroupsPerQOS":  honoured("false leaves the pods' cgroup placement to the runtime"),
+	"cgroupDriver": {does: "cgroupfs; the systemd driver is not implemented", allowed: []any{"cgroupfs"}},
+	"cgroupRoot":   honoured("the pods' cgroups go under <cgroupRoot>/kubepods (--cgroup-root names the kubepods cgroup itself)"),
+	"cgroupsPerQOS": honoured("true (the default) makes the burstable/besteffort cgroups and each pod's cgroup with its " +
+		"limits; false leaves the pods' cgroups to the runtime"),
 	"kubeletCgroups": only("the agent stays in the cgroup it was started in; moving it is not implemented"),
 	"systemCgroups":  only("system processes are not moved; not implemented"),
 	"failCgroupV1":   honoured("true refuses to start on a cgroup v1 host"),
@@ -217,7 +218,7 @@ var kubeletConfigFields = map[string]fieldRule{
 	"enforceNodeAllocatable": honoured("pods caps the pods cgroup (cpu shares, memory, pids, huge pages) at capacity less the " +
 		"reservations; system-reserved and kube-reserved (or their -compressible, cpu-only forms) write the reservations on " +
 		"their cgroups; left out: [pods] (--enforce-node-allocatable)"),
-	"podPidsLimit":           only("pod cgroups carry no pids limit yet", int64(-1), int64(0)),
+	"podPidsLimit":           honoured("each pod's cgroup gets this pids limit when it is positive (--pod-max-pids)"),
 	"cpuCFSQuota":            only("containers with a cpu limit get a CFS quota", true),
 	"cpuCFSQuotaPeriod":      only("the CFS period is 100ms", dur(100*time.Millisecond)),
 	"qosReserved":            only("memory is not reserved for higher QoS classes"),

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	cgroups "github.com/containerd/cgroups/v3"
@@ -101,8 +102,8 @@ func (c Cgroups) applyV1(name string, l Limits) error {
 		return subs, nil
 	}
 	res := &specs.LinuxResources{}
-	if l.CPUShares != nil {
-		res.CPU = &specs.LinuxCPU{Shares: l.CPUShares}
+	if l.CPUShares != nil || l.CPUQuota != nil {
+		res.CPU = &specs.LinuxCPU{Shares: l.CPUShares, Quota: l.CPUQuota, Period: l.CPUPeriod}
 	}
 	if l.Memory != nil {
 		res.Memory = &specs.LinuxMemory{Limit: l.Memory}
@@ -121,9 +122,19 @@ func (c Cgroups) applyV1(name string, l Limits) error {
 
 func (c Cgroups) applyV2(name string, l Limits) error {
 	res := &cgroup2.Resources{}
-	if l.CPUShares != nil {
-		w := SharesToWeight(*l.CPUShares)
-		res.CPU = &cgroup2.CPU{Weight: &w}
+	if l.CPUShares != nil || l.CPUQuota != nil {
+		res.CPU = &cgroup2.CPU{}
+		if l.CPUShares != nil {
+			w := SharesToWeight(*l.CPUShares)
+			res.CPU.Weight = &w
+		}
+		if l.CPUQuota != nil {
+			quota := l.CPUQuota
+			if *quota < 0 {
+				quota = nil // "max"
+			}
+			res.CPU.Max = cgroup2.NewCPUMax(quota, l.CPUPeriod)
+		}
 	}
 	if l.Memory != nil {
 		res.Memory = &cgroup2.Memory{Max: l.Memory}
@@ -147,3 +158,77 @@ func (c Cgroups) applyV2(name string, l Limits) error {
 // errNoCgroup: a reserved cgroup to enforce on must exist; the agent does not make it, since
 // something else (systemd, the admin) puts the system's or Kubernetes' daemons there.
 var errNoCgroup = errors.New("does not exist")
+
+// Dirs are the folders of the cgroup name in every hierarchy (on v1 each controller's, also those
+// limits are not written in, since runtimes make pod cgroups in all of them).
+func (c Cgroups) Dirs(name string) []string {
+	if checkName(name) != nil {
+		return nil
+	}
+	if c.Unified {
+		return []string{filepath.Join(c.Mount, name)}
+	}
+	ents, err := os.ReadDir(c.Mount)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() { // a co-mounted controller's symlink (cpu -> cpu,cpuacct) is the same hierarchy
+			out = append(out, filepath.Join(c.Mount, e.Name(), name))
+		}
+	}
+	return out
+}
+
+// Procs are the processes in the cgroup and below it, in any hierarchy.
+func (c Cgroups) Procs(name string) []int {
+	seen := map[int]bool{}
+	var out []int
+	for _, d := range c.Dirs(name) {
+		filepath.WalkDir(d, func(p string, e os.DirEntry, err error) error {
+			if err != nil || e.IsDir() || e.Name() != "cgroup.procs" {
+				return nil
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return nil
+			}
+			for _, f := range strings.Fields(string(b)) {
+				if pid, err := strconv.Atoi(f); err == nil && !seen[pid] {
+					seen[pid] = true
+					out = append(out, pid)
+				}
+			}
+			return nil
+		})
+	}
+	return out
+}
+
+// Remove removes the cgroup and the cgroups below it in every hierarchy, the leaves first (rmdir is
+// the only way to delete a cgroup, and it fails on one with children or processes).
+func (c Cgroups) Remove(name string) error {
+	var errs []error
+	for _, d := range c.Dirs(name) {
+		if err := removeTree(d); err != nil && !os.IsNotExist(err) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func removeTree(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if e.IsDir() {
+			if err := removeTree(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return os.Remove(dir)
+}

@@ -31,6 +31,20 @@ func MilliCPUToShares(milliCPU int64) uint64 {
 	return uint64(shares)
 }
 
+// QuotaPeriod is the CFS period the kubelet uses (100ms, in microseconds).
+const QuotaPeriod = 100000
+
+// minQuota is the kernel's smallest CFS quota (1ms).
+const minQuota = 1000
+
+// MilliCPUToQuota is the CFS quota of a cpu limit over period: 0 for no limit, at least 1ms.
+func MilliCPUToQuota(milliCPU int64, period uint64) int64 {
+	if milliCPU == 0 {
+		return 0
+	}
+	return max(milliCPU*int64(period)/milliCPUToCPU, minQuota)
+}
+
 // SharesToWeight maps cgroup v1 shares [2, 262144] onto cgroup v2 cpu.weight [1, 10000], the
 // conversion runc and the kubelet use, so both versions split the CPU alike.
 func SharesToWeight(shares uint64) uint64 {
@@ -43,6 +57,9 @@ func SharesToWeight(shares uint64) uint64 {
 // Limits are what is written on a cgroup; nil fields are left as they are.
 type Limits struct {
 	CPUShares *uint64
+	// CPUQuota is microseconds of CPU per CPUPeriod; -1 is no limit.
+	CPUQuota  *int64
+	CPUPeriod *uint64
 	Memory    *int64
 	Pids      *int64
 	// HugePages maps a page size in bytes to its limit in bytes.
