@@ -234,7 +234,8 @@ field. No field is read and ignored.
 This file is generated from ` + "`agent/agentconfig/fields.go`" + ` by its test
 (` + "`NODELET_UPDATE_DOCS=1 go test ./agent/agentconfig/ -run Doc`" + `); the test also fails when
 k8s.io/kubelet gains a field nobody classified. Kubelet flags nodelet does not define are refused by
-the command line as unknown flags.
+the command line as unknown flags. ` + "`nodelet up`" + ` serves no HTTPS API: it refuses a file whose serving
+fields (address, port, TLS, authentication, authorization, serverTLSBootstrap) ask for one.
 
 | field | | what nodelet does | accepted values |
 | --- | --- | --- | --- |
