@@ -128,6 +128,9 @@ type Config struct {
 	EnforceNodeAllocatable                   []string
 	SystemReservedCgroup, KubeReservedCgroup string
 
+	// PodsPerCore (> 0) bounds the pods capacity to that many per CPU, below MaxPods.
+	PodsPerCore int
+
 	// PodPidsLimit (> 0) caps the processes of each pod's cgroup (podPidsLimit, --pod-max-pids).
 	PodPidsLimit int64
 
@@ -243,6 +246,7 @@ func AddFlags(fs *pflag.FlagSet) *Flags {
 	fs.StringSliceVar(&c.EnforceNodeAllocatable, "enforce-node-allocatable", nil, "what is capped by cgroups: pods, system-reserved, kube-reserved (or their -compressible forms), or none (default: pods)")
 	fs.StringVar(&c.SystemReservedCgroup, "system-reserved-cgroup", "", "the existing cgroup system-reserved enforcement writes --system-reserved on")
 	fs.StringVar(&c.KubeReservedCgroup, "kube-reserved-cgroup", "", "the existing cgroup kube-reserved enforcement writes --kube-reserved on")
+	fs.IntVar(&c.PodsPerCore, "pods-per-core", c.PodsPerCore, "the most pods per CPU, below --max-pods (0: no bound)")
 	fs.Int64Var(&c.PodPidsLimit, "pod-max-pids", c.PodPidsLimit, "the most processes in each pod (-1 or 0: no limit)")
 	fs.BoolVar(&c.FailSwapOn, "fail-swap-on", c.FailSwapOn, "refuse to start while swap is on")
 	fs.BoolVar(&c.FailCgroupV1, "fail-cgroupv1", c.FailCgroupV1, "refuse to start on a cgroup v1 host")
@@ -357,6 +361,8 @@ func (f *Flags) Config() (Config, error) {
 			cfg.SystemReservedCgroup = c.SystemReservedCgroup
 		case "kube-reserved-cgroup":
 			cfg.KubeReservedCgroup = c.KubeReservedCgroup
+		case "pods-per-core":
+			cfg.PodsPerCore = c.PodsPerCore
 		case "pod-max-pids":
 			cfg.PodPidsLimit = c.PodPidsLimit
 		case "fail-swap-on":
@@ -421,6 +427,9 @@ func Complete(c *Config) error {
 	var errs []error
 	if !strings.HasPrefix(c.ContainerRuntimeEndpoint, "unix://") && !strings.HasPrefix(c.ContainerRuntimeEndpoint, "/") {
 		errs = append(errs, fmt.Errorf("container runtime endpoint %q: want unix:///path", c.ContainerRuntimeEndpoint))
+	}
+	if c.PodsPerCore < 0 {
+		errs = append(errs, fmt.Errorf("podsPerCore %d: must not be negative", c.PodsPerCore))
 	}
 	if c.MaxPods <= 0 {
 		errs = append(errs, fmt.Errorf("max pods %d: must be positive", c.MaxPods))
@@ -615,6 +624,9 @@ func ApplyKubeletConfiguration(c *Config, data []byte) error {
 	}
 	if kc.KubeReservedCgroup != "" {
 		c.KubeReservedCgroup = kc.KubeReservedCgroup
+	}
+	if kc.PodsPerCore != 0 {
+		c.PodsPerCore = int(kc.PodsPerCore)
 	}
 	if kc.PodPidsLimit != nil {
 		c.PodPidsLimit = *kc.PodPidsLimit

@@ -143,3 +143,12 @@ func TestPodPidsLimit(t *testing.T) {
 		t.Errorf("no pod cgroups to limit: %v", err)
 	}
 }
+
+func TestPodsPerCore(t *testing.T) {
+	if cfg, err := load(t, header+"podsPerCore: 10\n", "--max-pods=50"); err != nil || cfg.PodsPerCore != 10 || cfg.MaxPods != 50 {
+		t.Errorf("file: %v %d", err, cfg.PodsPerCore)
+	}
+	if _, err := load(t, "", "--pods-per-core=-1"); err == nil || !strings.Contains(err.Error(), "podsPerCore") {
+		t.Errorf("negative: %v", err)
+	}
+}

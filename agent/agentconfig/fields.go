@@ -139,7 +139,7 @@ var kubeletConfigFields = map[string]fieldRule{
 	"resolvConf":            honoured("the resolver file of dnsPolicy Default pods"),
 	"hairpinMode":           only("hairpin traffic is the CNI network's setting, not the agent's"),
 	"maxPods":               honoured("the most pods the node runs; its pods capacity"),
-	"podsPerCore":           only("pods are bounded by maxPods only", int32(0)),
+	"podsPerCore":           honoured("the pods capacity is at most this many per CPU, below maxPods (--pods-per-core)"),
 	"allowedUnsafeSysctls":  honoured("unsafe sysctls pods may set"),
 	"seccompDefault":        only("pods without a seccomp profile run Unconfined, as the field's default says", false),
 	"userNamespaces":        only("pods with hostUsers: false get the runtime's mapping of 65536 IDs; another size is not implemented"),

@@ -121,7 +121,7 @@ func TestKubeletConfigurationValues(t *testing.T) {
 		"report != update":        {"nodeStatusReportFrequency: 5m\n", "nodeStatusReportFrequency"},
 		"json logs":               {"logging: {format: json}\n", "logging"},
 		"verbose":                 {"logging: {verbosity: 4}\n", "logging"},
-		"two at once, both named": {"podsPerCore: 10\nshutdownGracePeriod: 30s\n", "podsPerCore"},
+		"two at once, both named": {"runOnce: true\nshutdownGracePeriod: 30s\n", "runOnce"},
 		// What kubeadm writes for logging: no field that changes anything here.
 		"kubeadm logging": {"logging: {flushFrequency: 0, options: {json: {infoBufferSize: \"0\"}, text: {infoBufferSize: \"0\"}}, verbosity: 0}\n", ""},
 	} {
@@ -135,7 +135,7 @@ func TestKubeletConfigurationValues(t *testing.T) {
 			}
 		})
 	}
-	_, err := load(t, header+"podsPerCore: 10\nshutdownGracePeriod: 30s\n")
+	_, err := load(t, header+"runOnce: true\nshutdownGracePeriod: 30s\n")
 	if err == nil || !strings.Contains(err.Error(), "shutdownGracePeriod:") {
 		t.Errorf("every refused field is named: %v", err)
 	}

@@ -216,3 +216,17 @@ func TestManagerRefusesReservationsBeyondCapacity(t *testing.T) {
 		t.Errorf("err %v", err)
 	}
 }
+
+func TestPodsPerCore(t *testing.T) {
+	c := fakeV1(t)
+	for _, tc := range []struct{ maxPods, perCore, want int }{{110, 0, 110}, {110, 10, 40}, {20, 10, 20}} {
+		m, err := New(Config{MaxPods: tc.maxPods, PodsPerCore: tc.perCore}, Deps{Machine: fakeMachine(t), Cgroups: &c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		capacity, alloc := m.Resources()
+		if p, a := capacity[v1.ResourcePods], alloc[v1.ResourcePods]; p.Value() != int64(tc.want) || a.Value() != int64(tc.want) {
+			t.Errorf("maxPods %d podsPerCore %d on 4 CPUs: pods %s/%s, want %d", tc.maxPods, tc.perCore, p.String(), a.String(), tc.want)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/nodelet/nodelet/agent/eviction"
@@ -18,6 +19,8 @@ import (
 // Config is the node allocatable configuration, named as the KubeletConfiguration's fields.
 type Config struct {
 	MaxPods int
+	// PodsPerCore (> 0) bounds the pods capacity further to that many per CPU.
+	PodsPerCore int
 	// RootDir's filesystem is the node's ephemeral-storage.
 	RootDir                      string
 	SystemReserved, KubeReserved v1.ResourceList
@@ -82,7 +85,7 @@ func New(cfg Config, d Deps) (*Manager, error) {
 		return nil, err
 	}
 	m := &Manager{cfg: cfg, deps: d}
-	capacity, internal, err := d.Machine.Capacity(cfg.MaxPods, cfg.RootDir)
+	capacity, internal, err := m.machineCapacity()
 	if err != nil {
 		return nil, err
 	}
@@ -98,9 +101,23 @@ func New(cfg Config, d Deps) (*Manager, error) {
 	return m, nil
 }
 
+// machineCapacity is the machine's, with pods bounded by podsPerCore as the kubelet bounds them.
+func (m *Manager) machineCapacity() (capacity, internal v1.ResourceList, err error) {
+	capacity, internal, err = m.deps.Machine.Capacity(m.cfg.MaxPods, m.cfg.RootDir)
+	if err != nil || m.cfg.PodsPerCore <= 0 {
+		return capacity, internal, err
+	}
+	cpus := capacity[v1.ResourceCPU]
+	if perCore := cpus.Value() * int64(m.cfg.PodsPerCore); perCore < int64(m.cfg.MaxPods) {
+		pods := *resource.NewQuantity(perCore, resource.DecimalSI)
+		capacity[v1.ResourcePods], internal[v1.ResourcePods] = pods, pods
+	}
+	return capacity, internal, nil
+}
+
 // read refreshes the capacity (the root filesystem may grow); a failed read keeps the last one.
 func (m *Manager) read() (capacity, internal v1.ResourceList) {
-	c, i, err := m.deps.Machine.Capacity(m.cfg.MaxPods, m.cfg.RootDir)
+	c, i, err := m.machineCapacity()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err != nil {
