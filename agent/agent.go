@@ -66,6 +66,9 @@ type Deps struct {
 	// ContainerGCPeriod and ImageGCPeriod override the kubelet's 1 and 5 minutes; tests shorten them.
 	ContainerGCPeriod time.Duration
 	ImageGCPeriod     time.Duration
+	// Cgroups overrides this host's cgroup hierarchies for node allocatable, QoS and pod cgroups
+	// (tests pass a tree of plain folders).
+	Cgroups *cm.Cgroups
 }
 
 // Agent is the assembled agent: New builds every part, Run starts them.
@@ -156,7 +159,7 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 		SystemReserved: cfg.SystemReservedList, KubeReserved: cfg.KubeReservedList, HardEvictionThresholds: cfg.EvictionThresholds,
 		EnforceNodeAllocatable: cfg.EnforceNodeAllocatable, PodsCgroup: cfg.CgroupRoot,
 		SystemReservedCgroup: cfg.SystemReservedCgroup, KubeReservedCgroup: cfg.KubeReservedCgroup},
-		cm.Deps{Recorder: a.events, Node: nodestatus.Ref(cfg.NodeName), Log: log}); err != nil {
+		cm.Deps{Cgroups: deps.Cgroups, Recorder: a.events, Node: nodestatus.Ref(cfg.NodeName), Log: log}); err != nil {
 		return nil, a.closeWith(err)
 	}
 	allocatable := a.cm.Allocatable
@@ -222,7 +225,7 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 		RootDir: cfg.RootDir, Log: log}
 	if cfg.CgroupRoot != "" {
 		a.qos = qos.New(qos.Config{Root: cfg.CgroupRoot, PodPidsLimit: cfg.PodPidsLimit},
-			qos.Deps{ActivePods: a.activePods, RuntimePods: a.runtimePodUIDs, Log: log})
+			qos.Deps{Cgroups: deps.Cgroups, ActivePods: a.activePods, RuntimePods: a.runtimePodUIDs, Log: log})
 		a.syncer.Cgroups = a.qos
 	}
 	if a.mirrors != nil {
