@@ -219,8 +219,8 @@ var kubeletConfigFields = map[string]fieldRule{
 		"reservations; system-reserved and kube-reserved (or their -compressible, cpu-only forms) write the reservations on " +
 		"their cgroups; left out: [pods] (--enforce-node-allocatable)"),
 	"podPidsLimit":           honoured("each pod's cgroup gets this pids limit when it is positive (--pod-max-pids)"),
-	"cpuCFSQuota":            only("containers with a cpu limit get a CFS quota", true),
-	"cpuCFSQuotaPeriod":      only("the CFS period is 100ms", dur(100*time.Millisecond)),
+	"cpuCFSQuota":            only("containers with a cpu limit, and pods whose containers all have one, get a CFS quota", true),
+	"cpuCFSQuotaPeriod":      only("the CFS period of containers and pods is 100ms", dur(100*time.Millisecond)),
 	"qosReserved":            only("memory is not reserved for higher QoS classes"),
 	"memoryThrottlingFactor": only("memory.high throttling (MemoryQoS) is not implemented"),
 	"singleProcessOOMKill": only("the kernel's OOM killer picks the process (no memory.oom.group); " +
