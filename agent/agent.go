@@ -185,7 +185,7 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	a.manager = kuberuntime.NewManager(kuberuntime.Deps{
 		Runtime: a.runtime, Images: imageService, Recorder: a.events, Reasons: a.reasons, Log: log,
 		RootDir: cfg.RootDir, PodLogsDir: cfg.PodLogsDir, NodeName: cfg.NodeName,
-		NodeIPs: cfg.NodeIPs, DNS: dns, CgroupRoot: cfg.CgroupRoot, Volumes: vols, EnvData: vols, SubPaths: vols,
+		NodeIPs: cfg.NodeIPs, DNS: dns, CgroupRoot: cfg.CgroupRoot, Cgroups: deps.Cgroups, Volumes: vols, EnvData: vols, SubPaths: vols,
 		Credentials: &credentials.Keyring{Secrets: vols}, Probes: a.probes, Allocatable: allocatable,
 		ImagePulls: images.Options{SerializeImagePulls: &serialize, MaxParallelImagePulls: cfg.MaxParallelImagePulls,
 			Used: a.imageGC.MarkUsed},
