@@ -49,6 +49,8 @@ func TestAgentKeepsThePodsCgroups(t *testing.T) {
 	h.eventually("web running", func() bool { return len(h.running()) == 1 })
 	uid := h.running()[0].Labels["io.kubernetes.pod.uid"]
 	pod := "kubepods/burstable/pod" + uid
+	// Plain files are truncated before they are written (a kernel cgroup file is not), and the
+	// agent refreshes the QoS shares from more than one goroutine: read until the values settle.
 	for file, want := range map[string]string{
 		"cpu/" + pod + "/cpu.shares":               "307",
 		"memory/" + pod + "/memory.limit_in_bytes": "134217728",
@@ -56,9 +58,7 @@ func TestAgentKeepsThePodsCgroups(t *testing.T) {
 		"cpu/kubepods/burstable/cpu.shares":        "307",
 		"cpu/kubepods/besteffort/cpu.shares":       "2",
 	} {
-		if got := read(file); got != want {
-			t.Errorf("%s = %q, want %s", file, got, want)
-		}
+		h.eventually(file+" = "+want, func() bool { return read(file) == want })
 	}
 	h.eventually("kubepods capped", func() bool {
 		return read("cpu/kubepods/cpu.shares") == itoa(cm.MilliCPUToShares(int64(1000*numCPU())-100))
