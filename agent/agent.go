@@ -31,6 +31,8 @@ import (
 
 	"github.com/nodelet/nodelet/agent/admission"
 	"github.com/nodelet/nodelet/agent/agentconfig"
+	"github.com/nodelet/nodelet/agent/cm"
+	"github.com/nodelet/nodelet/agent/cm/qos"
 	"github.com/nodelet/nodelet/agent/config"
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
 	"github.com/nodelet/nodelet/agent/credentials"
@@ -64,6 +66,9 @@ type Deps struct {
 	// ContainerGCPeriod and ImageGCPeriod override the kubelet's 1 and 5 minutes; tests shorten them.
 	ContainerGCPeriod time.Duration
 	ImageGCPeriod     time.Duration
+	// Cgroups overrides this host's cgroup hierarchies for node allocatable, QoS and pod cgroups
+	// (tests pass a tree of plain folders).
+	Cgroups *cm.Cgroups
 }
 
 // Agent is the assembled agent: New builds every part, Run starts them.
@@ -102,6 +107,8 @@ type Agent struct {
 	sources    []string
 	api        *api
 	rotator    *logs.Rotator
+	cm         *cm.Manager
+	qos        *qos.Manager // nil when the runtime places pods (no cgroup root)
 
 	runtimeName atomic.Value // string
 }
@@ -134,6 +141,10 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 		if err != nil {
 			return nil, a.closeWith(fmt.Errorf("kubeconfig: %w", err))
 		}
+		rc.QPS, rc.Burst = cfg.KubeAPIQPS, cfg.KubeAPIBurst
+		if cfg.ContentType != "" {
+			rc.ContentType = cfg.ContentType
+		}
 		if a.client, err = kubernetes.NewForConfig(rc); err != nil {
 			return nil, a.closeWith(fmt.Errorf("kubeconfig: %w", err))
 		}
@@ -144,7 +155,14 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 		log.Warn("pods with dnsPolicy Default get no resolver settings", "err", err)
 	}
 	a.events = newEventLog(a.recorder())
-	allocatable := func() v1.ResourceList { return nodestatus.Capacity(cfg.MaxPods, cfg.RootDir) }
+	if a.cm, err = cm.New(cm.Config{MaxPods: cfg.MaxPods, PodsPerCore: cfg.PodsPerCore, RootDir: cfg.RootDir,
+		SystemReserved: cfg.SystemReservedList, KubeReserved: cfg.KubeReservedList, HardEvictionThresholds: cfg.EvictionThresholds,
+		EnforceNodeAllocatable: cfg.EnforceNodeAllocatable, PodsCgroup: cfg.CgroupRoot,
+		SystemReservedCgroup: cfg.SystemReservedCgroup, KubeReservedCgroup: cfg.KubeReservedCgroup},
+		cm.Deps{Cgroups: deps.Cgroups, Recorder: a.events, Node: nodestatus.Ref(cfg.NodeName), Log: log}); err != nil {
+		return nil, a.closeWith(err)
+	}
+	allocatable := a.cm.Allocatable
 	vols := &volumemanager.Manager{Client: a.client, RootDir: cfg.RootDir, Recorder: a.events, Allocatable: allocatable}
 	if a.client == nil && cfg.PodManifestPath != "" {
 		// Standalone: secrets and config maps sit beside the static pod manifests.
@@ -167,7 +185,7 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	a.manager = kuberuntime.NewManager(kuberuntime.Deps{
 		Runtime: a.runtime, Images: imageService, Recorder: a.events, Reasons: a.reasons, Log: log,
 		RootDir: cfg.RootDir, PodLogsDir: cfg.PodLogsDir, NodeName: cfg.NodeName,
-		NodeIPs: cfg.NodeIPs, DNS: dns, CgroupRoot: cfg.CgroupRoot, Volumes: vols, EnvData: vols, SubPaths: vols,
+		NodeIPs: cfg.NodeIPs, DNS: dns, CgroupRoot: cfg.CgroupRoot, Cgroups: deps.Cgroups, Volumes: vols, EnvData: vols, SubPaths: vols,
 		Credentials: &credentials.Keyring{Secrets: vols}, Probes: a.probes, Allocatable: allocatable,
 		ImagePulls: images.Options{SerializeImagePulls: &serialize, MaxParallelImagePulls: cfg.MaxParallelImagePulls,
 			Used: a.imageGC.MarkUsed},
@@ -193,7 +211,7 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	nodeDeps := nodestatus.Deps{Runtime: a.runtime, Images: imageService, Recorder: a.events,
 		NodeName: cfg.NodeName, Labels: cfg.NodeLabels, Taints: cfg.RegisterWithTaints, RootDir: cfg.RootDir,
 		NodeIPs: cfg.NodeIPs, MaxPods: cfg.MaxPods, StatusUpdateFrequency: cfg.NodeStatusUpdateFrequency,
-		LeaseDurationSeconds: cfg.NodeLeaseDurationSeconds, Log: log, Pressure: a.eviction.NodeConditions}
+		LeaseDurationSeconds: cfg.NodeLeaseDurationSeconds, Log: log, Pressure: a.eviction.NodeConditions, Resources: a.cm.Resources}
 	if a.client != nil && cfg.RegisterNode {
 		nodeDeps.Client = a.client
 	}
@@ -205,6 +223,11 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	a.syncer = &podsync.Syncer{Runtime: a.manager, Status: a.statuses, Pods: a.pods, Volumes: vols, Reasons: a.reasons,
 		Prober: a.probes, Recorder: a.events, RuntimeName: func() string { return a.runtimeName.Load().(string) }, NodeIPs: cfg.NodeIPs,
 		RootDir: cfg.RootDir, Log: log}
+	if cfg.CgroupRoot != "" {
+		a.qos = qos.New(qos.Config{Root: cfg.CgroupRoot, PodPidsLimit: cfg.PodPidsLimit},
+			qos.Deps{Cgroups: deps.Cgroups, ActivePods: a.activePods, RuntimePods: a.runtimePodUIDs, Log: log})
+		a.syncer.Cgroups = a.qos
+	}
 	if a.mirrors != nil {
 		a.syncer.Mirrors = a.mirrors
 	}
@@ -223,7 +246,7 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 		loopDeps.Mirrors = a.mirrors
 	}
 	a.loop = syncloop.New(loopDeps)
-	if a.rotator, err = logs.NewRotator(a.runtime, containerLogMaxSize, containerLogMaxFiles); err != nil {
+	if a.rotator, err = logs.NewRotator(a.runtime, cfg.ContainerLogMaxSize, cfg.ContainerLogMaxFiles); err != nil {
 		return nil, a.closeWith(err)
 	}
 	if a.api, err = newAPI(a); err != nil {
@@ -231,12 +254,6 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	}
 	return a, nil
 }
-
-// The kubelet's defaults: rotate a container's log past 10Mi, keep 5 files.
-const (
-	containerLogMaxSize  = "10Mi"
-	containerLogMaxFiles = 5
-)
 
 // closeWith releases what New opened before failing with err.
 func (a *Agent) closeWith(err error) error {
@@ -294,6 +311,10 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 		}()
 	}
+	goRun("node allocatable", func(ctx context.Context) error { a.cm.Run(ctx); return nil })
+	if a.qos != nil {
+		goRun("QoS cgroups", func(ctx context.Context) error { a.qos.Run(ctx); return nil })
+	}
 	goRun("runtime version", a.learnRuntime)
 	goRun("pod workers", func(ctx context.Context) error { a.workers.Run(ctx); return nil })
 	goRun("prober", func(ctx context.Context) error { a.probes.Run(ctx); return nil })
@@ -320,7 +341,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	})
 	goRun("eviction manager", func(ctx context.Context) error { a.eviction.Run(ctx); return nil })
 	goRun("status", func(ctx context.Context) error { a.statuses.Run(ctx); return nil })
-	goRun("log rotation", func(ctx context.Context) error { a.rotator.Run(ctx, 10*time.Second); return nil })
+	goRun("log rotation", func(ctx context.Context) error { a.rotator.Run(ctx, a.cfg.ContainerLogMonitorInterval); return nil })
 	if a.nodes != nil {
 		goRun("node status", func(ctx context.Context) error { a.nodes.Run(ctx); return nil })
 	}
@@ -404,6 +425,25 @@ func (a *Agent) admit(pod *v1.Pod, active []*v1.Pod) error {
 		return &syncloop.AdmitError{Reason: r.Reason, Message: r.Message}
 	}
 	return nil
+}
+
+// runtimePodUIDs are the pods the runtime holds a sandbox of, whatever their state: a pod cgroup
+// of one of them is no orphan.
+func (a *Agent) runtimePodUIDs(ctx context.Context) (map[types.UID]bool, error) {
+	resp, err := a.runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		return nil, err
+	}
+	out := map[types.UID]bool{}
+	for _, s := range resp.Items {
+		if uid := s.GetMetadata().GetUid(); uid != "" {
+			out[types.UID(uid)] = true
+		}
+		if uid := s.Labels[kubecontainer.LabelPodUID]; uid != "" {
+			out[types.UID(uid)] = true
+		}
+	}
+	return out, nil
 }
 
 // activePods are the eviction candidates: desired pods not being stopped already.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"sigs.k8s.io/yaml"
 
@@ -107,6 +108,36 @@ type Config struct {
 	NodeLabels         map[string]string
 	RegisterWithTaints []v1.Taint
 
+	// The apiserver client (kubeAPIQPS, kubeAPIBurst, contentType); an empty ContentType keeps
+	// client-go's JSON.
+	KubeAPIQPS   float32
+	KubeAPIBurst int
+	ContentType  string
+
+	// Container log rotation (containerLogMaxSize, containerLogMaxFiles, containerLogMonitorInterval).
+	ContainerLogMaxSize         string
+	ContainerLogMaxFiles        int32
+	ContainerLogMonitorInterval time.Duration
+
+	// Node allocatable, named as the KubeletConfiguration's fields. SystemReserved and KubeReserved
+	// are cpu, memory, ephemeral-storage and pid amounts; Complete parses them into
+	// SystemReservedList and KubeReservedList. EnforceNodeAllocatable nil is the kubelet's default:
+	// [pods] when pods get cgroups (CgroupRoot set), none otherwise.
+	SystemReserved, KubeReserved             map[string]string
+	SystemReservedList, KubeReservedList     v1.ResourceList
+	EnforceNodeAllocatable                   []string
+	SystemReservedCgroup, KubeReservedCgroup string
+
+	// PodsPerCore (> 0) bounds the pods capacity to that many per CPU, below MaxPods.
+	PodsPerCore int
+
+	// PodPidsLimit (> 0) caps the processes of each pod's cgroup (podPidsLimit, --pod-max-pids).
+	PodPidsLimit int64
+
+	// FailSwapOn and FailCgroupV1 refuse to start on a host with swap on, or with cgroup v1.
+	FailSwapOn   bool
+	FailCgroupV1 bool
+
 	// APISocket is the root-only unix socket of the agent's API; "" serves none.
 	APISocket string
 	// Serving is the API's HTTPS listener; its zero value (port 0, as Default has it) serves none.
@@ -140,6 +171,13 @@ func Default() Config {
 		PodInfraContainerImage:      DefaultPodInfraContainerImage,
 		MaxPerPodContainer:          1,
 		MaxContainers:               -1,
+
+		KubeAPIQPS:   50,
+		KubeAPIBurst: 100,
+
+		ContainerLogMaxSize:         "10Mi",
+		ContainerLogMaxFiles:        5,
+		ContainerLogMonitorInterval: 10 * time.Second,
 
 		EvictionHard:                     eviction.DefaultEvictionHard(),
 		EvictionPressureTransitionPeriod: eviction.DefaultPressureTransitionPeriod,
@@ -198,6 +236,20 @@ func AddFlags(fs *pflag.FlagSet) *Flags {
 	fs.StringVar(&f.evictionMinReclaim, "eviction-minimum-reclaim", "", "how far below a threshold eviction reclaims (e.g. imagefs.available=2Gi)")
 	fs.Int32Var(&c.EvictionMaxPodGracePeriod, "eviction-max-pod-grace-period", c.EvictionMaxPodGracePeriod, "longest grace period, in seconds, a pod evicted for a soft threshold gets")
 	fs.DurationVar(&c.EvictionPressureTransitionPeriod, "eviction-pressure-transition-period", c.EvictionPressureTransitionPeriod, "how long a pressure condition stays after its threshold was last met")
+	fs.Float32Var(&c.KubeAPIQPS, "kube-api-qps", c.KubeAPIQPS, "queries per second to the apiserver (negative: no limit)")
+	fs.IntVar(&c.KubeAPIBurst, "kube-api-burst", c.KubeAPIBurst, "burst of queries to the apiserver")
+	fs.StringVar(&c.ContentType, "kube-api-content-type", c.ContentType, "content type of requests to the apiserver (e.g. application/vnd.kubernetes.protobuf)")
+	fs.StringVar(&c.ContainerLogMaxSize, "container-log-max-size", c.ContainerLogMaxSize, "a container's log is rotated past this size (quantity, e.g. 10Mi)")
+	fs.Int32Var(&c.ContainerLogMaxFiles, "container-log-max-files", c.ContainerLogMaxFiles, "log files kept per container (at least 2)")
+	fs.StringToStringVar(&c.SystemReserved, "system-reserved", nil, "resources kept for the system's daemons (cpu=200m,memory=500Mi,ephemeral-storage=1Gi,pid=1000)")
+	fs.StringToStringVar(&c.KubeReserved, "kube-reserved", nil, "resources kept for the Kubernetes daemons, as --system-reserved")
+	fs.StringSliceVar(&c.EnforceNodeAllocatable, "enforce-node-allocatable", nil, "what is capped by cgroups: pods, system-reserved, kube-reserved (or their -compressible forms), or none (default: pods)")
+	fs.StringVar(&c.SystemReservedCgroup, "system-reserved-cgroup", "", "the existing cgroup system-reserved enforcement writes --system-reserved on")
+	fs.StringVar(&c.KubeReservedCgroup, "kube-reserved-cgroup", "", "the existing cgroup kube-reserved enforcement writes --kube-reserved on")
+	fs.IntVar(&c.PodsPerCore, "pods-per-core", c.PodsPerCore, "the most pods per CPU, below --max-pods (0: no bound)")
+	fs.Int64Var(&c.PodPidsLimit, "pod-max-pids", c.PodPidsLimit, "the most processes in each pod (-1 or 0: no limit)")
+	fs.BoolVar(&c.FailSwapOn, "fail-swap-on", c.FailSwapOn, "refuse to start while swap is on")
+	fs.BoolVar(&c.FailCgroupV1, "fail-cgroupv1", c.FailCgroupV1, "refuse to start on a cgroup v1 host")
 	fs.StringSliceVar(&f.taints, "register-with-taints", nil, "taints of the Node when it registers (key=value:Effect or key:Effect, comma-separated)")
 	return f
 }
@@ -289,6 +341,34 @@ func (f *Flags) Config() (Config, error) {
 			cfg.EvictionMaxPodGracePeriod = c.EvictionMaxPodGracePeriod
 		case "eviction-pressure-transition-period":
 			cfg.EvictionPressureTransitionPeriod = c.EvictionPressureTransitionPeriod
+		case "kube-api-qps":
+			cfg.KubeAPIQPS = c.KubeAPIQPS
+		case "kube-api-burst":
+			cfg.KubeAPIBurst = c.KubeAPIBurst
+		case "kube-api-content-type":
+			cfg.ContentType = c.ContentType
+		case "container-log-max-size":
+			cfg.ContainerLogMaxSize = c.ContainerLogMaxSize
+		case "container-log-max-files":
+			cfg.ContainerLogMaxFiles = c.ContainerLogMaxFiles
+		case "system-reserved":
+			cfg.SystemReserved = c.SystemReserved
+		case "kube-reserved":
+			cfg.KubeReserved = c.KubeReserved
+		case "enforce-node-allocatable":
+			cfg.EnforceNodeAllocatable = c.EnforceNodeAllocatable
+		case "system-reserved-cgroup":
+			cfg.SystemReservedCgroup = c.SystemReservedCgroup
+		case "kube-reserved-cgroup":
+			cfg.KubeReservedCgroup = c.KubeReservedCgroup
+		case "pods-per-core":
+			cfg.PodsPerCore = c.PodsPerCore
+		case "pod-max-pids":
+			cfg.PodPidsLimit = c.PodPidsLimit
+		case "fail-swap-on":
+			cfg.FailSwapOn = c.FailSwapOn
+		case "fail-cgroupv1":
+			cfg.FailCgroupV1 = c.FailCgroupV1
 		case "register-with-taints":
 			var perr error
 			if cfg.RegisterWithTaints, perr = parseTaints(f.taints); perr != nil {
@@ -348,6 +428,9 @@ func Complete(c *Config) error {
 	if !strings.HasPrefix(c.ContainerRuntimeEndpoint, "unix://") && !strings.HasPrefix(c.ContainerRuntimeEndpoint, "/") {
 		errs = append(errs, fmt.Errorf("container runtime endpoint %q: want unix:///path", c.ContainerRuntimeEndpoint))
 	}
+	if c.PodsPerCore < 0 {
+		errs = append(errs, fmt.Errorf("podsPerCore %d: must not be negative", c.PodsPerCore))
+	}
 	if c.MaxPods <= 0 {
 		errs = append(errs, fmt.Errorf("max pods %d: must be positive", c.MaxPods))
 	}
@@ -384,13 +467,24 @@ func Complete(c *Config) error {
 	if c.EvictionMonitoringInterval <= 0 {
 		c.EvictionMonitoringInterval = eviction.DefaultMonitoringInterval
 	}
-	errs = append(errs, checkNodeLabels(c.NodeLabels), checkTaints(c.RegisterWithTaints))
+	if q, err := resource.ParseQuantity(c.ContainerLogMaxSize); err != nil || q.Sign() <= 0 {
+		errs = append(errs, fmt.Errorf("containerLogMaxSize %q: want a positive quantity such as 10Mi", c.ContainerLogMaxSize))
+	}
+	if c.ContainerLogMaxFiles < 2 {
+		errs = append(errs, fmt.Errorf("containerLogMaxFiles %d: must be at least 2", c.ContainerLogMaxFiles))
+	}
+	if c.ContainerLogMonitorInterval < 3*time.Second {
+		errs = append(errs, fmt.Errorf("containerLogMonitorInterval %s: must be at least 3s", c.ContainerLogMonitorInterval))
+	}
+	errs = append(errs, completeAllocatable(c))
+	errs = append(errs, checkNodeLabels(c.NodeLabels), checkTaints(c.RegisterWithTaints), checkHost(c))
 	return errors.Join(errs...)
 }
 
 // ApplyKubeletConfiguration decodes a KubeletConfiguration strictly and applies the fields the agent
-// uses. Fields of the format the agent does not act on are accepted (users' existing files work);
-// fields that are not in the format at all, and values the agent cannot honour, are errors.
+// honours. A field the agent does not honour is accepted only left out or set to what the agent
+// does anyway (kubeletConfigFields, docs/kubeletconfig.md); any other value is an error naming it,
+// as are fields that are not in the format at all.
 func ApplyKubeletConfiguration(c *Config, data []byte) error {
 	var kc kubeletv1beta1.KubeletConfiguration
 	if err := yaml.UnmarshalStrict(data, &kc); err != nil {
@@ -399,8 +493,8 @@ func ApplyKubeletConfiguration(c *Config, data []byte) error {
 	if kc.Kind != "KubeletConfiguration" || kc.APIVersion != kubeletv1beta1.SchemeGroupVersion.String() {
 		return fmt.Errorf("kind %q apiVersion %q: want KubeletConfiguration %s", kc.Kind, kc.APIVersion, kubeletv1beta1.SchemeGroupVersion)
 	}
-	if kc.CgroupDriver != "" && kc.CgroupDriver != "cgroupfs" {
-		return fmt.Errorf("cgroupDriver %q: only cgroupfs is supported", kc.CgroupDriver)
+	if err := checkFields(&kc); err != nil {
+		return err
 	}
 	set := func(dst *time.Duration, d time.Duration) {
 		if d > 0 {
@@ -497,6 +591,51 @@ func ApplyKubeletConfiguration(c *Config, data []byte) error {
 	set(&c.EvictionPressureTransitionPeriod, kc.EvictionPressureTransitionPeriod.Duration)
 	if len(kc.RegisterWithTaints) > 0 {
 		c.RegisterWithTaints = kc.RegisterWithTaints
+	}
+	if kc.KubeAPIQPS != nil {
+		c.KubeAPIQPS = float32(*kc.KubeAPIQPS)
+	}
+	if kc.KubeAPIBurst != 0 {
+		c.KubeAPIBurst = int(kc.KubeAPIBurst)
+	}
+	if kc.ContentType != "" {
+		c.ContentType = kc.ContentType
+	}
+	if kc.ContainerLogMaxSize != "" {
+		c.ContainerLogMaxSize = kc.ContainerLogMaxSize
+	}
+	if kc.ContainerLogMaxFiles != nil {
+		c.ContainerLogMaxFiles = *kc.ContainerLogMaxFiles
+	}
+	if kc.ContainerLogMonitorInterval != nil {
+		c.ContainerLogMonitorInterval = kc.ContainerLogMonitorInterval.Duration
+	}
+	if kc.SystemReserved != nil {
+		c.SystemReserved = kc.SystemReserved
+	}
+	if kc.KubeReserved != nil {
+		c.KubeReserved = kc.KubeReserved
+	}
+	if kc.EnforceNodeAllocatable != nil {
+		c.EnforceNodeAllocatable = kc.EnforceNodeAllocatable
+	}
+	if kc.SystemReservedCgroup != "" {
+		c.SystemReservedCgroup = kc.SystemReservedCgroup
+	}
+	if kc.KubeReservedCgroup != "" {
+		c.KubeReservedCgroup = kc.KubeReservedCgroup
+	}
+	if kc.PodsPerCore != 0 {
+		c.PodsPerCore = int(kc.PodsPerCore)
+	}
+	if kc.PodPidsLimit != nil {
+		c.PodPidsLimit = *kc.PodPidsLimit
+	}
+	if kc.FailSwapOn != nil {
+		c.FailSwapOn = *kc.FailSwapOn
+	}
+	if kc.FailCgroupV1 != nil {
+		c.FailCgroupV1 = *kc.FailCgroupV1
 	}
 	return nil
 }

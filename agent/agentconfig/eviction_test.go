@@ -94,3 +94,61 @@ func TestEvictionHardInFileReplacesDefaultsUnlessMerged(t *testing.T) {
 		t.Errorf("merged: %v", cfg.EvictionHard)
 	}
 }
+
+func TestNodeAllocatableSettings(t *testing.T) {
+	cfg, err := load(t, header+`systemReserved: {cpu: 500m, memory: 1Gi}
+kubeReserved: {memory: 256Mi, pid: "1000"}
+enforceNodeAllocatable: [pods, system-reserved]
+systemReservedCgroup: /system.slice
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu, mem, pid := cfg.SystemReservedList["cpu"], cfg.SystemReservedList["memory"], cfg.KubeReservedList["pid"]
+	if cpu.String() != "500m" || mem.String() != "1Gi" || pid.Value() != 1000 || cfg.SystemReservedCgroup != "/system.slice" ||
+		strings.Join(cfg.EnforceNodeAllocatable, ",") != "pods,system-reserved" {
+		t.Errorf("file: %+v", cfg)
+	}
+	cfg, err = load(t, header+"systemReserved: {cpu: 500m}\n", "--system-reserved=memory=2Gi", "--enforce-node-allocatable=")
+	if m := cfg.SystemReservedList["memory"]; err != nil || m.String() != "2Gi" || len(cfg.SystemReservedList) != 1 || len(cfg.EnforceNodeAllocatable) != 0 {
+		t.Errorf("flags over the file: %v %v %v", err, cfg.SystemReservedList, cfg.EnforceNodeAllocatable)
+	}
+	// Left out: the kubelet's [pods], or nothing when pods get no cgroups of their own.
+	if cfg, err = load(t, ""); err != nil || strings.Join(cfg.EnforceNodeAllocatable, ",") != "pods" {
+		t.Errorf("default: %v %v", err, cfg.EnforceNodeAllocatable)
+	}
+	if cfg, err = load(t, header+"cgroupsPerQOS: false\n"); err != nil || len(cfg.EnforceNodeAllocatable) != 0 {
+		t.Errorf("no per-QoS cgroups: %v %v", err, cfg.EnforceNodeAllocatable)
+	}
+	for file, want := range map[string]string{
+		"cgroupsPerQOS: false\nenforceNodeAllocatable: [pods]\n":            "cgroupsPerQOS",
+		"enforceNodeAllocatable: [kube-reserved]\nkubeReserved: {cpu: 1}\n": "kubeReservedCgroup",
+		"systemReserved: {hugepages-2Mi: 1Gi}\n":                            "systemReserved",
+		"kubeReserved: {memory: -1}\n":                                      "kubeReserved",
+	} {
+		if _, err := load(t, header+file); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: err %v, want one naming %s", file, err, want)
+		}
+	}
+}
+
+func TestPodPidsLimit(t *testing.T) {
+	if cfg, err := load(t, header+"podPidsLimit: 1024\n"); err != nil || cfg.PodPidsLimit != 1024 {
+		t.Errorf("file: %v %d", err, cfg.PodPidsLimit)
+	}
+	if cfg, err := load(t, header+"podPidsLimit: 1024\n", "--pod-max-pids=-1"); err != nil || cfg.PodPidsLimit != -1 {
+		t.Errorf("flag over the file: %v %d", err, cfg.PodPidsLimit)
+	}
+	if _, err := load(t, header+"podPidsLimit: 1024\ncgroupsPerQOS: false\n"); err == nil || !strings.Contains(err.Error(), "podPidsLimit") {
+		t.Errorf("no pod cgroups to limit: %v", err)
+	}
+}
+
+func TestPodsPerCore(t *testing.T) {
+	if cfg, err := load(t, header+"podsPerCore: 10\n", "--max-pods=50"); err != nil || cfg.PodsPerCore != 10 || cfg.MaxPods != 50 {
+		t.Errorf("file: %v %d", err, cfg.PodsPerCore)
+	}
+	if _, err := load(t, "", "--pods-per-core=-1"); err == nil || !strings.Contains(err.Error(), "podsPerCore") {
+		t.Errorf("negative: %v", err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"reflect"
 
 	"github.com/spf13/pflag"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
@@ -144,6 +145,9 @@ func ApplyServingConfiguration(s *Serving, data []byte) error {
 	if kc.Port != 0 {
 		s.Port, s.PortSet = int(kc.Port), true
 	}
+	if kc.EnableServer != nil && !*kc.EnableServer {
+		s.Port, s.PortSet = 0, true
+	}
 	if kc.TLSCertFile != "" {
 		s.TLSCertFile = kc.TLSCertFile
 	}
@@ -177,4 +181,26 @@ func ApplyServingConfiguration(s *Serving, data []byte) error {
 		s.Authorization.Webhook.CacheUnauthorizedTTL = z.Webhook.CacheUnauthorizedTTL
 	}
 	return nil
+}
+
+// NoServing refuses a --config file that asks for the HTTPS API where the command (cmd) serves
+// none, rather than leaving its address, port, TLS and auth settings silently unused. Settings
+// equal to the defaults, a port of 0 and enableServer false ask for nothing and pass.
+func (f *Flags) NoServing(cmd string) error {
+	if f.configFile == "" {
+		return nil
+	}
+	b, err := os.ReadFile(f.configFile)
+	if err != nil {
+		return fmt.Errorf("--config: %w", err)
+	}
+	s := DefaultServing()
+	if err := ApplyServingConfiguration(&s, b); err != nil {
+		return fmt.Errorf("--config %s: %w", f.configFile, err)
+	}
+	if s.Port == 0 || reflect.DeepEqual(s, DefaultServing()) {
+		return nil
+	}
+	return fmt.Errorf("--config %s: %s serves no HTTPS API, so the file's serving settings (address, port, TLS, "+
+		"authentication, authorization, serverTLSBootstrap) would go unused: leave them out, or run nodelet agent", f.configFile, cmd)
 }

@@ -3,6 +3,7 @@ package agentconfig
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
@@ -67,5 +68,31 @@ authorization:
 				tc.check(t, s)
 			}
 		})
+	}
+}
+
+func TestNoServingRefusesUnusedServingSettings(t *testing.T) {
+	for file, ok := range map[string]bool{
+		"":              true,
+		"maxPods: 10\n": true,
+		"authentication: {anonymous: {enabled: false}}\n":               true, // the default: asks for nothing
+		"enableServer: false\ntlsCertFile: /x\ntlsPrivateKeyFile: /y\n": true,
+		"port: 10250\n": false,
+		"tlsCertFile: /x\ntlsPrivateKeyFile: /y\n": false,
+		"authorization: {mode: AlwaysAllow}\n":     false,
+	} {
+		fs := pflag.NewFlagSet("up", pflag.ContinueOnError)
+		f := AddFlags(fs)
+		p := filepath.Join(t.TempDir(), "c.yaml")
+		if err := os.WriteFile(p, []byte(header+file), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := fs.Parse([]string{"--config=" + p}); err != nil {
+			t.Fatal(err)
+		}
+		err := f.NoServing("nodelet up")
+		if (err == nil) != ok || (err != nil && !strings.Contains(err.Error(), "nodelet up serves no HTTPS API")) {
+			t.Errorf("%q: err %v, want ok=%v", file, err, ok)
+		}
 	}
 }

@@ -1,39 +1,31 @@
 package kuberuntime
 
 import (
-	"os"
-	"path/filepath"
+	"path"
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodelet/nodelet/agent/cm"
 	"github.com/nodelet/nodelet/agent/internal/podpath"
 )
 
-// cgroupMounts are where cgroup hierarchies are mounted: every v1 controller folder, the v2 unified
-// one beside them, or the v2 root.
-const cgroupFS = "/sys/fs/cgroup"
-
-// removePodCgroups removes the pod's cgroup (left empty once its containers are gone) in every
-// hierarchy. Runtimes create the parents they are given but never remove them; without this, each
-// pod would leave empty <root>/<qos>/pod<uid> folders behind. Removal fails harmlessly on a cgroup
-// that still has processes, and is retried at the pod's next removal pass.
+// removePodCgroups removes the pod's cgroup (left empty once its containers are gone), and any
+// container cgroups the runtime left below it, in every hierarchy. The agent made the pod cgroup
+// and runtimes never remove the parents they are given; without this, each pod would leave empty
+// <root>/<qos>/pod<uid> folders behind. Removal fails harmlessly on a cgroup that still has
+// processes: the QoS manager's scan for orphans takes it up later.
 func (m *Manager) removePodCgroups(uid types.UID) {
 	// A UID that is not one path element never got a cgroup, and joined it would climb out of the QoS one.
 	if m.CgroupRoot == "" || podpath.Element("pod UID", string(uid)) != nil {
 		return
 	}
-	bases := []string{cgroupFS}
-	if ents, err := os.ReadDir(cgroupFS); err == nil {
-		for _, e := range ents {
-			if e.IsDir() {
-				bases = append(bases, filepath.Join(cgroupFS, e.Name()))
-			}
-		}
+	c := m.Cgroups
+	if c == nil {
+		h := cm.HostCgroups()
+		c = &h
 	}
 	pod := "pod" + string(uid)
-	for _, b := range bases {
-		for _, qos := range []string{"", "burstable", "besteffort"} {
-			os.Remove(filepath.Join(b, m.CgroupRoot, qos, pod))
-		}
+	for _, qos := range []string{"", "burstable", "besteffort"} {
+		c.Remove(path.Join(m.CgroupRoot, qos, pod))
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodelet/nodelet/agent/cm"
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
 	"github.com/nodelet/nodelet/agent/images"
 	"github.com/nodelet/nodelet/agent/internal/backoff"
@@ -44,7 +45,9 @@ type Deps struct {
 	DNS DNSConfigurer
 	// CgroupRoot is the parent of the QoS cgroups (cgroupfs layout: <root>/<qos>/pod<uid>). Empty
 	// leaves cgroup placement to the runtime.
-	CgroupRoot     string
+	CgroupRoot string
+	// Cgroups are the hierarchies pod cgroups are removed from (nil: this host's).
+	Cgroups        *cm.Cgroups
 	RuntimeHandler string
 	// Volumes locates API-backed volumes (secret, configMap, projected…) prepared before the sync;
 	// nil supports only emptyDir and hostPath.

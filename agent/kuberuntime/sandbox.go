@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodelet/nodelet/agent/cm/qos"
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
 	"github.com/nodelet/nodelet/agent/internal/podpath"
 	"github.com/nodelet/nodelet/agent/metrics"
@@ -57,18 +57,13 @@ func qosClass(pod *v1.Pod) v1.PodQOSClass {
 	return kubecontainer.PodQOSClass(pod)
 }
 
-// podCgroupParent is <root>/<qos>/pod<uid>; the UID was checked to be one path element with the
-// log folder, so it cannot climb out of the QoS cgroup.
+// podCgroupParent is the pod cgroup the agent's QoS manager made with the pod's limits; the UID was
+// checked to be one path element with the log folder, so it cannot climb out of the QoS cgroup.
 func (m *Manager) podCgroupParent(pod *v1.Pod) string {
 	if m.CgroupRoot == "" {
 		return ""
 	}
-	switch q := qosClass(pod); q {
-	case v1.PodQOSGuaranteed:
-		return path.Join(m.CgroupRoot, "pod"+string(pod.UID))
-	default:
-		return path.Join(m.CgroupRoot, strings.ToLower(string(q)), "pod"+string(pod.UID))
-	}
+	return qos.PodCgroup(m.CgroupRoot, pod)
 }
 
 func namespaceOptions(pod *v1.Pod) *runtimeapi.NamespaceOption {

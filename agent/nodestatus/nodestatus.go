@@ -65,6 +65,9 @@ type Deps struct {
 	// Reason, Message) as measured by the eviction manager. Nil: the node claims none of them,
 	// since claiming "no pressure" without measuring it would mislead the scheduler.
 	Pressure func() []v1.NodeCondition
+	// Resources gives the Node's capacity and allocatable (the container manager's); nil reports
+	// Capacity as both.
+	Resources func() (capacity, allocatable v1.ResourceList)
 	// Recorder receives the node's events (nil: none recorded).
 	Recorder Recorder
 
@@ -285,9 +288,13 @@ var pressureEvents = map[v1.NodeConditionType][2]string{
 func (m *Manager) fillStatus(ctx context.Context, s *v1.NodeStatus) []event {
 	var evs []event
 	now := metav1.NewTime(m.now())
-	capacity := Capacity(m.MaxPods, m.RootDir)
-	s.Capacity = capacity
-	s.Allocatable = capacity.DeepCopy()
+	if m.Resources != nil {
+		s.Capacity, s.Allocatable = m.Resources()
+	} else {
+		capacity := Capacity(m.MaxPods, m.RootDir)
+		s.Capacity = capacity
+		s.Allocatable = capacity.DeepCopy()
+	}
 	s.Addresses = nil
 	for _, ip := range m.NodeIPs {
 		s.Addresses = append(s.Addresses, v1.NodeAddress{Type: v1.NodeInternalIP, Address: ip})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -202,5 +203,21 @@ func TestClusterNodeEvents(t *testing.T) {
 	}
 	if local, ok := m.Node(); !ok || local.Status.NodeInfo.BootID != n.Status.NodeInfo.BootID {
 		t.Fatal("the posted Node is not the one kept")
+	}
+}
+
+// With the container manager's Resources, the Node reports its capacity and allocatable apart.
+func TestBuildReportsAllocatableApart(t *testing.T) {
+	cri := fakecri.Start(t)
+	capacity := v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("8Gi"), v1.ResourcePods: resource.MustParse("110")}
+	alloc := v1.ResourceList{v1.ResourceCPU: resource.MustParse("3500m"), v1.ResourceMemory: resource.MustParse("7Gi"), v1.ResourcePods: resource.MustParse("110")}
+	m := New(Deps{Runtime: cri.Runtime(), NodeName: "n1", MaxPods: 110,
+		Resources: func() (v1.ResourceList, v1.ResourceList) { return capacity.DeepCopy(), alloc.DeepCopy() }})
+	n := m.Build(context.Background())
+	if c, a := n.Status.Capacity[v1.ResourceCPU], n.Status.Allocatable[v1.ResourceCPU]; c.String() != "4" || a.String() != "3500m" {
+		t.Errorf("cpu capacity %s allocatable %s", c.String(), a.String())
+	}
+	if a := n.Status.Allocatable[v1.ResourceMemory]; a.String() != "7Gi" {
+		t.Errorf("memory allocatable %s", a.String())
 	}
 }

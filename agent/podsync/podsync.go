@@ -61,6 +61,15 @@ type Prober interface {
 	status.ProbeResults
 }
 
+// PodCgroups are the pods' cgroups, kept by the agent so they carry the pods' limits over any
+// runtime (*qos.Manager); nil when the runtime places pods itself.
+type PodCgroups interface {
+	// EnsurePod makes the pod's cgroup with its limits before its sandbox does.
+	EnsurePod(pod *v1.Pod) error
+	// UpdateQoS recomputes the QoS cgroups' shares once a pod stopped counting in them.
+	UpdateQoS() error
+}
+
 // Pods finds mirror pods (*podmanager.Manager).
 type Pods interface {
 	GetMirrorPodByPod(pod *v1.Pod) (*v1.Pod, bool)
@@ -74,6 +83,7 @@ type Syncer struct {
 	Pods    Pods
 	Volumes Volumes
 	Prober  Prober
+	Cgroups PodCgroups
 	Reasons *kubecontainer.ReasonCache
 	// RuntimeName prefixes container IDs in statuses; read per sync since it is learnt after start.
 	RuntimeName func() string
@@ -138,6 +148,11 @@ func (s *Syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, mirr
 			return false, fmt.Errorf("mount volumes: %w", err)
 		}
 	}
+	if s.Cgroups != nil {
+		if err := s.Cgroups.EnsurePod(pod); err != nil {
+			return false, fmt.Errorf("pod cgroup: %w", err)
+		}
+	}
 	syncErr := s.Runtime.SyncPod(ctx, pod, ps)
 	if ps, err = s.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace); err == nil {
 		if s.Prober != nil {
@@ -193,6 +208,12 @@ func (s *Syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, grace *int
 		}
 	}
 	s.publish(pod, ps, true)
+	if s.Cgroups != nil {
+		// The pod's requests no longer count in its QoS tier's shares.
+		if err := s.Cgroups.UpdateQoS(); err != nil {
+			s.Log.Warn("QoS cgroups", "err", err)
+		}
+	}
 	return nil
 }
 

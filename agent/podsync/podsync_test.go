@@ -103,3 +103,50 @@ func TestRemovePodDirRefusesClimbingUID(t *testing.T) {
 		})
 	}
 }
+
+type fakeCgroups struct {
+	cri     *fakecri.Server
+	calls   []string
+	failPod error
+}
+
+func (f *fakeCgroups) EnsurePod(pod *v1.Pod) error {
+	// The pod cgroup must exist before the runtime puts the sandbox in it.
+	f.calls = append(f.calls, "EnsurePod", "sandboxes:"+string(rune('0'+len(f.cri.Sandboxes()))))
+	return f.failPod
+}
+
+func (f *fakeCgroups) UpdateQoS() error {
+	f.calls = append(f.calls, "UpdateQoS")
+	return nil
+}
+
+func TestPodCgroupMadeBeforeTheSandbox(t *testing.T) {
+	s, cri, _ := newSyncer(t)
+	cri.AddImage("busybox:1")
+	cg := &fakeCgroups{cri: cri, failPod: errors.New("no cgroup")}
+	s.Cgroups = cg
+	pod := apiPod("")
+	if _, err := s.SyncPod(context.Background(), podworkers.SyncPodCreate, pod, nil); err == nil {
+		t.Fatal("a pod whose cgroup could not be made was synced")
+	}
+	if len(cri.Sandboxes()) != 0 {
+		t.Fatal("sandbox started without its pod cgroup")
+	}
+	cg.failPod = nil
+	if _, err := s.SyncPod(context.Background(), podworkers.SyncPodSync, pod, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SyncTerminatingPod(context.Background(), pod, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"EnsurePod", "sandboxes:0", "EnsurePod", "sandboxes:0", "UpdateQoS"}
+	if len(cg.calls) != len(want) {
+		t.Fatalf("calls %v, want %v", cg.calls, want)
+	}
+	for i := range want {
+		if cg.calls[i] != want[i] {
+			t.Fatalf("calls %v, want %v", cg.calls, want)
+		}
+	}
+}

@@ -49,6 +49,9 @@ the runtime's socket (--listen).`,
 			if err != nil {
 				return err
 			}
+			if err := af.NoServing("nodelet up"); err != nil {
+				return err
+			}
 			// The agent's runtime is the one in this process; its manifests and state follow up's flags.
 			cfg.ContainerRuntimeEndpoint = rf.listen
 			if !cmd.Flags().Changed("pod-manifest-path") {
