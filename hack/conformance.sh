@@ -48,6 +48,8 @@ known_skips=$(alternatives "$here/conformance-skips.txt")
 skip=${skip:+$skip|}$known_skips
 
 NL_NAME=conformance
+# Subnets of its own, so that a conformance run and hack/critest.sh (10.92/10.89) can share a machine.
+export NL_NODELET_SUBNET=10.93.0.0/16 NL_CONTAINERD_SUBNET=10.94.0.0/16
 nl_init conformance
 t_start=$(date +%s)
 

@@ -30,18 +30,7 @@ type env struct {
 // cgroupRoot is unique per test process, and removed at the end.
 func cgroupRoot(t testing.TB) string {
 	root := fmt.Sprintf("/nodelet-e2e-%d", os.Getpid())
-	t.Cleanup(func() {
-		for _, base := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
-			ents, _ := os.ReadDir(base)
-			dirs := []string{filepath.Join(base, root)}
-			for _, e := range ents {
-				dirs = append(dirs, filepath.Join(base, e.Name(), root))
-			}
-			for _, d := range dirs {
-				testutil.RemoveCgroupTree(d)
-			}
-		}
-	})
+	t.Cleanup(func() { testutil.RemoveCgroupRoot(root) })
 	return root
 }
 

@@ -245,6 +245,7 @@ func conformanceImages(agnhost, certDir string) (map[string]v1.Image, error) {
 		return nil, err
 	}
 	opts := []testimage.Option{
+		testimage.WithAppletsInBin(),
 		testimage.WithFile("/agnhost", string(agn), 0o755),
 		testimage.WithSymlink("/agnhost-2", "agnhost"),
 		testimage.WithHostBinary(curl, "/usr/bin/curl"),
@@ -267,12 +268,20 @@ func conformanceImages(agnhost, certDir string) (map[string]v1.Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agnhost: %w", err)
 	}
-	// Upstream's busybox test image is the static busybox, and nonroot is busybox with USER 1234.
-	bb, err := testimage.Busybox()
+	// Upstream's busybox test image is busybox 1.37 with every applet in /bin, and nonroot is
+	// busybox with USER 1234. Their sh is the host's bash: the suite's envFrom specs print
+	// variables whose names are not shell identifiers (data-1), which busybox's ash passes to
+	// the commands it runs from 1.37 on, as bash does, but Debian's 1.35 drops.
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		return nil, fmt.Errorf("bash is missing (the busybox stand-in's sh): apt-get install -y bash")
+	}
+	sh := testimage.WithHostBinary(bash, "/bin/sh")
+	bb, err := testimage.Busybox(testimage.WithAppletsInBin(), sh)
 	if err != nil {
 		return nil, err
 	}
-	nonroot, err := testimage.Busybox(testimage.WithUser("1234"))
+	nonroot, err := testimage.Busybox(testimage.WithAppletsInBin(), sh, testimage.WithUser("1234"))
 	if err != nil {
 		return nil, err
 	}

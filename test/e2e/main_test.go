@@ -77,8 +77,16 @@ func startDaemon(t *testing.T, verb, bridge, subnet string, extra ...string) *da
 	if d.log, err = os.Create(filepath.Join(base, "daemon.log")); err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{verb, "--root", d.root, "--state", d.state, "--listen", d.endpoint,
-		"--cni-conf-dir", confDir, "--log-level", "debug"}, extra...)
+	args := []string{verb, "--root", d.root, "--state", d.state, "--listen", d.endpoint,
+		"--cni-conf-dir", confDir, "--log-level", "debug"}
+	var cgroupRoot string
+	if verb == "up" {
+		// The agent owns its cgroup root: it removes pod cgroups there that no pod of its own and
+		// no sandbox of its runtime explains, so no two agents may share one.
+		cgroupRoot = fmt.Sprintf("/nodelet-e2e-up-%d-%s", os.Getpid(), bridge)
+		args = append(args, "--cgroup-root", cgroupRoot)
+	}
+	args = append(args, extra...)
 	d.cmd = exec.Command(nodeletBin, args...)
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	if err := d.cmd.Start(); err != nil {
@@ -88,6 +96,9 @@ func startDaemon(t *testing.T, verb, bridge, subnet string, extra ...string) *da
 		d.removeAllPods()
 		d.stop(t)
 		exec.Command("ip", "link", "del", bridge).Run()
+		if cgroupRoot != "" {
+			testutil.RemoveCgroupRoot(cgroupRoot)
+		}
 		if t.Failed() {
 			b, _ := os.ReadFile(d.log.Name())
 			t.Logf("daemon log:\n%s", b)

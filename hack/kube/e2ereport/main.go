@@ -97,8 +97,7 @@ func run(path, focus, skip string) error {
 	}
 	fmt.Printf("conformance: %d passed, %d failed, %d skipped\n", passed, len(failed), skipped)
 	for _, s := range failed {
-		msg, _, _ := strings.Cut(strings.TrimSpace(s.Failure.Message), "\n")
-		fmt.Printf("  FAIL (%s) %s\n       %s\n", s.State, s.fullText(), msg)
+		fmt.Printf("  FAIL (%s) %s\n       %s\n", s.State, s.fullText(), firstLine(s.Failure.Message))
 	}
 	sort.Slice(slowest, func(i, j int) bool { return slowest[i].RunTime > slowest[j].RunTime })
 	if len(slowest) > 5 {
@@ -111,4 +110,26 @@ func run(path, focus, skip string) error {
 		os.Exit(1)
 	}
 	return nil
+}
+
+// firstLine is the gist of a failure message: its first line, with the next ones while it is as
+// short as gomega's "Expected" headers, at most 240 bytes.
+func firstLine(msg string) string {
+	var out string
+	for _, l := range strings.Split(strings.TrimSpace(msg), "\n") {
+		if l = strings.TrimSpace(l); l == "" {
+			continue
+		}
+		if out != "" {
+			out += " "
+		}
+		out += l
+		if len(out) >= 40 {
+			break
+		}
+	}
+	if len(out) > 240 {
+		out = out[:240] + "…"
+	}
+	return out
 }

@@ -176,8 +176,20 @@ func (b *builder) baseLayer() (v1.Layer, error) {
 		}
 		// Hard links, not symlinks: /proc/PID/exe and comm then name the applet's own path,
 		// as with a distribution's busybox image.
+		inBin := map[string]bool{}
 		for _, a := range list {
 			files = append(files, file{path: a, link: "bin/busybox", mode: 0o755 | hardLink})
+			if path.Dir(a) == "bin" {
+				inBin[path.Base(a)] = true
+			}
+		}
+		if b.allInBin {
+			for _, a := range list {
+				if n := path.Base(a); !inBin[n] {
+					inBin[n] = true
+					files = append(files, file{path: "bin/" + n, link: "bin/busybox", mode: 0o755 | hardLink})
+				}
+			}
 		}
 		if b.dynamic {
 			dynamic = append(dynamic, bin)

@@ -47,6 +47,7 @@ type file struct {
 type builder struct {
 	busybox     string // host path of the busybox binary; "" for an image without it
 	dynamic     bool
+	allInBin    bool
 	users       []User
 	groups      []Group
 	files       []file
@@ -184,6 +185,10 @@ func WithHostBinary(hostPath, imagePath string) Option {
 		b.hostBins[strings.TrimPrefix(imagePath, "/")] = hostPath
 	}
 }
+
+// WithAppletsInBin also links every applet into /bin, as the official busybox image lays them
+// out: specs of the Kubernetes suite run /bin/sysctl, which a distribution puts in /sbin.
+func WithAppletsInBin() Option { return func(b *builder) { b.allInBin = true } }
 
 // WithoutBusybox makes an image of only the given files (a pause-like or data-only image).
 func WithoutBusybox() Option { return func(b *builder) { b.busybox = "-" } }

@@ -57,3 +57,15 @@ func RemoveCgroupTree(dir string) {
 	}
 	os.Remove(dir)
 }
+
+// RemoveCgroupRoot removes a cgroup root (such as an agent's --cgroup-root) and everything below
+// it from every mounted hierarchy: the v1 controllers, the unified one, or the v2 root.
+func RemoveCgroupRoot(root string) {
+	for _, base := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
+		RemoveCgroupTree(filepath.Join(base, root))
+		ents, _ := os.ReadDir(base)
+		for _, e := range ents {
+			RemoveCgroupTree(filepath.Join(base, e.Name(), root))
+		}
+	}
+}
