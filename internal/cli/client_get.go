@@ -292,14 +292,34 @@ func age(t metav1.Time, now time.Time) string {
 	return duration.HumanDuration(now.Sub(t.Time))
 }
 
+// readyCount is kubectl's READY: sidecars (restartable init containers) count among the
+// containers, and as ready once started and ready.
 func readyCount(p *v1.Pod) (int, int) {
-	ready := 0
+	ready, total := 0, len(p.Spec.Containers)
+	sidecars := sidecarNames(p)
+	total += len(sidecars)
+	for _, c := range p.Status.InitContainerStatuses {
+		if sidecars[c.Name] && c.Started != nil && *c.Started && c.Ready {
+			ready++
+		}
+	}
 	for _, c := range p.Status.ContainerStatuses {
 		if c.Ready {
 			ready++
 		}
 	}
-	return ready, len(p.Spec.Containers)
+	return ready, total
+}
+
+// sidecarNames are the pod's init containers that keep running beside its containers.
+func sidecarNames(p *v1.Pod) map[string]bool {
+	out := map[string]bool{}
+	for _, c := range p.Spec.InitContainers {
+		if c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
+			out[c.Name] = true
+		}
+	}
+	return out
 }
 
 func readyGates(p *v1.Pod) int {
@@ -338,10 +358,13 @@ func podStatus(p *v1.Pod) string {
 		reason = p.Status.Reason
 	}
 	initializing := false
+	sidecars := sidecarNames(p)
 	for i, c := range p.Status.InitContainerStatuses {
 		switch {
 		case c.State.Terminated != nil && c.State.Terminated.ExitCode == 0:
 			continue
+		case sidecars[c.Name] && c.Started != nil && *c.Started:
+			continue // a started sidecar lets the next init container run
 		case c.State.Terminated != nil:
 			if c.State.Terminated.Reason != "" {
 				reason = "Init:" + c.State.Terminated.Reason

@@ -410,3 +410,40 @@ func TestClientGetPodsWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A sidecar (an init container that restarts always) counts in READY, and once started lets the
+// pod's status follow its containers, as kubectl shows it.
+func TestClientPodSidecars(t *testing.T) {
+	always := v1.ContainerRestartPolicyAlways
+	yes, no := true, false
+	running := v1.ContainerState{Running: &v1.ContainerStateRunning{}}
+	pod := v1.Pod{
+		Spec: v1.PodSpec{
+			InitContainers: []v1.Container{{Name: "setup"}, {Name: "proxy", RestartPolicy: &always}},
+			Containers:     []v1.Container{{Name: "app"}},
+		},
+		Status: v1.PodStatus{Phase: v1.PodRunning,
+			InitContainerStatuses: []v1.ContainerStatus{
+				{Name: "setup", State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{Reason: "Completed"}}},
+				{Name: "proxy", State: running, Started: &yes, Ready: true},
+			},
+			ContainerStatuses: []v1.ContainerStatus{{Name: "app", State: running, Started: &yes, Ready: true}},
+		},
+	}
+	if r, n := readyCount(&pod); r != 2 || n != 2 {
+		t.Fatalf("READY %d/%d, want 2/2", r, n)
+	}
+	if got := podStatus(&pod); got != "Running" {
+		t.Fatalf("status %q, want Running", got)
+	}
+	// Not started yet: the pod is still initialising at its second init container, and the
+	// sidecar is not ready.
+	pod.Status.InitContainerStatuses[1].Started, pod.Status.InitContainerStatuses[1].Ready = &no, false
+	pod.Status.ContainerStatuses = []v1.ContainerStatus{{Name: "app", State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "PodInitializing"}}}}
+	if r, n := readyCount(&pod); r != 0 || n != 2 {
+		t.Fatalf("READY %d/%d, want 0/2", r, n)
+	}
+	if got := podStatus(&pod); got != "Init:1/2" {
+		t.Fatalf("status %q, want Init:1/2", got)
+	}
+}
