@@ -209,7 +209,7 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	a.pleg = pleg.New(a.runtime, pleg.Options{Log: log, RelistPeriod: deps.RelistPeriod})
 	// The Node is kept standalone too, for the API; only a registering agent posts it.
 	nodeDeps := nodestatus.Deps{Runtime: a.runtime, Images: imageService, Recorder: a.events,
-		NodeName: cfg.NodeName, Labels: cfg.NodeLabels, Taints: cfg.RegisterWithTaints, RootDir: cfg.RootDir,
+		NodeName: cfg.NodeName, Labels: cfg.NodeLabels, Taints: cfg.RegisterWithTaints, RootDir: cfg.RootDir, PodCIDR: cfg.PodCIDR,
 		NodeIPs: cfg.NodeIPs, MaxPods: cfg.MaxPods, StatusUpdateFrequency: cfg.NodeStatusUpdateFrequency,
 		LeaseDurationSeconds: cfg.NodeLeaseDurationSeconds, Log: log, Pressure: a.eviction.NodeConditions, Resources: a.cm.Resources}
 	if a.client != nil && cfg.RegisterNode {

@@ -7,7 +7,9 @@
 #      control plane (the Kubernetes binaries are built once from the Go module proxy and cached in
 #      /var/cache/nodelet: ~7–12 minutes the first time on a machine, seconds afterwards);
 #   4. nodelet agent joined to that control plane (Node, Lease, mirror pod, Deployment, graceful
-#      delete, scale to 0), on nodelet's runtime and on containerd.
+#      delete, scale to 0), on nodelet's runtime and on containerd;
+#   5. a subset of the upstream Kubernetes conformance specs (hack/conformance-subset.txt) with
+#      nodelet agent as the node (hack/conformance.sh runs the whole node set by hand).
 # Between 1 and 2, every Go fuzz target runs for a few seconds (hack/fuzz.sh).
 # Installs what is missing first (hack/install.sh).
 set -euo pipefail
@@ -35,4 +37,6 @@ step "the upstream kubelet on nodelet's runtime, standalone and in a cluster"
 bash hack/kube/kubelet-on-nodelet.sh --cluster
 step "nodelet agent joined to a real control plane, on nodelet's runtime and on containerd"
 go test -tags cluster -count=1 -timeout 15m -run '^TestCluster' ./agent/integration/
+step "Kubernetes conformance specs, a subset, nodelet agent on nodelet's runtime"
+bash hack/conformance.sh --subset
 step "all tests passed"

@@ -57,6 +57,8 @@ type Config struct {
 	RootDir    string
 	PodLogsDir string
 	MaxPods    int
+	// PodCIDR is handed to the runtime when standalone (a cluster's Node spec.podCIDRs are in one).
+	PodCIDR string
 
 	SyncFrequency             time.Duration
 	NodeStatusUpdateFrequency time.Duration
@@ -211,6 +213,7 @@ func AddFlags(fs *pflag.FlagSet) *Flags {
 	fs.StringVar(&c.RootDir, "root-dir", c.RootDir, "the agent's state folder (pods/<uid>/volumes live under it)")
 	fs.StringVar(&c.PodLogsDir, "pod-logs-dir", c.PodLogsDir, "where containers' logs are written (CRI log layout)")
 	fs.IntVar(&c.MaxPods, "max-pods", c.MaxPods, "the most pods this node runs")
+	fs.StringVar(&c.PodCIDR, "pod-cidr", "", "standalone: the pod CIDR(s) handed to the runtime's default network (in a cluster the Node's spec.podCIDRs are)")
 	fs.DurationVar(&c.SyncFrequency, "sync-frequency", c.SyncFrequency, "the periodic resync of every pod")
 	fs.StringSliceVar(&c.ClusterDNS, "cluster-dns", nil, "DNS servers for ClusterFirst pods")
 	fs.StringVar(&c.ClusterDomain, "cluster-domain", "", "the cluster's DNS domain")
@@ -291,6 +294,8 @@ func (f *Flags) Config() (Config, error) {
 			cfg.PodLogsDir = c.PodLogsDir
 		case "max-pods":
 			cfg.MaxPods = c.MaxPods
+		case "pod-cidr":
+			cfg.PodCIDR = c.PodCIDR
 		case "sync-frequency":
 			cfg.SyncFrequency = c.SyncFrequency
 		case "cluster-dns":
@@ -431,6 +436,11 @@ func Complete(c *Config) error {
 	if c.PodsPerCore < 0 {
 		errs = append(errs, fmt.Errorf("podsPerCore %d: must not be negative", c.PodsPerCore))
 	}
+	if c.PodCIDR != "" {
+		if err := validatePodCIDR(c.PodCIDR); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if c.MaxPods <= 0 {
 		errs = append(errs, fmt.Errorf("max pods %d: must be positive", c.MaxPods))
 	}
@@ -536,6 +546,9 @@ func ApplyKubeletConfiguration(c *Config, data []byte) error {
 	if kc.MaxPods > 0 {
 		c.MaxPods = int(kc.MaxPods)
 	}
+	if kc.PodCIDR != "" {
+		c.PodCIDR = kc.PodCIDR
+	}
 	if kc.CgroupsPerQOS != nil && !*kc.CgroupsPerQOS {
 		c.CgroupRoot = ""
 	} else if kc.CgroupRoot != "" {
@@ -636,6 +649,27 @@ func ApplyKubeletConfiguration(c *Config, data []byte) error {
 	}
 	if kc.FailCgroupV1 != nil {
 		c.FailCgroupV1 = *kc.FailCgroupV1
+	}
+	return nil
+}
+
+// validatePodCIDR checks podCIDR as the runtime will read it: comma-separated CIDRs, at most one
+// of each IP family.
+func validatePodCIDR(v string) error {
+	var v4, v6 int
+	for _, c := range strings.Split(v, ",") {
+		ip, _, err := net.ParseCIDR(strings.TrimSpace(c))
+		if err != nil {
+			return fmt.Errorf("podCIDR %q: %v", v, err)
+		}
+		if ip.To4() != nil {
+			v4++
+		} else {
+			v6++
+		}
+	}
+	if v4 > 1 || v6 > 1 {
+		return fmt.Errorf("podCIDR %q: at most one CIDR of each IP family", v)
 	}
 	return nil
 }

@@ -106,7 +106,7 @@ var kubeletConfigFields = map[string]fieldRule{
 		"spam filter; a separate event rate is not implemented"),
 	"eventBurst":                   only("see eventRecordQPS"),
 	"enableControllerAttachDetach": only("volumes that need attaching are left to the attach/detach controller", true),
-	"podCIDR":                      only("the pod network's addresses are the CNI configuration's; standalone podCIDR is not implemented"),
+	"podCIDR":                      honoured("standalone, handed to the runtime (UpdateRuntimeConfig), whose own default network then uses it; in a cluster the Node's spec.podCIDRs are (--pod-cidr)"),
 
 	// Images.
 	"imageMinimumGCAge":           honoured("an unused image younger than this is not collected"),

@@ -70,6 +70,9 @@ type Deps struct {
 	Resources func() (capacity, allocatable v1.ResourceList)
 	// Recorder receives the node's events (nil: none recorded).
 	Recorder Recorder
+	// PodCIDR is handed to the runtime when standalone (podCIDR, --pod-cidr); in a cluster the
+	// Node's spec.podCIDRs are.
+	PodCIDR string
 
 	StatusUpdateFrequency time.Duration // default 10s
 	LeaseDurationSeconds  int32         // default 40
@@ -83,8 +86,9 @@ type Manager struct {
 	nodeUID atomic.Value // types.UID
 	now     func() time.Time
 
-	mu   sync.Mutex
-	node *v1.Node // the latest built or posted, nil before the first
+	mu          sync.Mutex
+	node        *v1.Node // the latest built or posted, nil before the first
+	sentPodCIDR string   // what the runtime was last given by UpdateRuntimeConfig
 }
 
 // New makes a manager.
@@ -201,6 +205,7 @@ func (m *Manager) Run(ctx context.Context) {
 	if err := m.RenewLease(ctx); err != nil {
 		m.Log.Warn("renew lease", "err", err)
 	}
+	m.syncPodCIDR(ctx)
 	for {
 		select {
 		case <-ctx.Done():
@@ -209,6 +214,7 @@ func (m *Manager) Run(ctx context.Context) {
 			if err := m.UpdateStatus(ctx); err != nil {
 				m.Log.Warn("update node status", "err", err)
 			}
+			m.syncPodCIDR(ctx)
 		case <-leaseT.C:
 			if err := m.RenewLease(ctx); err != nil {
 				m.Log.Warn("renew lease", "err", err)
@@ -219,6 +225,7 @@ func (m *Manager) Run(ctx context.Context) {
 
 func (m *Manager) runStandalone(ctx context.Context) {
 	m.Build(ctx)
+	m.syncPodCIDR(ctx)
 	t := time.NewTicker(m.StatusUpdateFrequency)
 	defer t.Stop()
 	for {
@@ -227,6 +234,7 @@ func (m *Manager) runStandalone(ctx context.Context) {
 			return
 		case <-t.C:
 			m.Build(ctx)
+			m.syncPodCIDR(ctx)
 		}
 	}
 }

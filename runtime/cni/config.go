@@ -162,25 +162,30 @@ func writeDefault(dir string, d DefaultNetwork) (bool, error) {
 	if err != nil || len(files) > 0 {
 		return false, err
 	}
-	// Written under a name the loader ignores, then renamed: the watcher must never see half a file.
+	return true, writeFileAtomic(dir, defaultConfName, d.ConfList())
+}
+
+// writeFileAtomic writes dir/name under a name the loader ignores, then renames it: the watcher
+// must never see half a file.
+func writeFileAtomic(dir, name string, data []byte) error {
 	tmp, err := os.CreateTemp(dir, ".nodelet-default-*")
 	if err != nil {
-		return false, err
+		return err
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(d.ConfList()); err != nil {
+	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
-		return false, err
+		return err
 	}
 	if err := tmp.Sync(); err != nil {
 		tmp.Close()
-		return false, err
+		return err
 	}
 	if err := tmp.Close(); err != nil {
-		return false, err
+		return err
 	}
 	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return false, err
+		return err
 	}
-	return true, os.Rename(tmp.Name(), filepath.Join(dir, defaultConfName))
+	return os.Rename(tmp.Name(), filepath.Join(dir, name))
 }

@@ -34,3 +34,8 @@ type NetworkPlugin interface {
 	// Status is nil when pods can be networked, else the reason they cannot.
 	Status() error
 }
+
+// PodCIDRSetter is a NetworkPlugin that can hand out the node's pod CIDR (UpdateRuntimeConfig).
+type PodCIDRSetter interface {
+	SetPodCIDR(cidrs string) (changed bool, err error)
+}

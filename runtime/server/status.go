@@ -53,9 +53,18 @@ func (s *Server) RuntimeConfig(ctx context.Context, req *runtimeapi.RuntimeConfi
 	}, nil
 }
 
-// UpdateRuntimeConfig accepts the pod CIDR the kubelet sends; CNI configs carry their own ranges, so
-// it only needs remembering for Status' verbose info.
+// UpdateRuntimeConfig takes the node's pod CIDR from the kubelet: the default network nodelet wrote
+// hands out addresses from it from then on; a network of the admin's keeps its own ranges.
 func (s *Server) UpdateRuntimeConfig(ctx context.Context, req *runtimeapi.UpdateRuntimeConfigRequest) (*runtimeapi.UpdateRuntimeConfigResponse, error) {
+	cidr := req.GetRuntimeConfig().GetNetworkConfig().GetPodCidr()
+	if cidr == "" {
+		return &runtimeapi.UpdateRuntimeConfigResponse{}, nil
+	}
+	if p, ok := s.cfg.Network.(PodCIDRSetter); ok {
+		if _, err := p.SetPodCIDR(cidr); err != nil {
+			return nil, err
+		}
+	}
 	return &runtimeapi.UpdateRuntimeConfigResponse{}, nil
 }
 

@@ -309,3 +309,10 @@ func (s *Server) imageID(ref string) string {
 	}
 	return ""
 }
+
+func (s *Server) UpdateRuntimeConfig(_ context.Context, r *runtimeapi.UpdateRuntimeConfigRequest) (*runtimeapi.UpdateRuntimeConfigResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.record("UpdateRuntimeConfig %s", r.GetRuntimeConfig().GetNetworkConfig().GetPodCidr())
+	return &runtimeapi.UpdateRuntimeConfigResponse{}, nil
+}
