@@ -7,9 +7,11 @@
 #
 # Builds (once, cached with the other Kubernetes binaries by hack/kube/build.sh) the node and
 # storage specs of test/e2e as one test binary, agnhost and the ginkgo CLI from the module proxy
-# at the version of hack/kube/build.sh; serves the suite's images from the loopback registry
-# (hack/images: agnhost built from source in an image laid out as upstream's, busybox, nginx,
-# httpd, nonewprivs, nonroot stand-ins) under their upstream names through registry mirrors;
+# at the version of hack/kube/build.sh; serves the suite's images from the loopback registry under
+# their upstream names through registry mirrors (hack/images, on upstream busybox built by
+# hack/kube/busybox.sh: agnhost built from source in an image laid out as upstream's, busybox,
+# nginx, httpd, nonewprivs and nonroot stand-ins); starts kube-proxy too, so that pods reach the
+# API server through the kubernetes Service;
 # starts the runtime, the control plane and the agent; runs the specs with ginkgo in parallel and
 # prints `conformance: N passed, N failed, N skipped`, then each failure's first line.
 #
@@ -56,7 +58,8 @@ t_start=$(date +%s)
 bin=$("$here/kube/build.sh" etcd kube-apiserver kube-controller-manager kube-scheduler kubectl \
   kube-proxy e2e-node.test agnhost ginkgo | tail -1)
 kube_dir=$(cd "$(dirname "$bin")/wrap-kube" && GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' k8s.io/kubernetes)
-NL_REGISTRY_ARGS=(--agnhost "$bin/agnhost" --agnhost-certs "$kube_dir/test/images/agnhost/porter")
+busybox=$("$here/kube/busybox.sh" | tail -1)
+NL_REGISTRY_ARGS=(--busybox "$busybox" --agnhost "$bin/agnhost" --agnhost-certs "$kube_dir/test/images/agnhost/porter")
 nl_registry
 
 # The runtime, and nodelet's binary for the agent either way.

@@ -230,11 +230,14 @@ func registries(images map[string]v1.Image) []string {
 }
 
 // conformanceImages are the stand-ins of the e2e images the Kubernetes node and storage
-// conformance specs run (test/utils/image/manifest.go of the suite's version): agnhost is the real
-// program, built from the suite's own module by hack/kube/e2e.sh, in an image laid out as
-// upstream's (busybox and curl beside it, the porter's localhost certificate, a user and a group
-// defined in the image). agnhost is the path of that binary and certDir holds localhost.crt/.key.
-func conformanceImages(agnhost, certDir string) (map[string]v1.Image, error) {
+// conformance specs run (test/utils/image/manifest.go of the suite's version), on the upstream
+// busybox the suite's images are made of (busybox, built from source by hack/kube/busybox.sh:
+// Debian's ash drops environment names that are not identifiers, such as the envFrom specs'
+// data-1, which upstream's passes on). agnhost is the real program, built from the suite's own
+// module by hack/kube/build.sh, in an image laid out as upstream's (curl beside it, the porter's
+// localhost certificate, a user and a group defined in the image); certDir holds
+// localhost.crt/.key.
+func conformanceImages(busybox, agnhost, certDir string) (map[string]v1.Image, error) {
 	e2e := "registry.k8s.io/e2e-test-images/"
 	curl, err := exec.LookPath("curl")
 	if err != nil {
@@ -244,8 +247,9 @@ func conformanceImages(agnhost, certDir string) (map[string]v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := []testimage.Option{
-		testimage.WithAppletsInBin(),
+	// Upstream's images have every applet in /bin.
+	base := []testimage.Option{testimage.WithBusyboxBinary(busybox), testimage.WithAppletsInBin()}
+	opts := append(base,
 		testimage.WithFile("/agnhost", string(agn), 0o755),
 		testimage.WithSymlink("/agnhost-2", "agnhost"),
 		testimage.WithHostBinary(curl, "/usr/bin/curl"),
@@ -256,7 +260,7 @@ func conformanceImages(agnhost, certDir string) (map[string]v1.Image, error) {
 		testimage.WithExposedPorts("80/tcp", "8080/tcp", "8081/tcp", "9376/tcp", "5000/tcp"),
 		testimage.WithEntrypoint("/agnhost"),
 		testimage.WithCmd("pause"),
-	}
+	)
 	for _, f := range []string{"localhost.crt", "localhost.key"} {
 		b, err := os.ReadFile(filepath.Join(certDir, f))
 		if err != nil {
@@ -268,20 +272,12 @@ func conformanceImages(agnhost, certDir string) (map[string]v1.Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agnhost: %w", err)
 	}
-	// Upstream's busybox test image is busybox 1.37 with every applet in /bin, and nonroot is
-	// busybox with USER 1234. Their sh is the host's bash: the suite's envFrom specs print
-	// variables whose names are not shell identifiers (data-1), which busybox's ash passes to
-	// the commands it runs from 1.37 on, as bash does, but Debian's 1.35 drops.
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		return nil, fmt.Errorf("bash is missing (the busybox stand-in's sh): apt-get install -y bash")
-	}
-	sh := testimage.WithHostBinary(bash, "/bin/sh")
-	bb, err := testimage.Busybox(testimage.WithAppletsInBin(), sh)
+	// busybox is the plain image; nonroot is busybox with USER 1234.
+	bb, err := testimage.Busybox(base...)
 	if err != nil {
 		return nil, err
 	}
-	nonroot, err := testimage.Busybox(testimage.WithAppletsInBin(), sh, testimage.WithUser("1234"))
+	nonroot, err := testimage.Busybox(append(base, testimage.WithUser("1234"))...)
 	if err != nil {
 		return nil, err
 	}

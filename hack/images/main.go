@@ -4,7 +4,7 @@
 // docker.io → http://ADDR) pulls them under their upstream names.
 //
 //	go run ./hack/images serve --addr 127.0.0.1:5000 [--ready-file F]  serve until SIGTERM; F gets ADDR once ready
-//	    [--agnhost BIN --agnhost-certs DIR]                            also the conformance suite's images (hack/conformance.sh)
+//	    [--busybox BIN --agnhost BIN --agnhost-certs DIR]              also the conformance suite's images (hack/conformance.sh)
 //	go run ./hack/images list                                          the names served
 //	go run ./hack/images registries                                    the registry hosts to mirror
 //	go run ./hack/images demo-tar FILE [NAME]                          a docker-archive of a busybox image
@@ -87,9 +87,10 @@ func serve(args []string) error {
 	ready := fs.String("ready-file", "", "file to write the listening HOST:PORT into once every image is pushed")
 	agnhost := fs.String("agnhost", "", "an agnhost binary: also serve the Kubernetes conformance suite's images")
 	agnhostCerts := fs.String("agnhost-certs", "", "the folder of agnhost's porter/localhost.crt and .key (with --agnhost)")
+	busybox := fs.String("busybox", "", "the upstream static busybox the conformance images are made of (with --agnhost)")
 	_ = fs.Parse(args)
-	if (*agnhost == "") != (*agnhostCerts == "") {
-		return fmt.Errorf("--agnhost and --agnhost-certs go together")
+	if (*agnhost == "") != (*agnhostCerts == "") || (*agnhost == "") != (*busybox == "") {
+		return fmt.Errorf("--busybox, --agnhost and --agnhost-certs go together")
 	}
 
 	host, _, err := net.SplitHostPort(*addr)
@@ -104,7 +105,7 @@ func serve(args []string) error {
 		return err
 	}
 	if *agnhost != "" {
-		extra, err := conformanceImages(*agnhost, *agnhostCerts)
+		extra, err := conformanceImages(*busybox, *agnhost, *agnhostCerts)
 		if err != nil {
 			return err
 		}

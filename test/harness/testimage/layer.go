@@ -159,8 +159,11 @@ func (b *builder) baseLayer() (v1.Layer, error) {
 	var dynamic []string // binaries whose libraries the image needs
 	if b.busybox != "-" {
 		bin, err := staticBusybox()
-		if b.dynamic {
+		switch {
+		case b.dynamic:
 			bin, err = dynamicBusybox()
+		case b.busybox != "":
+			bin, err = b.busybox, nil
 		}
 		if err != nil {
 			return nil, err

@@ -45,7 +45,7 @@ type file struct {
 }
 
 type builder struct {
-	busybox     string // host path of the busybox binary; "" for an image without it
+	busybox     string // host path of a static busybox; "" for the host's, "-" for an image without it
 	dynamic     bool
 	allInBin    bool
 	users       []User
@@ -189,6 +189,10 @@ func WithHostBinary(hostPath, imagePath string) Option {
 // WithAppletsInBin also links every applet into /bin, as the official busybox image lays them
 // out: specs of the Kubernetes suite run /bin/sysctl, which a distribution puts in /sbin.
 func WithAppletsInBin() Option { return func(b *builder) { b.allInBin = true } }
+
+// WithBusyboxBinary uses the static busybox at path instead of the host's (the conformance
+// images use an upstream build: Debian's ash drops environment names that are not identifiers).
+func WithBusyboxBinary(path string) Option { return func(b *builder) { b.busybox = path } }
 
 // WithoutBusybox makes an image of only the given files (a pause-like or data-only image).
 func WithoutBusybox() Option { return func(b *builder) { b.busybox = "-" } }
