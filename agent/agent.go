@@ -274,7 +274,7 @@ func (a *Agent) recorder() recorder.Interface {
 		return logRecorder{a.log}
 	}
 	client := a.client
-	a.sender = recorder.New(func(ns string) recorder.Sink { return client.Events(ns) }, kubeclient.Scheme,
+	a.sender = recorder.New(func(ns string) recorder.Sink { return client.Events(ns) }, kubeclient.Scheme(),
 		v1.EventSource{Component: "kubelet", Host: a.cfg.NodeName}, a.log)
 	return a.sender
 }

@@ -21,7 +21,7 @@ import (
 
 type request struct {
 	method, path, query, contentType string
-	body                                map[string]any
+	body                             map[string]any
 }
 
 // apiserver records requests and answers each with reply (a JSON object) or 404.
