@@ -4,22 +4,23 @@
 # been idle for --idle seconds, then which packages the binary's resident pages belong to
 # (bench/pages). Stops and removes exactly what it started.
 #
-#   sudo bench/rss.sh [--bin PATH] [--idle 30] [--top 15] [--depth 0]
+#   sudo bench/rss.sh [--bin PATH | --tags grpcnotrace] [--idle 30] [--top 15] [--depth 0]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-bin="" idle=30 top=15 depth=0
+bin="" idle=30 top=15 depth=0 tags=grpcnotrace
 while [ $# -gt 0 ]; do
   case "$1" in
     --bin) bin=$2; shift 2 ;;
     --idle) idle=$2; shift 2 ;;
     --top) top=$2; shift 2 ;;
     --depth) depth=$2; shift 2 ;;
+    --tags) tags=$2; shift 2 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
 tmp=$(mktemp -d /tmp/nodelet-rss.XXXXXX)
 if [ -z "$bin" ]; then
-  (cd "$here/.." && go build -o "$tmp/nodelet" ./cmd/nodelet)
+  (cd "$here/.." && go build -tags "$tags" -o "$tmp/nodelet" ./cmd/nodelet)
   bin=$tmp/nodelet
 fi
 (cd "$here/.." && go build -o "$tmp/pages" ./bench/pages)
