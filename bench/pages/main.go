@@ -33,6 +33,7 @@ const pageSize = 4096
 type span struct {
 	lo, hi uint64 // virtual addresses of the ELF image, [lo, hi)
 	owner  string
+	name   string // the symbol, or what part of which function's metadata
 }
 
 func main() {
@@ -40,18 +41,19 @@ func main() {
 	top := flag.Int("top", 15, "packages to list")
 	depth := flag.Int("depth", 0, "group packages by this many leading path elements (0: whole path)")
 	sections := flag.Bool("sections", false, "also print resident KB per ELF section")
+	symbols := flag.String("symbols", "", "also list the resident symbols of packages with this import path prefix")
 	flag.Parse()
 	if *pid == 0 {
 		fmt.Fprintln(os.Stderr, "usage: pages -pid PID [-top N] [-depth N] [-sections]")
 		os.Exit(2)
 	}
-	if err := run(*pid, *top, *depth, *sections); err != nil {
+	if err := run(*pid, *top, *depth, *sections, *symbols); err != nil {
 		fmt.Fprintln(os.Stderr, "pages:", err)
 		os.Exit(1)
 	}
 }
 
-func run(pid, top, depth int, showSections bool) error {
+func run(pid, top, depth int, showSections bool, symbolPrefix string) error {
 	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
 	if err != nil {
 		return err
@@ -74,6 +76,7 @@ func run(pid, top, depth int, showSections bool) error {
 
 	type tally struct{ file, anon float64 }
 	byPkg := map[string]*tally{}
+	bySym := map[string]*tally{}
 	bySection := map[string]*tally{}
 	var total tally
 	for _, pg := range present {
@@ -111,6 +114,9 @@ func run(pid, top, depth int, showSections bool) error {
 				continue
 			}
 			add(byPkg, group(spans[i].owner, depth), float64(b-a))
+			if symbolPrefix != "" && strings.HasPrefix(spans[i].owner, symbolPrefix) {
+				add(bySym, spans[i].name, float64(b-a))
+			}
 			covered += b - a
 		}
 		if covered < pageSize {
@@ -150,6 +156,9 @@ func run(pid, top, depth int, showSections bool) error {
 	printTop("package", byPkg, top)
 	if showSections {
 		printTop("section", bySection, 0)
+	}
+	if symbolPrefix != "" {
+		printTop("symbol of "+symbolPrefix+"…", bySym, 40)
 	}
 	return nil
 }
@@ -241,7 +250,7 @@ func symbolSpans(f *elf.File) ([]span, error) {
 			s.Name == "runtime.pctab" || s.Name == "runtime.funcnametab" || s.Name == "runtime.filetab" || s.Name == "runtime.cutab" {
 			continue
 		}
-		spans = append(spans, span{s.Value, s.Value + s.Size, symbolPackage(s.Name)})
+		spans = append(spans, span{s.Value, s.Value + s.Size, symbolPackage(s.Name), s.Name})
 	}
 	if types != 0 && typesEnd > types {
 		spans = append(spans, typeSpans(f, types, typesEnd)...)
@@ -292,8 +301,8 @@ func pclntabSpans(sec *elf.Section, gofunc uint64) ([]span, error) {
 
 	var spans []span
 	type start struct {
-		off   uint64
-		owner string
+		off         uint64
+		owner, name string
 	}
 	var pcStarts, fdStarts []start
 	var nameStarts []start
@@ -307,25 +316,26 @@ func pclntabSpans(sec *elf.Section, gofunc uint64) ([]span, error) {
 		for nameEnd < uint64(len(data)) && data[nameEnd] != 0 {
 			nameEnd++
 		}
-		owner := symbolPackage(string(data[nameAt:nameEnd]))
-		nameStarts = append(nameStarts, start{nameAt, owner})
+		fname := string(data[nameAt:nameEnd])
+		owner := symbolPackage(fname)
+		nameStarts = append(nameStarts, start{nameAt, owner, "name of " + fname})
 		npcdata := uint64(le.Uint32(fn[28:]))
 		nfuncdata := uint64(fn[43])
 		recLen := 44 + 4*npcdata + 4*nfuncdata
-		spans = append(spans, span{base + pcln + funcOff, base + pcln + funcOff + recLen, owner})
+		spans = append(spans, span{base + pcln + funcOff, base + pcln + funcOff + recLen, owner, "_func of " + fname})
 		for _, o := range []uint32{le.Uint32(fn[16:]), le.Uint32(fn[20:]), le.Uint32(fn[24:])} {
 			if o != 0 {
-				pcStarts = append(pcStarts, start{pctab + uint64(o), owner})
+				pcStarts = append(pcStarts, start{pctab + uint64(o), owner, "pc tables of " + fname})
 			}
 		}
 		for k := uint64(0); k < npcdata; k++ {
 			if o := le.Uint32(fn[44+4*k:]); o != 0 {
-				pcStarts = append(pcStarts, start{pctab + uint64(o), owner})
+				pcStarts = append(pcStarts, start{pctab + uint64(o), owner, "pc tables of " + fname})
 			}
 		}
 		for k := uint64(0); k < nfuncdata; k++ {
 			if o := le.Uint32(fn[44+4*npcdata+4*k:]); o != ^uint32(0) && gofunc != 0 {
-				fdStarts = append(fdStarts, start{uint64(o), owner})
+				fdStarts = append(fdStarts, start{uint64(o), owner, "funcdata of " + fname})
 			}
 		}
 	}
@@ -339,7 +349,8 @@ func pclntabSpans(sec *elf.Section, gofunc uint64) ([]span, error) {
 		for data[nameEnd] != 0 {
 			nameEnd++
 		}
-		spans = append(spans, span{base + pcln + 8*i, base + pcln + 8*i + 8, symbolPackage(string(data[nameAt:nameEnd]))})
+		fname := string(data[nameAt:nameEnd])
+		spans = append(spans, span{base + pcln + 8*i, base + pcln + 8*i + 8, symbolPackage(fname), "functab entry of " + fname})
 	}
 	ranges := func(starts []start, origin, limit uint64) {
 		sort.SliceStable(starts, func(i, j int) bool { return starts[i].off < starts[j].off })
@@ -354,7 +365,7 @@ func pclntabSpans(sec *elf.Section, gofunc uint64) ([]span, error) {
 					break
 				}
 			}
-			spans = append(spans, span{origin + s.off, origin + end, s.owner})
+			spans = append(spans, span{origin + s.off, origin + end, s.owner, s.name})
 		}
 	}
 	ranges(nameStarts, base, funcname+uint64(len(data[funcname:])))
@@ -465,6 +476,7 @@ func typeSpans(f *elf.File, types, end uint64) []span {
 		return ""
 	}
 	owner := map[uint64]string{}
+	typeName := map[uint64]string{}
 	var queue []uint64
 	push := func(t uint64) {
 		if t == 0 {
@@ -501,6 +513,7 @@ func typeSpans(f *elf.File, types, end uint64) []span {
 			continue
 		}
 		tflag, kind := hdr[20], hdr[23]&31
+		typeName[t] = name(types + uint64(int32(le.Uint32(hdr[40:]))))
 		if pto := int32(le.Uint32(hdr[44:])); pto > 0 {
 			push(types + uint64(pto))
 		}
@@ -596,7 +609,7 @@ func typeSpans(f *elf.File, types, end uint64) []span {
 		if o == "" {
 			o = "(type literals)"
 		}
-		spans = append(spans, span{t, hi, o})
+		spans = append(spans, span{t, hi, o, "type descriptor " + typeName[t]})
 	}
 	return spans
 }
