@@ -29,6 +29,8 @@ while [ $# -gt 0 ]; do
 done
 IFS=, read -r -a counts <<<"$pods"
 IFS=, read -r -a names <<<"$runtimes"
+maxpods=10
+for n in "${counts[@]}"; do [ "$n" -lt "$maxpods" ] || maxpods=$((n + 10)); done
 image=registry.k8s.io/e2e-test-images/busybox:1.29-2
 hz=$(getconf CLK_TCK)
 
@@ -73,7 +75,27 @@ shims() {
     printf '%s %s ' "$s" "$(pgrep -P "$s" -x pause | tr '\n' ' ' || true)"
   done
 }
-rm_cgroups() { local c; for c in /sys/fs/cgroup/*/"$1"; do [ -d "$c" ] && find "$c" -depth -type d -exec rmdir {} + 2>/dev/null; done; true; }
+# rm_cgroups NAME: what is still in our private cgroup tree (containers whose removal did not
+# finish before their runtime stopped) is ours: kill it, then remove the tree.
+rm_cgroups() {
+  local c p
+  for p in $(find /sys/fs/cgroup/*/"$1" -name cgroup.procs -exec cat {} + 2>/dev/null | sort -u); do
+    kill -KILL "$p" 2>/dev/null
+  done
+  sleep 1
+  for c in /sys/fs/cgroup/*/"$1"; do [ -d "$c" ] && find "$c" -depth -type d -exec rmdir {} + 2>/dev/null; done
+  true
+}
+# On any exit the manifests go first, so each agent stops its own pods before the runtimes stop.
+drain() {
+  local m t0
+  for m in "$NL_WORK/up/manifests" "$NL_WORK/kubelet/manifests"; do [ -d "$m" ] && rm -f "$m"/*.yaml; done
+  if declare -F cri >/dev/null; then
+    t0=$(date +%s)
+    while [ "$(running)" != 0 ] && [ $(( $(date +%s) - t0 )) -lt 180 ]; do sleep 1; done
+  fi
+}
+trap 'rc=$?; drain; (exit $rc); nl_cleanup' EXIT
 
 measure() { # measure NAME N DAEMON_PIDS HELPER_LISTER
   local name=$1 n=$2 daemons=$3 lister=$4 helpers d0 h0 d1 h1
@@ -126,7 +148,7 @@ for r in "${names[@]}"; do
     "$NL_WORK/bin/nodelet" up --root "$d/root" --state "$d/state" --listen "unix://$d/cri.sock" \
       --root-dir "$d/root/agent" --manifests "$d/manifests" --api-socket "$d/state/agent.sock" \
       --healthz-port 0 --pod-logs-dir "$d/logs" --cgroup-root "/$cg" --cgroup-parent "/$cg/pods" \
-      --cni-conf-dir "$d/net.d" --no-default-network "${mirrors[@]}" >"$d/nodelet.log" 2>&1 &
+      --cni-conf-dir "$d/net.d" --no-default-network --max-pods "$maxpods" "${mirrors[@]}" >"$d/nodelet.log" 2>&1 &
     NL_PIDS+=($!)
     pid=$!
     NL_PID_SOCK[$pid]=unix://$d/cri.sock
@@ -145,6 +167,7 @@ for r in "${names[@]}"; do
     cri pull registry.k8s.io/pause:3.9 >/dev/null || nl_die "containerd could not pull its pause image"
     k=$NL_WORK/kubelet
     kl_config "$k" "$NL_CONTAINERD_SOCK"
+    echo "maxPods: $maxpods" >>"$k/config.yaml"
     kl_start "$k" nodelet-idle-bench
     measure kubelet 0 "$KL_PID $NL_CONTAINERD_PID" shims
     run_pods "$k/manifests" kubelet "$KL_PID $NL_CONTAINERD_PID" shims
