@@ -27,6 +27,7 @@ fi
 cg=nodelet-rss-$$
 pids=()
 cleanup() {
+  set +e +o pipefail # a failed step (nothing mounted to unmount) must not skip the rest
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do while kill -0 "$p" 2>/dev/null; do sleep 0.1; done; done
   grep -F " $tmp/" /proc/self/mounts | awk '{print $2}' | sort -r | while read -r m; do umount -l "$m" || true; done
