@@ -22,11 +22,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/agent/admission"
@@ -39,6 +35,7 @@ import (
 	"github.com/nodelet/nodelet/agent/eviction"
 	"github.com/nodelet/nodelet/agent/images"
 	"github.com/nodelet/nodelet/agent/internal/sysctl"
+	"github.com/nodelet/nodelet/agent/kubeclient"
 	"github.com/nodelet/nodelet/agent/kuberuntime"
 	"github.com/nodelet/nodelet/agent/logs"
 	"github.com/nodelet/nodelet/agent/metrics"
@@ -49,16 +46,33 @@ import (
 	"github.com/nodelet/nodelet/agent/podsync"
 	"github.com/nodelet/nodelet/agent/podworkers"
 	"github.com/nodelet/nodelet/agent/prober"
+	"github.com/nodelet/nodelet/agent/recorder"
 	"github.com/nodelet/nodelet/agent/services"
 	"github.com/nodelet/nodelet/agent/status"
 	"github.com/nodelet/nodelet/agent/syncloop"
 	"github.com/nodelet/nodelet/agent/volumemanager"
 )
 
+// KubeClient is every part of the apiserver the agent's parts use; a *kubeclient.Client is one.
+type KubeClient interface {
+	Pods(namespace string) kubeclient.PodInterface
+	Nodes() kubeclient.NodeInterface
+	Leases(namespace string) kubeclient.LeaseInterface
+	Services(namespace string) kubeclient.ServiceInterface
+	Secrets(namespace string) kubeclient.SecretInterface
+	ConfigMaps(namespace string) kubeclient.ConfigMapInterface
+	ServiceAccounts(namespace string) kubeclient.ServiceAccountInterface
+	Events(namespace string) kubeclient.EventInterface
+	RuntimeClasses() kubeclient.RuntimeClassInterface
+	TokenReviews() kubeclient.TokenReviewInterface
+	SubjectAccessReviews() kubeclient.SubjectAccessReviewInterface
+	CertificateSigningRequests() kubeclient.CertificateSigningRequestInterface
+}
+
 // Deps are what a test or an embedding program may hand the agent instead of letting it make them.
 type Deps struct {
-	// KubeClient overrides Config.Kubeconfig (tests pass a fake clientset).
-	KubeClient kubernetes.Interface
+	// KubeClient overrides Config.Kubeconfig (tests pass an adapted fake clientset).
+	KubeClient KubeClient
 	Log        *slog.Logger
 	// HousekeepingPeriod and RelistPeriod override the defaults (2s, 1s); tests shorten them.
 	HousekeepingPeriod time.Duration
@@ -78,7 +92,9 @@ type Agent struct {
 	log     *slog.Logger
 	conn    *grpc.ClientConn
 	runtime runtimeapi.RuntimeServiceClient
-	client  kubernetes.Interface
+	client  KubeClient
+	// sender posts events to the apiserver; nil standalone.
+	sender *recorder.Recorder
 
 	reasons  *kubecontainer.ReasonCache
 	manager  *kuberuntime.Manager
@@ -145,9 +161,11 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 		if cfg.ContentType != "" {
 			rc.ContentType = cfg.ContentType
 		}
-		if a.client, err = kubernetes.NewForConfig(rc); err != nil {
+		c, err := kubeclient.New(rc)
+		if err != nil {
 			return nil, a.closeWith(fmt.Errorf("kubeconfig: %w", err))
 		}
+		a.client = c
 	}
 
 	dns, err := kuberuntime.NewDNSConfigurer(cfg.ClusterDNS, cfg.ClusterDomain, cfg.ResolvConf)
@@ -268,13 +286,14 @@ func (a *Agent) nodeUID() types.UID {
 	return a.nodes.NodeUID()
 }
 
-func (a *Agent) recorder() record.EventRecorder {
+func (a *Agent) recorder() recorder.Interface {
 	if a.client == nil {
 		return logRecorder{a.log}
 	}
-	b := record.NewBroadcaster()
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.client.CoreV1().Events("")})
-	return b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: a.cfg.NodeName})
+	client := a.client
+	a.sender = recorder.New(func(ns string) recorder.Sink { return client.Events(ns) }, kubeclient.Scheme(),
+		v1.EventSource{Component: "kubelet", Host: a.cfg.NodeName}, a.log)
+	return a.sender
 }
 
 // configuredSources lists the pod sources configured; housekeeping waits until each has spoken.
@@ -318,6 +337,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	goRun("runtime version", a.learnRuntime)
 	goRun("pod workers", func(ctx context.Context) error { a.workers.Run(ctx); return nil })
 	goRun("prober", func(ctx context.Context) error { a.probes.Run(ctx); return nil })
+	if a.sender != nil {
+		goRun("events", func(ctx context.Context) error { a.sender.Run(ctx); return nil })
+	}
 	if a.services != nil {
 		goRun("services", func(ctx context.Context) error { a.services.Run(ctx); return nil })
 	}

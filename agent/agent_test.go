@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodelet/nodelet/test/harness/kubefake"
+
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -213,7 +215,7 @@ func TestClusterPodsMirrorsAndNode(t *testing.T) {
 			Containers: []v1.Container{{Name: "c", Image: "busybox:1", ImagePullPolicy: v1.PullIfNotPresent}}}}
 	client := fake.NewSimpleClientset(apiPod)
 	h.write("static.yaml", fmt.Sprintf(manifest, "static", "busybox:1"))
-	h.start(Deps{KubeClient: client})
+	h.start(Deps{KubeClient: kubefake.Wrap(client)})
 	ctx := context.Background()
 	h.eventually("both running", func() bool { return len(h.running()) == 2 })
 	h.eventually("node registered and ready", func() bool {

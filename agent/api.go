@@ -10,8 +10,6 @@ import (
 	"strconv"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/certificate"
 
 	"github.com/nodelet/nodelet/agent/auth"
 	"github.com/nodelet/nodelet/agent/nodestatus"
@@ -25,7 +23,7 @@ type api struct {
 	srv   *server.Server
 	serve server.ServeConfig
 	// certs, with serverTLSBootstrap, requests and renews the serving certificate.
-	certs certificate.Manager
+	certs *auth.CertManager
 	// publish, in a cluster, puts the HTTPS port into the Node's status.
 	publish func(ctx context.Context)
 }
@@ -61,8 +59,8 @@ func (p *api) addTCP(a *Agent) error {
 	var tokens auth.TokenReviewer
 	var sar auth.SubjectAccessReviewer
 	if client != nil {
-		tokens = client.AuthenticationV1().TokenReviews()
-		sar = client.AuthorizationV1().SubjectAccessReviews()
+		tokens = client.TokenReviews()
+		sar = client.SubjectAccessReviews()
 	}
 	filter, err := auth.FromConfig(serving.Authentication, serving.Authorization, tokens, sar, cfg.NodeName)
 	if err != nil {
@@ -78,7 +76,7 @@ func (p *api) addTCP(a *Agent) error {
 		if client == nil {
 			return errors.New("serverTLSBootstrap (--rotate-server-certificates) needs a cluster (--kubeconfig)")
 		}
-		m, err := auth.ServingCertManager(func(*tls.Certificate) (kubernetes.Interface, error) { return client, nil },
+		m, err := auth.ServingCertManager(client.CertificateSigningRequests(),
 			cfg.NodeName, append([]string{cfg.NodeName}, cfg.NodeIPs...), p.serve.TLS.CertDir)
 		if err != nil {
 			return err

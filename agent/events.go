@@ -6,17 +6,17 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/nodelet/nodelet/agent/recorder"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/tools/record"
 )
 
 // logRecorder turns events into log lines when there is no apiserver to send them to.
 type logRecorder struct{ log *slog.Logger }
 
-var _ record.EventRecorder = logRecorder{}
+var _ recorder.Interface = logRecorder{}
 
 func (r logRecorder) Event(obj runtime.Object, eventtype, reason, message string) {
 	level := slog.LevelDebug
@@ -43,7 +43,7 @@ func (r logRecorder) AnnotatedEventf(obj runtime.Object, _ map[string]string, ev
 // eventLog keeps the last events of each pod and of the node for `nodelet describe`, and passes
 // every event on.
 type eventLog struct {
-	next  record.EventRecorder
+	next  recorder.Interface
 	mu    sync.Mutex
 	byPod map[string][]v1.Event
 	node  []v1.Event
@@ -51,7 +51,7 @@ type eventLog struct {
 
 const eventsPerPod = 50
 
-func newEventLog(next record.EventRecorder) *eventLog {
+func newEventLog(next recorder.Interface) *eventLog {
 	return &eventLog{next: next, byPod: map[string][]v1.Event{}}
 }
 

@@ -5,11 +5,14 @@ import (
 	goruntime "runtime"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/nodelet/nodelet/agent/kubeclient"
 )
 
 // LocalNode is the Node as this agent registers it: the well-known labels of this machine, the
@@ -33,30 +36,46 @@ func LocalNode(name string, labels map[string]string, taints []v1.Taint) *v1.Nod
 // NodeLister serves the agent's own Node from a watch limited to it, so that labels and taints an
 // administrator changes after registration decide admission without a request per pod.
 type NodeLister struct {
-	name    string
-	factory informers.SharedInformerFactory
-	lister  corelisters.NodeLister
+	name     string
+	informer cache.SharedIndexInformer
+}
+
+// NodeClient is the apiserver as the lister reads it (a *kubeclient.Client is one).
+type NodeClient interface {
+	Nodes() kubeclient.NodeInterface
 }
 
 // NewNodeLister watches the Node called name through client; nothing is read until Run.
-func NewNodeLister(client kubernetes.Interface, name string) *NodeLister {
-	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
-	}))
-	nodes := f.Core().V1().Nodes()
-	nodes.Informer() // registers the informer, so Start starts it
-	return &NodeLister{name: name, factory: f, lister: nodes.Lister()}
+func NewNodeLister(client NodeClient, name string) *NodeLister {
+	selector := fields.OneTermEqualSelector("metadata.name", name).String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = selector
+			return client.Nodes().List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = selector
+			return client.Nodes().Watch(ctx, o)
+		},
+	}
+	inf := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, client), &v1.Node{}, 0, cache.Indexers{})
+	return &NodeLister{name: name, informer: inf}
 }
 
 // Run watches the Node until ctx ends.
-func (l *NodeLister) Run(ctx context.Context) {
-	l.factory.Start(ctx.Done())
-	<-ctx.Done()
-	l.factory.Shutdown()
-}
+func (l *NodeLister) Run(ctx context.Context) { l.informer.RunWithContext(ctx) }
 
 // Get returns the Node as last seen; an error until it has been read (or while it does not exist).
-func (l *NodeLister) Get() (*v1.Node, error) { return l.lister.Get(l.name) }
+func (l *NodeLister) Get() (*v1.Node, error) {
+	o, ok, err := l.informer.GetStore().GetByKey(l.name)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, apierrors.NewNotFound(v1.Resource("node"), l.name)
+	}
+	return o.(*v1.Node), nil
+}
 
 // AnyWay returns get's Node, or fallback when get has none: a pod must not be refused only because
 // the agent has not seen its own Node yet (the kubelet's getNodeAnyWay).

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodelet/nodelet/test/harness/kubefake"
+
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -17,7 +19,7 @@ func TestNodeListerFollowsItsOwnNode(t *testing.T) {
 	client := fake.NewClientset(
 		&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName, Labels: map[string]string{"zone": "a"}}},
 		&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-b"}})
-	l := NewNodeLister(client, nodeName)
+	l := NewNodeLister(kubefake.Wrap(client), nodeName)
 	if _, err := l.Get(); err == nil {
 		t.Fatal("a Node before Run")
 	}

@@ -2,7 +2,6 @@ package agentconfig
 
 import (
 	"errors"
-	v1 "k8s.io/api/core/v1"
 	"net"
 	"os"
 	"path/filepath"
@@ -10,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
 
 	"github.com/spf13/pflag"
 

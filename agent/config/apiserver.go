@@ -8,14 +8,20 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/nodelet/nodelet/agent/kubeclient"
 )
+
+// PodClient is the apiserver as the pod source reads it (a *kubeclient.Client is one).
+type PodClient interface {
+	Pods(namespace string) kubeclient.PodInterface
+}
 
 // APISource watches the pods bound to this node (field selector spec.nodeName) and hands the
 // whole set over on every change, as the kubelet's reflector into an UndeltaStore does.
 type APISource struct {
-	Client   kubernetes.Interface
+	Client   PodClient
 	NodeName string
 	Set      func(source string, pods []*v1.Pod)
 }
@@ -26,11 +32,11 @@ func (s *APISource) Run(ctx context.Context) error {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = selector
-			return s.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, o)
+			return s.Client.Pods(metav1.NamespaceAll).List(ctx, o)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = selector
-			return s.Client.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, o)
+			return s.Client.Pods(metav1.NamespaceAll).Watch(ctx, o)
 		},
 	}
 	push := func(objs []any) {

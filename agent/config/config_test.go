@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodelet/nodelet/test/harness/kubefake"
+
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -255,7 +257,7 @@ func TestAPISource(t *testing.T) {
 	other := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "ns", UID: "2"}, Spec: v1.PodSpec{NodeName: "n2"}}
 	client := fake.NewSimpleClientset(mine, other)
 	r := &recorder{ch: make(chan struct{}, 10)}
-	s := &APISource{Client: client, NodeName: "n1", Set: r.set}
+	s := &APISource{Client: kubefake.Wrap(client), NodeName: "n1", Set: r.set}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go s.Run(ctx)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/nodelet/nodelet/test/harness/kubefake"
+
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -17,7 +19,7 @@ func TestAddingAnEphemeralContainerIsAnUpdate(t *testing.T) {
 		Spec: v1.PodSpec{NodeName: "n1", Containers: []v1.Container{{Name: "app", Image: "busybox"}}}}
 	client := fake.NewSimpleClientset(pod.DeepCopy())
 	c := NewPodConfig(nil)
-	s := &APISource{Client: client, NodeName: "n1", Set: c.Set}
+	s := &APISource{Client: kubefake.Wrap(client), NodeName: "n1", Set: c.Set}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go s.Run(ctx)

@@ -1,8 +1,9 @@
 package eviction
 
 import (
-	"k8s.io/apimachinery/pkg/types"
 	"sort"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	v1 "k8s.io/api/core/v1"
 	resourcehelper "k8s.io/component-helpers/resource"

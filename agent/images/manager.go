@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nodelet/nodelet/agent/recorder"
 	"google.golang.org/grpc"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
@@ -42,7 +42,7 @@ type Options struct {
 	// BackOffInitial and BackOffMax bound the wait after a failed pull (10s, 5m).
 	BackOffInitial, BackOffMax time.Duration
 	Credentials                Credentials
-	Recorder                   record.EventRecorder
+	Recorder                   recorder.Interface
 	// Used tells the garbage collector an image is in use as soon as a container asks for it.
 	Used func(imageID string)
 	// Now is the back-off's clock; nil is time.Now.
@@ -66,7 +66,7 @@ func NewManager(images ImageService, o Options) *Manager {
 		o.BackOffMax = 5 * time.Minute
 	}
 	if o.Recorder == nil {
-		o.Recorder = &record.FakeRecorder{}
+		o.Recorder = recorder.Discard{}
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -320,6 +320,26 @@ func clusterScenario(t *testing.T, e *env, hostNetwork bool) {
 		}
 	}
 
+	// The agent's events reach the apiserver, signed by the node, about the pods they concern.
+	e.eventually("the node's Started events of the pods in the apiserver", func() bool {
+		evs, err := client.CoreV1().Events("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false
+		}
+		started := map[string]bool{}
+		for _, ev := range evs.Items {
+			if ev.Reason == "Started" && ev.Source.Component == "kubelet" && ev.Source.Host == "e2e" && ev.InvolvedObject.Kind == "Pod" {
+				started[ev.InvolvedObject.Name] = true
+			}
+		}
+		for _, p := range pods.Items {
+			if !started[p.Name] {
+				return false
+			}
+		}
+		return true
+	})
+
 	e.eventually("config map env and service account files seen by the app", func() bool {
 		logs, _ := filepath.Glob(filepath.Join(e.cfg.PodLogsDir, "default_web-*", "app", "0.log"))
 		for _, l := range logs {

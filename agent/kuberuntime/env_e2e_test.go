@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodelet/nodelet/test/harness/kubefake"
+
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -26,7 +28,7 @@ func TestEnvFromOnTheRealRuntime(t *testing.T) {
 		&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "cm"}, Data: map[string]string{"data-1": "value-1", "DATA_2": "value-2"}},
 		&v1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "sec"}, Data: map[string][]byte{"data-1": []byte("secret-1")}},
 	)
-	vols := &volumemanager.Manager{Client: client, RootDir: t.TempDir()}
+	vols := &volumemanager.Manager{Client: kubefake.Wrap(client), RootDir: t.TempDir()}
 	m := NewManager(Deps{Runtime: rt.RS, Images: rt.IS, RootDir: t.TempDir(), PodLogsDir: t.TempDir(), EnvData: vols})
 	ctx := context.Background()
 	pod := testPod(v1.RestartPolicyAlways, nil, "app")

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodelet/nodelet/test/harness/kubefake"
+
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -27,7 +29,7 @@ func syncedServices(t *testing.T, objs ...*v1.Service) *services.Lister {
 			t.Fatal(err)
 		}
 	}
-	l := services.New(client)
+	l := services.New(kubefake.Wrap(client))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { l.Run(ctx); close(done) }()
@@ -159,7 +161,7 @@ func TestServiceEnvOwnNamespaceKubernetesWins(t *testing.T) {
 // Until the informer has listed once, an API pod's containers are not created (the sync retries);
 // a static pod's are, since it may be the apiserver itself.
 func TestServiceEnvWaitsForTheFirstList(t *testing.T) {
-	m := NewManager(Deps{Services: services.New(fake.NewClientset())}) // never Run
+	m := NewManager(Deps{Services: services.New(kubefake.New())}) // never Run
 	pod := testPod(v1.RestartPolicyAlways, nil, "a")
 	if _, _, err := m.makeEnv(context.Background(), pod, &pod.Spec.Containers[0], nil); !errors.Is(err, errServicesNotSynced) {
 		t.Fatalf("unsynced: %v, want errServicesNotSynced", err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/nodelet/nodelet/test/harness/kubefake"
+
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -19,7 +21,7 @@ func TestEnvFromReachesTheContainerConfig(t *testing.T) {
 	)
 	f := newFixture(t)
 	d := f.m.Deps
-	d.EnvData = &volumemanager.Manager{Client: client, RootDir: t.TempDir()}
+	d.EnvData = &volumemanager.Manager{Client: kubefake.Wrap(client), RootDir: t.TempDir()}
 	f.m = NewManager(d)
 	pod := testPod(v1.RestartPolicyAlways, nil, "a")
 	c := &pod.Spec.Containers[0]

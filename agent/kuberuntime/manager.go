@@ -10,9 +10,9 @@ import (
 	"sort"
 	"time"
 
+	"github.com/nodelet/nodelet/agent/recorder"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/agent/cm"
@@ -27,7 +27,7 @@ type Deps struct {
 	Runtime runtimeapi.RuntimeServiceClient
 	Images  runtimeapi.ImageServiceClient
 	// Recorder receives pod events (Pulling, Created, Started, Killing, BackOff, Failed). Optional.
-	Recorder record.EventRecorder
+	Recorder recorder.Interface
 	// Reasons is shared with the status manager: why a container is waiting.
 	Reasons *kubecontainer.ReasonCache
 	Log     *slog.Logger
@@ -134,7 +134,7 @@ func NewManager(d Deps) *Manager {
 		d.PodLogsDir = "/var/log/pods"
 	}
 	if d.Recorder == nil {
-		d.Recorder = &record.FakeRecorder{}
+		d.Recorder = recorder.Discard{}
 	}
 	m := &Manager{Deps: d, crashBackOff: backoff.New(backOffInitial, backOffMax, d.Now)}
 	o := d.ImagePulls

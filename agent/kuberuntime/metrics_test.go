@@ -11,7 +11,7 @@ import (
 // counter reads one sample of the agent's registry: the sum over the series whose labels include want.
 func counter(t *testing.T, name string, want map[string]string) float64 {
 	t.Helper()
-	families, err := metrics.Registry.Gather()
+	families, err := metrics.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

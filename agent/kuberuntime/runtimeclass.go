@@ -4,17 +4,20 @@ import (
 	"context"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodelet/nodelet/agent/kubeclient"
 )
 
 // APIRuntimeClasses reads RuntimeClass objects from the apiserver.
 type APIRuntimeClasses struct {
-	Client kubernetes.Interface
+	Client interface {
+		RuntimeClasses() kubeclient.RuntimeClassInterface
+	}
 }
 
 // Handler returns the RuntimeClass's handler.
 func (r APIRuntimeClasses) Handler(ctx context.Context, name string) (string, error) {
-	rc, err := r.Client.NodeV1().RuntimeClasses().Get(ctx, name, metav1.GetOptions{})
+	rc, err := r.Client.RuntimeClasses().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return "", err
 	}

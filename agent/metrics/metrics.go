@@ -18,9 +18,44 @@ import (
 
 const subsystem = "kubelet"
 
+// The metrics are made and registered on first use rather than in an init: the Go collector
+// alone reads the runtime's metric descriptions, and `nodelet runtime`, which links this
+// package, never records an agent metric.
 var (
-	// Registry is what /metrics serves: the agent's metrics plus Go and process figures.
-	Registry = prometheus.NewRegistry()
+	once     sync.Once
+	registry *prometheus.Registry
+
+	podStartSLI             prometheus.Histogram
+	podStart                prometheus.Histogram
+	podWorker               *prometheus.HistogramVec
+	runningPods             prometheus.Gauge
+	runningContainers       *prometheus.GaugeVec
+	plegRelist              prometheus.Histogram
+	plegInterval            prometheus.Histogram
+	plegLastSeen            prometheus.Gauge
+	runtimeOps              *prometheus.CounterVec
+	runtimeOpsDuration      *prometheus.HistogramVec
+	runtimeOpsErrors        *prometheus.CounterVec
+	startedPods             prometheus.Counter
+	startedPodsErrors       prometheus.Counter
+	startedContainers       *prometheus.CounterVec
+	startedContainersErrors *prometheus.CounterVec
+	nodeName                *prometheus.GaugeVec
+	httpRequests            *prometheus.CounterVec
+	httpDuration            *prometheus.HistogramVec
+	httpInflight            *prometheus.GaugeVec
+	evictions               *prometheus.CounterVec
+	imagePull               *prometheus.HistogramVec
+)
+
+// Registry is what /metrics serves: the agent's metrics plus Go and process figures.
+func Registry() *prometheus.Registry {
+	once.Do(build)
+	return registry
+}
+
+func build() {
+	registry = prometheus.NewRegistry()
 
 	podStartSLI = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Subsystem: subsystem, Name: "pod_start_sli_duration_seconds",
@@ -114,10 +149,7 @@ var (
 		Help:    "Duration in seconds to pull an image.",
 		Buckets: []float64{0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240, 300, 360, 480, 600, 900, 1200, 1800, 2700, 3600},
 	}, []string{"image_size_in_bytes"})
-)
-
-func init() {
-	Registry.MustRegister(
+	registry.MustRegister(
 		podStartSLI, podStart, podWorker, runningPods, runningContainers,
 		plegRelist, plegInterval, plegLastSeen,
 		runtimeOps, runtimeOpsDuration, runtimeOpsErrors,
@@ -130,19 +162,23 @@ func init() {
 
 // ObservePodStartSLI records a pod's start, from its creation to all containers seen started, minus
 // the time spent pulling images (the upstream SLI's definition).
-func ObservePodStartSLI(d time.Duration) { podStartSLI.Observe(d.Seconds()) }
+func ObservePodStartSLI(d time.Duration) { once.Do(build); podStartSLI.Observe(d.Seconds()) }
 
 // ObservePodStart records the time from the agent first seeing a pod to it running.
-func ObservePodStart(d time.Duration) { podStart.Observe(d.Seconds()) }
+func ObservePodStart(d time.Duration) { once.Do(build); podStart.Observe(d.Seconds()) }
 
 // ObservePodWorker records one pod sync; op is "create", "update", "sync" or "kill".
-func ObservePodWorker(op string, d time.Duration) { podWorker.WithLabelValues(op).Observe(d.Seconds()) }
+func ObservePodWorker(op string, d time.Duration) {
+	once.Do(build)
+	podWorker.WithLabelValues(op).Observe(d.Seconds())
+}
 
 // SetRunningPods sets the number of pods with a ready sandbox.
-func SetRunningPods(n int) { runningPods.Set(float64(n)) }
+func SetRunningPods(n int) { once.Do(build); runningPods.Set(float64(n)) }
 
 // SetContainerStates sets the count of containers per state ("running", "exited", "created", "unknown").
 func SetContainerStates(counts map[string]int) {
+	once.Do(build)
 	runningContainers.Reset()
 	for state, n := range counts {
 		runningContainers.WithLabelValues(state).Set(float64(n))
@@ -151,6 +187,7 @@ func SetContainerStates(counts map[string]int) {
 
 // ObservePLEGRelist records one relist: how long it took and how long since the previous one.
 func ObservePLEGRelist(took, interval time.Duration, at time.Time) {
+	once.Do(build)
 	plegRelist.Observe(took.Seconds())
 	if interval > 0 {
 		plegInterval.Observe(interval.Seconds())
@@ -160,6 +197,7 @@ func ObservePLEGRelist(took, interval time.Duration, at time.Time) {
 
 // PodStarted counts a pod start attempt.
 func PodStarted(err error) {
+	once.Do(build)
 	startedPods.Inc()
 	if err != nil {
 		startedPodsErrors.Inc()
@@ -169,6 +207,7 @@ func PodStarted(err error) {
 // ContainerStarted counts a container start; kind is "container", "init_container" or
 // "ephemeral_container".
 func ContainerStarted(kind string, err error) {
+	once.Do(build)
 	startedContainers.WithLabelValues(kind).Inc()
 	if err != nil {
 		startedContainersErrors.WithLabelValues(kind, status.Code(err).String()).Inc()
@@ -177,15 +216,17 @@ func ContainerStarted(kind string, err error) {
 
 // SetNodeName publishes the node's name.
 func SetNodeName(name string) {
+	once.Do(build)
 	nodeName.Reset()
 	nodeName.WithLabelValues(name).Set(1)
 }
 
 // Evicted counts one pod evicted for signal (e.g. "memory.available").
-func Evicted(signal string) { evictions.WithLabelValues(signal).Inc() }
+func Evicted(signal string) { once.Do(build); evictions.WithLabelValues(signal).Inc() }
 
 // ObserveImagePull records a pull of an image of size bytes (bucketed as upstream does).
 func ObserveImagePull(size int64, d time.Duration) {
+	once.Do(build)
 	imagePull.WithLabelValues(sizeBucket(size)).Observe(d.Seconds())
 }
 
@@ -213,6 +254,7 @@ func sizeBucket(size int64) string {
 // ObserveRuntimeOperation records one CRI call (operation as upstream names them, e.g.
 // "create_container", "list_podsandbox").
 func ObserveRuntimeOperation(operation string, d time.Duration, err error) {
+	once.Do(build)
 	runtimeOps.WithLabelValues(operation).Inc()
 	runtimeOpsDuration.WithLabelValues(operation).Observe(d.Seconds())
 	if err != nil {
@@ -264,6 +306,7 @@ type HTTPLabels struct {
 
 // ObserveHTTP wraps one API request: call the returned func when it is done.
 func ObserveHTTP(l HTTPLabels) func() {
+	once.Do(build)
 	lr := "false"
 	if l.LongRunning {
 		lr = "true"

@@ -33,14 +33,14 @@ func TestOperationName(t *testing.T) {
 
 func TestRecorders(t *testing.T) {
 	// The registry is global: compare against what earlier tests (or -count runs) left.
-	before := scrape(Registry)
+	before := scrape(Registry())
 	sli := mustAtoi(t, valueOf(before, "kubelet_pod_start_sli_duration_seconds_count"))
 	errs := mustAtoi(t, valueOf(before, `kubelet_runtime_operations_errors_total{operation_type="create_container"}`))
 	ObservePodStartSLI(1500 * time.Millisecond)
 	SetRunningPods(3)
 	ObserveRuntimeOperation("create_container", time.Millisecond, errors.New("x"))
 	ObservePLEGRelist(time.Millisecond, time.Second, time.Now())
-	text := scrape(Registry)
+	text := scrape(Registry())
 	for _, want := range []string{
 		fmt.Sprintf("kubelet_pod_start_sli_duration_seconds_count %d", sli+1),
 		"kubelet_running_pods 3",
@@ -50,7 +50,7 @@ func TestRecorders(t *testing.T) {
 			t.Errorf("scrape lacks %q", want)
 		}
 	}
-	mfs, err := Registry.Gather()
+	mfs, err := Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func scrape(g prometheus.Gatherer) string {
 }
 
 func TestPodStartTracker(t *testing.T) {
-	before := scrape(Registry)
+	before := scrape(Registry())
 	countOf := func(text, metric string) string {
 		for _, l := range strings.Split(text, "\n") {
 			if strings.HasPrefix(l, metric+"_count ") {
@@ -134,7 +134,7 @@ func TestPodStartTracker(t *testing.T) {
 	old.UID = "u2"
 	tr.ObservedPod(old)
 
-	after := scrape(Registry)
+	after := scrape(Registry())
 	if got, want := countOf(after, "kubelet_pod_start_sli_duration_seconds"), fmt.Sprint(mustAtoi(t, base)+1); got != want {
 		t.Fatalf("SLI count %s, want %s", got, want)
 	}
@@ -173,10 +173,10 @@ func mustAtoi(t *testing.T, s string) int {
 
 func TestEvictedCountsByEvictionSignal(t *testing.T) {
 	series := `kubelet_evictions{eviction_signal="nodefs.available"}`
-	before := mustAtoi(t, valueOf(scrape(Registry), series))
+	before := mustAtoi(t, valueOf(scrape(Registry()), series))
 	Evicted("nodefs.available")
 	Evicted("nodefs.available")
-	if got := valueOf(scrape(Registry), series); got != fmt.Sprint(before+2) {
+	if got := valueOf(scrape(Registry()), series); got != fmt.Sprint(before+2) {
 		t.Errorf("%s = %q, want %d", series, got, before+2)
 	}
 }

@@ -9,7 +9,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodelet/nodelet/agent/kubeclient"
 )
 
 // PublishDaemonEndpoint writes the agent API's port into the Node's status.daemonEndpoints, which
@@ -17,14 +18,16 @@ import (
 // node proxy. The part that serves the API knows the port, so it publishes it: it waits for the
 // Node to be registered, patches once, and returns. The status manager's updates read the Node
 // before writing it, so they keep the field.
-func PublishDaemonEndpoint(ctx context.Context, client kubernetes.Interface, node string, port int32, log *slog.Logger) error {
+func PublishDaemonEndpoint(ctx context.Context, client interface {
+	Nodes() kubeclient.NodeInterface
+}, node string, port int32, log *slog.Logger) error {
 	if log == nil {
 		log = slog.Default()
 	}
 	patch := []byte(fmt.Sprintf(`{"status":{"daemonEndpoints":{"kubeletEndpoint":{"Port":%d}}}}`, port))
 	wait := 200 * time.Millisecond
 	for {
-		_, err := client.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+		_, err := client.Nodes().Patch(ctx, node, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 		if err == nil {
 			return nil
 		}

@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nodelet/nodelet/agent/kubeclient"
 	"golang.org/x/sys/unix"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
@@ -28,7 +29,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -44,10 +44,16 @@ type Recorder interface {
 	Eventf(obj runtime.Object, eventtype, reason, messageFmt string, args ...any)
 }
 
+// Client is the apiserver as the manager writes the Node and its Lease (a *kubeclient.Client is one).
+type Client interface {
+	Nodes() kubeclient.NodeInterface
+	Leases(namespace string) kubeclient.LeaseInterface
+}
+
 // Deps are what the manager needs.
 type Deps struct {
 	// Client, when set, registers and posts the Node; nil keeps it in memory only (standalone).
-	Client   kubernetes.Interface
+	Client   Client
 	Runtime  runtimeapi.RuntimeServiceClient
 	NodeName string
 	NodeIPs  []string
@@ -246,14 +252,14 @@ func (m *Manager) Register(ctx context.Context) error {
 	// The apiserver may drop a created Node's status, so the conditions (and their events) come
 	// with the status update that follows, compared with what the apiserver then holds.
 	node.Status.Conditions = nil
-	created, err := m.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	created, err := m.Client.Nodes().Create(ctx, node, metav1.CreateOptions{})
 	switch {
 	case err == nil:
 		m.nodeUID.Store(created.UID)
 		// Status is a subresource: a create may drop it, so write it once more.
 		return m.UpdateStatus(ctx)
 	case apierrors.IsAlreadyExists(err):
-		existing, err := m.Client.CoreV1().Nodes().Get(ctx, m.NodeName, metav1.GetOptions{})
+		existing, err := m.Client.Nodes().Get(ctx, m.NodeName, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -266,12 +272,12 @@ func (m *Manager) Register(ctx context.Context) error {
 // UpdateStatus writes the node's status: addresses, capacity, info, and conditions.
 func (m *Manager) UpdateStatus(ctx context.Context) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		node, err := m.Client.CoreV1().Nodes().Get(ctx, m.NodeName, metav1.GetOptions{})
+		node, err := m.Client.Nodes().Get(ctx, m.NodeName, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		evs := m.fillStatus(ctx, &node.Status)
-		updated, err := m.Client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+		updated, err := m.Client.Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
 		if err != nil {
 			return err
 		}
@@ -459,7 +465,7 @@ func (m *Manager) images(ctx context.Context) []v1.ContainerImage {
 
 // RenewLease creates or renews the node's Lease.
 func (m *Manager) RenewLease(ctx context.Context) error {
-	leases := m.Client.CoordinationV1().Leases(LeaseNamespace)
+	leases := m.Client.Leases(LeaseNamespace)
 	now := metav1.NewMicroTime(time.Now())
 	holder := m.NodeName
 	dur := m.LeaseDurationSeconds

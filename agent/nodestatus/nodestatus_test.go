@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodelet/nodelet/test/harness/kubefake"
+
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -30,7 +32,7 @@ func TestRegisterStatusAndLease(t *testing.T) {
 	client := fake.NewSimpleClientset()
 	cri.AddImage("busybox:1")
 	taint := v1.Taint{Key: "example.com/gpu", Value: "yes", Effect: v1.TaintEffectNoSchedule}
-	m := New(Deps{Client: client, Runtime: cri.Runtime(), Images: cri.Images(), NodeName: "n1", NodeIPs: []string{"192.0.2.10"}, MaxPods: 42,
+	m := New(Deps{Client: kubefake.Wrap(client), Runtime: cri.Runtime(), Images: cri.Images(), NodeName: "n1", NodeIPs: []string{"192.0.2.10"}, MaxPods: 42,
 		Labels: map[string]string{"node-role.example.com/edge": ""}, Taints: []v1.Taint{taint}})
 	if err := m.Register(ctx); err != nil {
 		t.Fatal(err)
@@ -68,7 +70,7 @@ func TestRegisterStatusAndLease(t *testing.T) {
 	}
 
 	// A second agent start finds the Node and keeps it.
-	if err := New(Deps{Client: client, Runtime: cri.Runtime(), NodeName: "n1", MaxPods: 42}).Register(ctx); err != nil {
+	if err := New(Deps{Client: kubefake.Wrap(client), Runtime: cri.Runtime(), NodeName: "n1", MaxPods: 42}).Register(ctx); err != nil {
 		t.Fatal(err)
 	}
 
@@ -90,11 +92,11 @@ func TestRegisterStatusAndLease(t *testing.T) {
 
 func TestPublishDaemonEndpoint(t *testing.T) {
 	client := fake.NewSimpleClientset()
-	m := New(Deps{Client: client, NodeName: "n1", NodeIPs: []string{"10.0.0.5"}, MaxPods: 10})
+	m := New(Deps{Client: kubefake.Wrap(client), NodeName: "n1", NodeIPs: []string{"10.0.0.5"}, MaxPods: 10})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- PublishDaemonEndpoint(ctx, client, "n1", 10250, nil) }()
+	go func() { done <- PublishDaemonEndpoint(ctx, kubefake.Wrap(client), "n1", 10250, nil) }()
 	// The node is registered after the API started: the publisher waits for it.
 	if err := m.Register(ctx); err != nil {
 		t.Fatal(err)

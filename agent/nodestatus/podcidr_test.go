@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/nodelet/nodelet/test/harness/fakecri"
+	"github.com/nodelet/nodelet/test/harness/kubefake"
 )
 
 // The runtime learns the Node's pod CIDRs once the cluster allocated them, and again only when
@@ -17,7 +18,7 @@ func TestPodCIDRHandedToRuntime(t *testing.T) {
 	ctx := context.Background()
 	cri := fakecri.Start(t)
 	client := fake.NewSimpleClientset()
-	m := New(Deps{Client: client, Runtime: cri.Runtime(), NodeName: "n1", MaxPods: 10, PodCIDR: "10.1.0.0/24"})
+	m := New(Deps{Client: kubefake.Wrap(client), Runtime: cri.Runtime(), NodeName: "n1", MaxPods: 10, PodCIDR: "10.1.0.0/24"})
 	if err := m.Register(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodelet/nodelet/test/harness/kubefake"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -176,7 +178,7 @@ func TestClusterNodeEvents(t *testing.T) {
 	cri := fakecri.Start(t)
 	client := fake.NewSimpleClientset()
 	rec := &fakeRecorder{}
-	m := New(Deps{Client: client, Runtime: cri.Runtime(), NodeName: "n1", MaxPods: 10, Recorder: rec,
+	m := New(Deps{Client: kubefake.Wrap(client), Runtime: cri.Runtime(), NodeName: "n1", MaxPods: 10, Recorder: rec,
 		Pressure: func() []v1.NodeCondition {
 			return []v1.NodeCondition{{Type: v1.NodeDiskPressure, Status: v1.ConditionFalse}}
 		}})

@@ -8,13 +8,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodelet/nodelet/agent/kubeclient"
 )
 
 // MirrorClient creates and deletes mirror pods: read-only copies of static pods in the apiserver, so a
 // cluster sees what the node runs on its own. Node ownership makes them go when the Node goes.
 type MirrorClient struct {
-	Client   kubernetes.Interface
+	Client interface {
+		Pods(namespace string) kubeclient.PodInterface
+	}
 	NodeName string
 	NodeUID  func() types.UID // may return "" before the Node is registered
 }
@@ -36,7 +39,7 @@ func (c *MirrorClient) CreateMirrorPod(ctx context.Context, pod *v1.Pod) error {
 			mirror.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: c.NodeName, UID: uid, Controller: &ctrl}}
 		}
 	}
-	_, err := c.Client.CoreV1().Pods(mirror.Namespace).Create(ctx, mirror, metav1.CreateOptions{})
+	_, err := c.Client.Pods(mirror.Namespace).Create(ctx, mirror, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		return nil
 	}
@@ -53,7 +56,7 @@ func (c *MirrorClient) DeleteMirrorPod(ctx context.Context, name, namespace stri
 	if uid != nil {
 		opts.Preconditions = &metav1.Preconditions{UID: uid}
 	}
-	err := c.Client.CoreV1().Pods(namespace).Delete(ctx, name, opts)
+	err := c.Client.Pods(namespace).Delete(ctx, name, opts)
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil
 	}

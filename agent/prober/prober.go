@@ -14,13 +14,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodelet/nodelet/agent/recorder"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
@@ -67,7 +67,7 @@ type Manager struct {
 	ctx      context.Context
 	stop     context.CancelFunc
 	runtime  runtimeapi.RuntimeServiceClient
-	recorder record.EventRecorder
+	recorder recorder.Interface
 	log      *slog.Logger
 	updates  chan Update
 
@@ -78,15 +78,15 @@ type Manager struct {
 
 // New makes a manager; recorder receives the Unhealthy events of failed probes (nil drops them).
 // Probes start with SyncPod and stop when Run returns.
-func New(runtime runtimeapi.RuntimeServiceClient, recorder record.EventRecorder, log *slog.Logger) *Manager {
+func New(runtime runtimeapi.RuntimeServiceClient, rec recorder.Interface, log *slog.Logger) *Manager {
 	if log == nil {
 		log = slog.Default()
 	}
-	if recorder == nil {
-		recorder = &record.FakeRecorder{}
+	if rec == nil {
+		rec = recorder.Discard{}
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	return &Manager{ctx: ctx, stop: stop, runtime: runtime, recorder: recorder, log: log,
+	return &Manager{ctx: ctx, stop: stop, runtime: runtime, recorder: rec, log: log,
 		updates: make(chan Update, 32), workers: map[key]*worker{}, results: map[string]map[ProbeType]Result{}}
 }
 

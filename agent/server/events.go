@@ -5,11 +5,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodelet/nodelet/agent/recorder"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/tools/record"
 )
 
 // PodList adapts a "list my pods with their status" function (the Agent's Pods) to PodSource.
@@ -26,11 +26,11 @@ func (f PodList) Pod(namespace, name string) (*v1.Pod, bool) {
 	return nil, false
 }
 
-// EventStore is a record.EventRecorder that keeps the last events of each pod in memory, so a
+// EventStore is a recorder.Interface that keeps the last events of each pod in memory, so a
 // standalone agent (no apiserver to hold events) can show them in `nodelet describe`. It passes
 // every event on to Next when set, so it wraps the agent's recorder without replacing it.
 type EventStore struct {
-	Next record.EventRecorder
+	Next recorder.Interface
 	// PerPod bounds the events kept per pod (default 50); repeats of the last event count up
 	// instead of taking room, as the apiserver's event series do.
 	PerPod int
@@ -41,8 +41,8 @@ type EventStore struct {
 }
 
 var (
-	_ record.EventRecorder = (*EventStore)(nil)
-	_ EventSource          = (*EventStore)(nil)
+	_ recorder.Interface = (*EventStore)(nil)
+	_ EventSource        = (*EventStore)(nil)
 )
 
 func (s *EventStore) Event(obj runtime.Object, eventtype, reason, message string) {

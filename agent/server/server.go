@@ -67,7 +67,7 @@ type Deps struct {
 	SyncLoopHealthy func() error
 	// Summary is /stats/summary; nil uses stats.New(Runtime, stats.Options{NodeName: NodeName}).
 	Summary func(ctx context.Context) (*statsapi.Summary, error)
-	// Metrics is /metrics; nil uses metrics.Registry.
+	// Metrics is /metrics; nil uses metrics.Registry().
 	Metrics prometheus.Gatherer
 	// NodeLogDir, when set ("/var/log"), is served read-only under /logs/, as the kubelet's
 	// system log handler does.
@@ -115,7 +115,7 @@ func New(d Deps) *Server {
 		d.Summary = stats.New(d.Runtime, stats.Options{NodeName: d.NodeName}).Summary
 	}
 	if d.Metrics == nil {
-		d.Metrics = metrics.Registry
+		d.Metrics = metrics.Registry()
 	}
 	d.Limits = d.Limits.withDefaults()
 	s := &Server{d: d, mux: http.NewServeMux()}

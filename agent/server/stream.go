@@ -4,11 +4,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/proxy"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -117,25 +118,44 @@ func (s *Server) portForward(w http.ResponseWriter, r *http.Request) {
 
 // proxyStream carries the client's upgraded connection through to the runtime's streaming URL.
 // Proxying rather than redirecting keeps the runtime's streaming server on loopback and lets a
-// client on the unix socket reach it.
+// client on the unix socket reach it. The standard library's reverse proxy does the upgrade
+// (SPDY or WebSocket) and copies both ways; apimachinery's upgrade-aware proxy would link its
+// HTML-rewriting transport and golang.org/x/net/html, whose inits run in every mode.
 func proxyStream(w http.ResponseWriter, r *http.Request, raw string) {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
 		http.Error(w, fmt.Sprintf("the runtime returned an unusable streaming URL %q", raw), http.StatusInternalServerError)
 		return
 	}
-	// The caller's credentials were for us; the runtime's streaming server has its own one-time URL.
-	r = r.Clone(r.Context())
-	r.Header.Del("Authorization")
-	r.Header.Del("Cookie")
-	h := proxy.NewUpgradeAwareHandler(u, nil, false, true, responder{})
-	h.UseLocationHost = true
-	h.ServeHTTP(w, r)
+	if !isUpgrade(r) {
+		http.Error(w, "exec, attach and port-forward need a connection upgrade (SPDY or WebSocket)", http.StatusBadRequest)
+		return
+	}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL = &url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath, RawQuery: u.RawQuery}
+			pr.Out.Host = u.Host
+			// The caller's credentials were for us; the runtime's streaming server has its own one-time URL.
+			pr.Out.Header.Del("Authorization")
+			pr.Out.Header.Del("Cookie")
+		},
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			slog.Warn("agent API stream proxy", "path", r.URL.Path, "err", err)
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		},
+	}
+	rp.ServeHTTP(w, r)
 }
 
-type responder struct{}
-
-func (responder) Error(w http.ResponseWriter, r *http.Request, err error) {
-	slog.Warn("agent API stream proxy", "path", r.URL.Path, "err", err)
-	http.Error(w, err.Error(), http.StatusInternalServerError)
+// isUpgrade tells whether r asks to switch protocols (Connection: Upgrade).
+func isUpgrade(r *http.Request) bool {
+	for _, v := range r.Header.Values("Connection") {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), "upgrade") {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodelet/nodelet/test/harness/kubefake"
+
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -13,7 +15,7 @@ import (
 func TestListerSyncsAndFollowsChanges(t *testing.T) {
 	client := fake.NewClientset(&v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kubernetes"},
 		Spec: v1.ServiceSpec{ClusterIP: "10.96.0.1", Ports: []v1.ServicePort{{Name: "https", Port: 443}}}})
-	l := New(client)
+	l := New(kubefake.Wrap(client))
 	if l.HasSynced() {
 		t.Fatal("synced before Run")
 	}

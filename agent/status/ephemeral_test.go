@@ -4,8 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodelet/nodelet/test/harness/kubefake"
+
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes/fake"
 
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
 )
@@ -65,7 +66,7 @@ func TestGenerateEphemeralContainerStatuses(t *testing.T) {
 // every status read back would differ from the one computed and be patched again.
 func TestManagerNormalizesEphemeralContainerTimes(t *testing.T) {
 	pod := withDebug(mkPod(v1.RestartPolicyAlways, nil, "a"), "dbg")
-	m := NewManager(fake.NewSimpleClientset(pod.DeepCopy()), mirrors{}, nil)
+	m := NewManager(kubefake.New(pod.DeepCopy()), mirrors{}, nil)
 	gen := func(nanos int) v1.PodStatus {
 		d := c("dbg", kubecontainer.StateRunning, 0, 0)
 		d.StartedAt = d.StartedAt.Add(time.Duration(nanos))

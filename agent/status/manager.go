@@ -13,8 +13,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodelet/nodelet/agent/kubeclient"
 	"github.com/nodelet/nodelet/agent/metrics"
 )
 
@@ -33,9 +33,14 @@ type entry struct {
 	synced  uint64 // version last written to the apiserver
 }
 
+// PodClient is the apiserver as the status manager writes to it (a *kubeclient.Client is one).
+type PodClient interface {
+	Pods(namespace string) kubeclient.PodInterface
+}
+
 // Manager keeps pod statuses. Without a client it is a local store only.
 type Manager struct {
-	client  kubernetes.Interface
+	client  PodClient
 	pods    PodGetter
 	log     *slog.Logger
 	period  time.Duration
@@ -45,7 +50,7 @@ type Manager struct {
 }
 
 // NewManager makes a manager; client and pods may be nil for standalone use.
-func NewManager(client kubernetes.Interface, pods PodGetter, log *slog.Logger) *Manager {
+func NewManager(client PodClient, pods PodGetter, log *slog.Logger) *Manager {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -212,7 +217,7 @@ func (m *Manager) patch(ctx context.Context, pod *v1.Pod, s v1.PodStatus) error 
 	if err != nil {
 		return err
 	}
-	_, err = m.client.CoreV1().Pods(target.Namespace).Patch(ctx, target.Name, types.MergePatchType, body, metav1.PatchOptions{}, "status")
+	_, err = m.client.Pods(target.Namespace).Patch(ctx, target.Name, types.MergePatchType, body, metav1.PatchOptions{}, "status")
 	if apierrors.IsNotFound(err) {
 		return nil // the pod is gone; nothing to report to
 	}
@@ -227,7 +232,7 @@ func (m *Manager) PodTerminated(ctx context.Context, pod *v1.Pod) error {
 	}
 	m.SyncBatch(ctx)
 	zero := int64(0)
-	err := m.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+	err := m.client.Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &pod.UID}})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodelet/nodelet/test/harness/kubefake"
+
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -121,7 +123,7 @@ func (m mirrors) GetMirrorPodByPod(p *v1.Pod) (*v1.Pod, bool) { x, ok := m[p.Nam
 func TestManagerPatchesOnlyOnChange(t *testing.T) {
 	pod := mkPod(v1.RestartPolicyAlways, nil, "a")
 	client := fake.NewSimpleClientset(pod.DeepCopy())
-	m := NewManager(client, mirrors{}, nil)
+	m := NewManager(kubefake.Wrap(client), mirrors{}, nil)
 	s := Generate(pod, ps(c("a", kubecontainer.StateRunning, 0, 0)), v1.PodStatus{}, Inputs{Reasons: kubecontainer.NewReasonCache(), Now: time.Now()})
 	if !m.SetPodStatus(pod, s) {
 		t.Fatal("first status not a change")
@@ -159,7 +161,7 @@ func TestManagerWritesStaticPodStatusToMirror(t *testing.T) {
 	mirror := static.DeepCopy()
 	mirror.UID = "mirror-uid"
 	client := fake.NewSimpleClientset(mirror.DeepCopy())
-	m := NewManager(client, mirrors{"web": mirror}, nil)
+	m := NewManager(kubefake.Wrap(client), mirrors{"web": mirror}, nil)
 	m.SetPodStatus(static, Generate(static, ps(c("a", kubecontainer.StateRunning, 0, 0)), v1.PodStatus{},
 		Inputs{Reasons: kubecontainer.NewReasonCache(), Now: time.Now()}))
 	m.SyncBatch(context.Background())
@@ -174,7 +176,7 @@ func TestPodTerminatedDeletesAPIObject(t *testing.T) {
 	now := metav1.Now()
 	pod.DeletionTimestamp = &now
 	client := fake.NewSimpleClientset(pod.DeepCopy())
-	m := NewManager(client, nil, nil)
+	m := NewManager(kubefake.Wrap(client), nil, nil)
 	if err := m.PodTerminated(context.Background(), pod); err != nil {
 		t.Fatal(err)
 	}

@@ -369,7 +369,7 @@ func (m *Manager) serviceAccountToken(ctx context.Context, pod *v1.Pod, p *v1.Se
 	if p.Audience != "" {
 		req.Spec.Audiences = []string{p.Audience}
 	}
-	resp, err := m.Client.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, req, metav1.CreateOptions{})
+	resp, err := m.Client.ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, req, metav1.CreateOptions{})
 	if err != nil {
 		return "", fmt.Errorf("token for service account %s/%s: %w", pod.Namespace, sa, err)
 	}
@@ -400,7 +400,7 @@ func (m *Manager) SecretData(ctx context.Context, namespace, name string) (map[s
 	if m.Client == nil {
 		return nil, ErrNoAPIServer
 	}
-	s, err := m.Client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+	s, err := m.Client.Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -414,7 +414,7 @@ func (m *Manager) configMap(ctx context.Context, namespace, name string) (*v1.Co
 	if m.Client == nil {
 		return nil, ErrNoAPIServer
 	}
-	return m.Client.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+	return m.Client.ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
 }
 
 // ConfigMapData reads a config map's string data (env references use it).

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodelet/nodelet/test/harness/kubefake"
+
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,7 +41,7 @@ func TestPrepareWritesAPIVolumes(t *testing.T) {
 		return true, &authenticationv1.TokenRequest{Status: authenticationv1.TokenRequestStatus{
 			Token: "token-1", ExpirationTimestamp: metav1.NewTime(time.Now().Add(time.Hour))}}, nil
 	})
-	m := &Manager{Client: client, RootDir: t.TempDir()}
+	m := &Manager{Client: kubefake.Wrap(client), RootDir: t.TempDir()}
 	t.Cleanup(func() { m.TearDown("u1") })
 	optional := true
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u1", Labels: map[string]string{"app": "x"}},
@@ -92,7 +94,7 @@ func TestPrepareErrors(t *testing.T) {
 		t.Errorf("standalone secret: %v", err)
 	}
 	client := fake.NewSimpleClientset(&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns"}, Data: map[string]string{"k": "v"}})
-	m := &Manager{Client: client, RootDir: t.TempDir()}
+	m := &Manager{Client: kubefake.Wrap(client), RootDir: t.TempDir()}
 	t.Cleanup(func() { m.TearDown("u1") })
 	for name, v := range map[string]v1.Volume{
 		"missing config map": {Name: "c", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "nope"}}}},

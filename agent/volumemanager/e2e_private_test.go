@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodelet/nodelet/test/harness/kubefake"
+
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -25,7 +27,7 @@ func TestNonRootContainerReadsPrivateVolumes(t *testing.T) {
 	root := openRoot(t)
 	client := fake.NewSimpleClientset(&v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "default"},
 		Data: map[string][]byte{"password": []byte("hunter2")}})
-	m := &Manager{Client: client, RootDir: root}
+	m := &Manager{Client: kubefake.Wrap(client), RootDir: root}
 	pod := testPod("uid-e2e-private",
 		v1.Volume{Name: "secret", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "s"}}},
 		v1.Volume{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}})

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/nodelet/nodelet/test/harness/kubefake"
+
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -167,7 +169,7 @@ func TestVolumesPrivateOnTmpfs(t *testing.T) {
 		&v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns"}, Data: map[string][]byte{"password": []byte("hunter2")}},
 		&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns"}, Data: map[string]string{"conf": "a=1"}},
 	)
-	m := &Manager{Client: client, RootDir: root}
+	m := &Manager{Client: kubefake.Wrap(client), RootDir: root}
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u-private"}, Spec: v1.PodSpec{Volumes: []v1.Volume{
 		{Name: "secret", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "s"}}},
 		{Name: "config", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "c"}}}},

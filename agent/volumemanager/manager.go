@@ -28,12 +28,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodelet/nodelet/agent/recorder"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/record"
 
 	"github.com/nodelet/nodelet/agent/internal/podpath"
+	"github.com/nodelet/nodelet/agent/kubeclient"
 )
 
 // ErrMounted: a pod folder still holds a mount, so it is not removed (a bind mount of a host folder
@@ -45,7 +45,7 @@ type Manager struct {
 	// RootDir holds pods/<uid>.
 	RootDir string
 	// Client reads secrets and config maps and requests service account tokens; nil standalone.
-	Client kubernetes.Interface
+	Client APIObjects
 	// Objects serves secrets and config maps when there is no Client (the manifest folder).
 	Objects ObjectSource
 	// Allocatable is the node's, for resourceFieldRef limits a container leaves unset; nil makes
@@ -55,10 +55,17 @@ type Manager struct {
 	Mounter Mounter
 	Now     func() time.Time
 	// Recorder gets a FailedMount event when a pod's volumes cannot be made; optional.
-	Recorder record.EventRecorder
+	Recorder recorder.Interface
 
 	mu     sync.Mutex
 	tokens map[string]token
+}
+
+// APIObjects is the apiserver as volumes read it (a *kubeclient.Client is one).
+type APIObjects interface {
+	Secrets(namespace string) kubeclient.SecretInterface
+	ConfigMaps(namespace string) kubeclient.ConfigMapInterface
+	ServiceAccounts(namespace string) kubeclient.ServiceAccountInterface
 }
 
 // ObjectSource gives secrets and config maps without an apiserver (*DirObjects).

@@ -19,3 +19,31 @@ func TestLinksNoTestHarness(t *testing.T) {
 		}
 	}
 }
+
+// TestLinksNoClientset keeps client-go's generated clientset and what comes with it out of the
+// binary. Every linked package's init runs in every mode, and the clientset's scheme alone
+// registers every API group: it doubled the pages `nodelet runtime` touches at start. The agent
+// uses agent/kubeclient, agent/recorder and auth.CertManager instead.
+func TestLinksNoClientset(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "github.com/nodelet/nodelet/cmd/nodelet").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	banned := []string{
+		"k8s.io/client-go/kubernetes", // the clientset, its typed clients and its scheme
+		"k8s.io/client-go/informers",
+		"k8s.io/client-go/listers",
+		"k8s.io/client-go/applyconfigurations",
+		"k8s.io/client-go/gentype",
+		"k8s.io/client-go/discovery",
+		"k8s.io/client-go/tools/record",     // links strategic merge patch and the OpenAPI models
+		"k8s.io/client-go/util/certificate", // needs the clientset
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		for _, b := range banned {
+			if pkg == b || strings.HasPrefix(pkg, b+"/") {
+				t.Errorf("cmd/nodelet links %s", pkg)
+			}
+		}
+	}
+}

@@ -158,7 +158,7 @@ nl_nodelet() {
   mkdir -p "$dir"
   if [ -z "${NL_NODELET_BIN:-}" ]; then
     nl_say "building nodelet"
-    (cd "$NL_ROOT" && CGO_ENABLED=0 go build -o "$NL_WORK/bin/nodelet" ./cmd/nodelet) || nl_die "go build ./cmd/nodelet failed"
+    (cd "$NL_ROOT" && CGO_ENABLED=0 go build -tags grpcnotrace -o "$NL_WORK/bin/nodelet" ./cmd/nodelet) || nl_die "go build ./cmd/nodelet failed"
     NL_NODELET_BIN=$NL_WORK/bin/nodelet
   fi
   [[ "$("$NL_NODELET_BIN" runtime --help 2>&1)" == *--registry-mirror* ]] ||

@@ -26,7 +26,7 @@ func (s *Store) RootfsDir() string { return s.path("rootfs") }
 // The idmapped mounts are attached under rootfs/<id>/idmap only while the overlay is mounted on
 // them, then detached: the overlay keeps them alive.
 func (s *Store) RemountIdmapped(containerID, usernsPath string, rootUID, rootGID int) (retErr error) {
-	if !validID.MatchString(containerID) {
+	if !validID(containerID) {
 		return fmt.Errorf("container ID %q: %w", containerID, errdefs.ErrInvalidArgument)
 	}
 	lk, err := s.sharedLock()

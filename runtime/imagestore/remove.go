@@ -136,7 +136,7 @@ func (s *Store) ListRootfs(ctx context.Context) ([]string, error) {
 	}
 	var ids []string
 	for _, e := range ents {
-		if e.IsDir() && validID.MatchString(e.Name()) {
+		if e.IsDir() && validID(e.Name()) {
 			ids = append(ids, e.Name())
 		}
 	}
