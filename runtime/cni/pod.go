@@ -14,33 +14,15 @@ import (
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 
 	"github.com/nodelet/nodelet/runtime/errdefs"
+	"github.com/nodelet/nodelet/runtime/internal/fileid"
 )
 
 // rollbackTimeout bounds the DEL that undoes a failed ADD; it runs even when the caller's context
 // is what made the ADD fail.
 const rollbackTimeout = 30 * time.Second
 
-// validSandboxID keeps sandbox IDs usable as file names in the state dir and in libcni's cache:
-// 1–128 characters of [A-Za-z0-9_.-], starting with a letter or digit. A loop rather than a
-// regexp: the {0,127} repetition compiles into 118 KB of program at start, in every mode.
-func validSandboxID(id string) bool {
-	if len(id) == 0 || len(id) > 128 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case i > 0 && (c == '_' || c == '.' || c == '-'):
-		default:
-			return false
-		}
-	}
-	return true
-}
-
 func checkPod(pod PodNetwork) error {
-	if !validSandboxID(pod.SandboxID) {
+	if !fileid.Valid(pod.SandboxID) {
 		return fmt.Errorf("sandbox ID %q: %w", pod.SandboxID, errdefs.ErrInvalidArgument)
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nodelet/nodelet/runtime/errdefs"
+	"github.com/nodelet/nodelet/runtime/internal/fileid"
 )
 
 // RootfsDir holds the containers' rootfs dirs (rootfs/<id>/merged is one's mount).
@@ -26,7 +27,7 @@ func (s *Store) RootfsDir() string { return s.path("rootfs") }
 // The idmapped mounts are attached under rootfs/<id>/idmap only while the overlay is mounted on
 // them, then detached: the overlay keeps them alive.
 func (s *Store) RemountIdmapped(containerID, usernsPath string, rootUID, rootGID int) (retErr error) {
-	if !validID(containerID) {
+	if !fileid.Valid(containerID) {
 		return fmt.Errorf("container ID %q: %w", containerID, errdefs.ErrInvalidArgument)
 	}
 	lk, err := s.sharedLock()

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nodelet/nodelet/runtime/errdefs"
+	"github.com/nodelet/nodelet/runtime/internal/fileid"
 )
 
 // rootfsRecord is rootfs/<id>/rootfs.json. It exists before the mount does and outlives it until
@@ -30,32 +31,13 @@ type rootfsRecord struct {
 	Layers      []string `json:"layers"` // chain IDs, bottom first
 }
 
-// validID reports whether id is 1–128 characters of [A-Za-z0-9_.-] starting with a letter or
-// digit, so it is usable as a file name. A hand-written loop rather than a regexp: the {0,127}
-// repetition compiles into 118 KB of program at start, in every mode of the binary.
-func validID(id string) bool {
-	if len(id) == 0 || len(id) > 128 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case i > 0 && (c == '_' || c == '.' || c == '-'):
-		default:
-			return false
-		}
-	}
-	return true
-}
-
 func (s *Store) rootfsDir(id string) string { return s.path("rootfs", id) }
 
 // PrepareRootfs mounts a writable overlay for containerID over the layers of image (a name,
 // name@digest or image ID) and returns it. Calling it again for the same container returns the same
 // rootfs, remounting it if it was unmounted (after a reboot, say).
 func (s *Store) PrepareRootfs(ctx context.Context, containerID, image string) (_ *Rootfs, retErr error) {
-	if !validID(containerID) {
+	if !fileid.Valid(containerID) {
 		return nil, fmt.Errorf("container ID %q: %w", containerID, errdefs.ErrInvalidArgument)
 	}
 	lk, err := s.sharedLock()
@@ -255,7 +237,7 @@ func makeVolumeDirs(root string, vols map[string]struct{}) (map[string]struct{},
 
 // RemoveRootfs unmounts and deletes a container's rootfs. A missing rootfs is not an error.
 func (s *Store) RemoveRootfs(ctx context.Context, containerID string) error {
-	if !validID(containerID) {
+	if !fileid.Valid(containerID) {
 		return fmt.Errorf("container ID %q: %w", containerID, errdefs.ErrInvalidArgument)
 	}
 	ml, err := s.metaLock()

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nodelet/nodelet/runtime/errdefs"
+	"github.com/nodelet/nodelet/runtime/internal/fileid"
 )
 
 // Remove deletes the image ref names (by any of its names or its ID, with all its tags, as CRI's
@@ -136,7 +137,7 @@ func (s *Store) ListRootfs(ctx context.Context) ([]string, error) {
 	}
 	var ids []string
 	for _, e := range ents {
-		if e.IsDir() && validID(e.Name()) {
+		if e.IsDir() && fileid.Valid(e.Name()) {
 			ids = append(ids, e.Name())
 		}
 	}

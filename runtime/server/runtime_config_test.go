@@ -21,7 +21,7 @@ func (n *cidrNetwork) SetUpPod(context.Context, cni.PodNetwork) (*cni.Result, er
 	return &cni.Result{IPs: []string{"10.88.0.9"}}, nil
 }
 func (n *cidrNetwork) TearDownPod(context.Context, cni.PodNetwork) error { return nil }
-func (n *cidrNetwork) Status() error                                    { return nil }
+func (n *cidrNetwork) Status() error                                     { return nil }
 func (n *cidrNetwork) SetPodCIDR(c string) (bool, error) {
 	if c == "bad" {
 		return false, fmt.Errorf("%w: pod CIDR %q", errdefs.ErrInvalidArgument, c)
