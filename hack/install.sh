@@ -82,5 +82,7 @@ say "building nodelet"
 # its init makes html/template reachable, which keeps every exported method of every linked type
 # (7.7 MB of binary; ~3.5 MB more resident in every nodelet process). See bench/README.md.
 (cd "$here" && CGO_ENABLED=0 go build -tags grpcnotrace -o bin/nodelet ./cmd/nodelet)
-install -m 0755 "$here/bin/nodelet" "$bindir/nodelet"
+# Beside it, then renamed: a nodelet running from that path (ETXTBSY) does not stop the install.
+install -m 0755 "$here/bin/nodelet" "$bindir/.nodelet.new"
+mv -f "$bindir/.nodelet.new" "$bindir/nodelet"
 say "installed: $(nodelet --help >/dev/null && echo nodelet) $(crictl --version)"
