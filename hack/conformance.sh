@@ -145,6 +145,14 @@ node_ready() { [ "$(kubectl get node "$node" -o jsonpath='{.status.conditions[?(
 nl_wait 120 node_ready || { tail -30 "$NL_WORK/agent.log" >&2; nl_die "node $node not Ready after 120 s"; }
 nl_say "node $node Ready after $(( $(date +%s) - t_start )) s"
 
+# A subset line that also matches a spec outside the conformance set would test what a node need
+# not do: ginkgo's dry run lists what the focus selects.
+if [ -n "$subset" ]; then
+  outside=$("$bin/e2e-node.test" --ginkgo.dry-run --ginkgo.v --ginkgo.no-color --ginkgo.focus="$focus" 2>&1 |
+    grep -E '^\[sig-' | grep -v '\[Conformance\]' || true)
+  [ -z "$outside" ] || nl_die "hack/conformance-subset.txt selects specs outside the conformance set: $outside"
+fi
+
 report=$NL_WORK/report
 mkdir -p "$report"
 nl_say "running e2e-node.test on $procs processes (focus: $focus)"
