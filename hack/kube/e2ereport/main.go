@@ -72,13 +72,35 @@ func run(path, focus, skip string) error {
 			return fmt.Errorf("--skip: %w", err)
 		}
 	}
-	var passed, skipped int
-	var failed []specReport
-	var slowest []specReport
+	sum := summarise(reports, focusRE, skipRE)
+	fmt.Printf("conformance: %d passed, %d failed, %d skipped\n", sum.passed, len(sum.failed), sum.skipped)
+	for _, s := range sum.failed {
+		fmt.Printf("  FAIL (%s) %s\n       %s\n", s.State, s.fullText(), firstLine(s.Failure.Message))
+	}
+	for _, s := range sum.slowest {
+		fmt.Printf("  slowest: %5.1f s %s\n", s.RunTime.Seconds(), s.fullText())
+	}
+	if len(sum.failed) > 0 {
+		os.Exit(1)
+	}
+	return nil
+}
+
+type summary struct {
+	passed, skipped int
+	failed          []specReport
+	slowest         []specReport // the five longest passed specs, longest first
+}
+
+// summarise counts the It specs the run selected: ginkgo reports every spec of the suite, those
+// its --focus/--skip filtered out as skipped too, so the same filters are applied here; set-up and
+// report nodes are left out (a failure there fails the run through ginkgo's exit code).
+func summarise(reports []report, focusRE, skipRE *regexp.Regexp) summary {
+	var sum summary
 	for _, r := range reports {
 		for _, s := range r.SpecReports {
 			if s.LeafNodeType != "It" {
-				continue // suite set-up and report nodes fail the run on their own
+				continue
 			}
 			text := r.SuiteDescription + " " + s.fullText()
 			if (focusRE != nil && !focusRE.MatchString(text)) || (skipRE != nil && skipRE.MatchString(text)) {
@@ -86,30 +108,20 @@ func run(path, focus, skip string) error {
 			}
 			switch s.State {
 			case "passed":
-				passed++
-				slowest = append(slowest, s)
+				sum.passed++
+				sum.slowest = append(sum.slowest, s)
 			case "skipped", "pending":
-				skipped++
+				sum.skipped++
 			default: // failed, panicked, timedout, interrupted, aborted
-				failed = append(failed, s)
+				sum.failed = append(sum.failed, s)
 			}
 		}
 	}
-	fmt.Printf("conformance: %d passed, %d failed, %d skipped\n", passed, len(failed), skipped)
-	for _, s := range failed {
-		fmt.Printf("  FAIL (%s) %s\n       %s\n", s.State, s.fullText(), firstLine(s.Failure.Message))
+	sort.SliceStable(sum.slowest, func(i, j int) bool { return sum.slowest[i].RunTime > sum.slowest[j].RunTime })
+	if len(sum.slowest) > 5 {
+		sum.slowest = sum.slowest[:5]
 	}
-	sort.Slice(slowest, func(i, j int) bool { return slowest[i].RunTime > slowest[j].RunTime })
-	if len(slowest) > 5 {
-		slowest = slowest[:5]
-	}
-	for _, s := range slowest {
-		fmt.Printf("  slowest: %5.1f s %s\n", s.RunTime.Seconds(), s.fullText())
-	}
-	if len(failed) > 0 {
-		os.Exit(1)
-	}
-	return nil
+	return sum
 }
 
 // firstLine is the gist of a failure message: its first line, with the next ones while it is as

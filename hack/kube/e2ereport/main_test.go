@@ -1,0 +1,80 @@
+package main
+
+import (
+	"encoding/json"
+	"regexp"
+	"testing"
+	"time"
+)
+
+// A report as ginkgo writes it for a run with --focus: the specs outside the focus are in it as
+// skipped, next to set-up nodes and the suite's own skips.
+const sample = `[{"SuiteDescription": "Kubernetes e2e suite", "SpecReports": [
+ {"LeafNodeType": "SynchronizedBeforeSuite", "State": "passed"},
+ {"ContainerHierarchyTexts": ["[sig-node] Pods"], "LeafNodeText": "should be submitted and removed [Conformance]",
+  "LeafNodeType": "It", "State": "passed", "RunTime": 3000000000},
+ {"ContainerHierarchyTexts": ["[sig-node] Pods"], "LeafNodeText": "should get a host IP [Conformance]",
+  "LeafNodeType": "It", "State": "failed", "Failure": {"Message": "Expected\n    <string>: \n to equal\n    <string>: 10.0.0.1\nmore"}},
+ {"ContainerHierarchyTexts": ["[sig-node] Probing"], "LeafNodeText": "liveness [Conformance]",
+  "LeafNodeType": "It", "State": "timedout"},
+ {"ContainerHierarchyTexts": ["[sig-storage] EmptyDir"], "LeafNodeText": "on tmpfs [Conformance]",
+  "LeafNodeType": "It", "State": "skipped"},
+ {"ContainerHierarchyTexts": ["[sig-node] Pods"], "LeafNodeText": "should be slow [Slow]",
+  "LeafNodeType": "It", "State": "skipped"},
+ {"ContainerHierarchyTexts": ["[sig-apps] Deployment"], "LeafNodeText": "rolls [Conformance]",
+  "LeafNodeType": "It", "State": "skipped"},
+ {"LeafNodeType": "ReportAfterSuite", "State": "failed"}
+]}]`
+
+func TestSummarise(t *testing.T) {
+	var reports []report
+	if err := json.Unmarshal([]byte(sample), &reports); err != nil {
+		t.Fatal(err)
+	}
+	focus := regexp.MustCompile(`\[sig-node\].*\[Conformance\]|\[sig-storage\].*\[Conformance\]`)
+	for _, tc := range []struct {
+		name                    string
+		focus, skip             *regexp.Regexp
+		passed, failed, skipped int
+	}{
+		// The non-conformance and sig-apps specs were filtered out by ginkgo: not counted.
+		{"focus", focus, nil, 1, 2, 1},
+		{"focus and skip", focus, regexp.MustCompile(`Probing`), 1, 1, 1},
+		// Without a focus every It counts; set-up and report nodes never do.
+		{"everything", nil, nil, 1, 2, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sum := summarise(reports, tc.focus, tc.skip)
+			if sum.passed != tc.passed || len(sum.failed) != tc.failed || sum.skipped != tc.skipped {
+				t.Errorf("got %d passed, %d failed, %d skipped; want %d, %d, %d",
+					sum.passed, len(sum.failed), sum.skipped, tc.passed, tc.failed, tc.skipped)
+			}
+		})
+	}
+	sum := summarise(reports, focus, nil)
+	if got := sum.failed[0].State + " " + sum.failed[1].State; got != "failed timedout" {
+		t.Errorf("failed specs in report order: got %q", got)
+	}
+	if len(sum.slowest) != 1 || sum.slowest[0].RunTime != 3*time.Second {
+		t.Errorf("slowest: %+v", sum.slowest)
+	}
+}
+
+func TestFirstLine(t *testing.T) {
+	for in, want := range map[string]string{
+		"boom\nstack":                      "boom stack",
+		"Expected\n    <int>: 1\nto equal": "Expected <int>: 1 to equal",
+		"  \n\nTimed out after 300s waiting for the pod to be running and ready, the pod is Pending\nnext": "Timed out after 300s waiting for the pod to be running and ready, the pod is Pending",
+	} {
+		if got := firstLine(in); got != want {
+			t.Errorf("firstLine(%q) = %q, want %q", in, got, want)
+		}
+	}
+	long := make([]byte, 500)
+	for i := range long {
+		long[i] = 'x'
+	}
+	if got := firstLine(string(long)); len(got) != 240+len("…") {
+		t.Errorf("a long line is cut at 240 bytes: got %d", len(got))
+	}
+}
