@@ -192,6 +192,12 @@ func (m *Manager) Run(ctx context.Context) {
 		m.runStandalone(ctx)
 		return
 	}
+	if m.PodCIDR != "" {
+		// As with the kubelet, the controller-manager's allocation wins; say so rather than
+		// leave the user to find out which range pods got.
+		m.Log.Warn("podCIDR is used only without an API server: pods get the Node's spec.podCIDRs",
+			"podCIDR", m.PodCIDR, "node", m.NodeName)
+	}
 	for {
 		err := m.Register(ctx)
 		if err == nil {
