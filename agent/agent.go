@@ -189,12 +189,18 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	a.vols = vols
 	a.imageGC = &images.ImageGC{Images: imageService, Containers: a.runtime, Log: log, Keep: []string{cfg.PodInfraContainerImage},
 		Policy: imageGCPolicy(cfg.ImageGCHighThresholdPercent, cfg.ImageGCLowThresholdPercent, cfg.ImageMinimumGCAge)}
+	machine := &eviction.Machine{RootDir: cfg.RootDir, ImageFs: imageFsMountpoint(imageService)}
+	if cfg.KernelMemcgNotification {
+		if err := machine.CheckMemcgNotification(); err != nil {
+			return nil, a.closeWith(fmt.Errorf("kernelMemcgNotification: %w", err))
+		}
+	}
 	// Built before node status, which reads its conditions; what it calls back into (pods,
 	// workers, syncer) is only used once Run starts it.
 	a.eviction = eviction.New(eviction.Config{Thresholds: cfg.EvictionThresholds, NodeName: cfg.NodeName,
 		PressureTransitionPeriod: cfg.EvictionPressureTransitionPeriod, MaxPodGracePeriodSeconds: int64(cfg.EvictionMaxPodGracePeriod),
-		MonitoringInterval: cfg.EvictionMonitoringInterval},
-		eviction.Deps{Measurer: &eviction.Machine{RootDir: cfg.RootDir, ImageFs: imageFsMountpoint(imageService)},
+		MonitoringInterval: cfg.EvictionMonitoringInterval, KernelMemcgNotification: cfg.KernelMemcgNotification},
+		eviction.Deps{Measurer: machine, Notifier: machine,
 			Stats: eviction.CRIStats{Runtime: a.runtime}, ActivePods: a.activePods, Kill: a.evictPod,
 			DeleteDeadContainers: a.deleteDeadContainers, DeleteUnusedImages: a.deleteUnusedImages,
 			Recorder: a.events, Evicted: metrics.Evicted, Log: log})

@@ -99,6 +99,9 @@ type Config struct {
 	// EvictionMonitoringInterval is how often the eviction manager reads signals; the kubelet's is
 	// a fixed 10s, which tests shorten.
 	EvictionMonitoringInterval time.Duration
+	// KernelMemcgNotification (kernelMemcgNotification) also wakes the eviction manager when
+	// memory crosses a threshold, through cgroup v1's memory thresholds; refused elsewhere.
+	KernelMemcgNotification bool
 	// EvictionThresholds are the parsed thresholds; Complete fills them.
 	EvictionThresholds []eviction.Threshold
 
@@ -602,6 +605,9 @@ func ApplyKubeletConfiguration(c *Config, data []byte) error {
 		c.EvictionMaxPodGracePeriod = kc.EvictionMaxPodGracePeriod
 	}
 	set(&c.EvictionPressureTransitionPeriod, kc.EvictionPressureTransitionPeriod.Duration)
+	if kc.KernelMemcgNotification {
+		c.KernelMemcgNotification = true
+	}
 	if len(kc.RegisterWithTaints) > 0 {
 		c.RegisterWithTaints = kc.RegisterWithTaints
 	}

@@ -28,10 +28,14 @@ evictionSoftGracePeriod: {memory.available: 1m30s, nodefs.available: 2m}
 evictionMinimumReclaim: {memory.available: 50Mi}
 evictionMaxPodGracePeriod: 60
 evictionPressureTransitionPeriod: 30s
+kernelMemcgNotification: true
 `
 	cfg, err := load(t, file)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !cfg.KernelMemcgNotification {
+		t.Error("kernelMemcgNotification: true was not applied")
 	}
 	if len(cfg.EvictionThresholds) != 3 || cfg.EvictionMaxPodGracePeriod != 60 || cfg.EvictionPressureTransitionPeriod != 30*time.Second {
 		t.Fatalf("file: %+v", cfg.EvictionThresholds)

@@ -193,8 +193,8 @@ var kubeletConfigFields = map[string]fieldRule{
 	"evictionMaxPodGracePeriod":        honoured("longest grace period of a pod evicted for a soft threshold"),
 	"evictionPressureTransitionPeriod": honoured("how long a pressure condition stays after its threshold was last met"),
 	"mergeDefaultEvictionSettings":     honoured("evictionHard is merged with the defaults"),
-	"kernelMemcgNotification": only("memory is measured every eviction monitoring interval; memcg threshold notification "+
-		"is not implemented", false),
+	"kernelMemcgNotification": honoured("true also checks memory as soon as it crosses the highest memory.available " +
+		"threshold (cgroup v1 memory thresholds; refused at start on cgroup v2)"),
 	"localStorageCapacityIsolation": only("ephemeral-storage is reported and ranks pods for eviction, but a pod's ephemeral-storage " +
 		"limit is not enforced; explicitly asking for isolation is refused"),
 

@@ -62,6 +62,9 @@ type Config struct {
 	// MonitoringInterval is how often signals are read; 0 is the kubelet's 10s.
 	MonitoringInterval time.Duration
 	NodeName           string
+	// KernelMemcgNotification wakes the manager when memory.available crosses its highest
+	// threshold (Deps.Notifier), besides the ticks.
+	KernelMemcgNotification bool
 }
 
 // Deps are the manager's views of the rest of the agent.
@@ -79,6 +82,14 @@ type Deps struct {
 	Evicted func(signal string)
 	Now     func() time.Time
 	Log     *slog.Logger
+	// Notifier arms kernel memory thresholds; used with Config.KernelMemcgNotification.
+	Notifier MemoryNotifier
+}
+
+// MemoryNotifier arms a kernel notification for memory.available falling below a level (Machine,
+// on cgroup v1).
+type MemoryNotifier interface {
+	NotifyMemoryBelow(available int64) (*MemcgThreshold, error)
 }
 
 // Manager is the eviction manager; its exported methods are safe to call from any goroutine.
@@ -97,6 +108,8 @@ type Manager struct {
 	// observed are the conditions the last pass read a signal of: only those are claimed either
 	// way (none before a first reading, none for a signal that cannot be read here).
 	observed map[v1.NodeConditionType]bool
+	// memCapacity is the last memory.available capacity read, what percentage thresholds are of.
+	memCapacity int64
 }
 
 type thresholdKey struct {
@@ -121,18 +134,84 @@ func New(cfg Config, deps Deps) *Manager {
 		lastPressure: map[v1.NodeConditionType]time.Time{}, conditions: map[v1.NodeConditionType]bool{}}
 }
 
-// Run checks the signals every monitoring interval until ctx ends.
+// Run checks the signals every monitoring interval until ctx ends, and with kernel memcg
+// notification also as soon as memory crosses the highest memory.available threshold.
 func (m *Manager) Run(ctx context.Context) {
 	t := time.NewTicker(m.cfg.MonitoringInterval)
 	defer t.Stop()
+	crossed := make(chan struct{}, 1)
+	var armed *MemcgThreshold
+	defer func() {
+		if armed != nil {
+			armed.Close()
+		}
+	}()
+	var lastErr string
 	for {
 		m.Synchronize(ctx)
+		if m.cfg.KernelMemcgNotification && m.deps.Notifier != nil {
+			// Armed again at every pass: the level follows inactive_file, as the kubelet's does.
+			if armed != nil {
+				armed.Close()
+				armed = nil
+			}
+			var err error
+			if armed, err = m.armMemory(crossed); err != nil && err.Error() != lastErr {
+				m.deps.Log.Warn("eviction manager: arm memory threshold notification", "err", err)
+			}
+			if err != nil {
+				lastErr = err.Error()
+			} else {
+				lastErr = ""
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-crossed:
+			m.deps.Log.Info("eviction manager: memory threshold crossed, checking signals now")
+			// A cgroup hovering at the level signals again and again: a pass a second is enough.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(memcgMinInterval):
+			}
 		}
 	}
+}
+
+// memcgMinInterval bounds how often threshold crossings make the manager check signals.
+const memcgMinInterval = time.Second
+
+// armMemory arms the notifier at the highest memory.available threshold; crossing it sends on
+// crossed. Nil when there is no memory threshold or capacity is not known yet.
+func (m *Manager) armMemory(crossed chan<- struct{}) (*MemcgThreshold, error) {
+	m.mu.Lock()
+	capacity := m.memCapacity
+	m.mu.Unlock()
+	var level int64 = -1
+	for _, t := range m.cfg.Thresholds {
+		if t.Signal == SignalMemoryAvailable && capacity > 0 {
+			level = max(level, t.value(capacity))
+		}
+	}
+	if level < 0 {
+		return nil, nil
+	}
+	th, err := m.deps.Notifier.NotifyMemoryBelow(level)
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		if th.Wait() == nil {
+			select {
+			case crossed <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return th, nil
 }
 
 func conditionOf(s Signal) v1.NodeConditionType {
@@ -216,6 +295,9 @@ func (m *Manager) Synchronize(ctx context.Context) *v1.Pod {
 		m.conditions[c] = ok && (now.Equal(at) || now.Sub(at) < m.cfg.PressureTransitionPeriod)
 	}
 	m.met, m.firstMet = met, first
+	if o, ok := obs[SignalMemoryAvailable]; ok {
+		m.memCapacity = o.Capacity
+	}
 	m.observed = map[v1.NodeConditionType]bool{}
 	for sig := range obs {
 		m.observed[conditionOf(sig)] = true
