@@ -189,7 +189,7 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	a.vols = vols
 	a.imageGC = &images.ImageGC{Images: imageService, Containers: a.runtime, Log: log, Keep: []string{cfg.PodInfraContainerImage},
 		Policy: imageGCPolicy(cfg.ImageGCHighThresholdPercent, cfg.ImageGCLowThresholdPercent, cfg.ImageMinimumGCAge)}
-	machine := &eviction.Machine{RootDir: cfg.RootDir, ImageFs: imageFsMountpoint(imageService)}
+	machine := &eviction.Machine{RootDir: cfg.RootDir, ImageFs: imageFsMountpoint(imageService), PodsCgroup: cfg.CgroupRoot}
 	if cfg.KernelMemcgNotification {
 		if err := machine.CheckMemcgNotification(); err != nil {
 			return nil, a.closeWith(fmt.Errorf("kernelMemcgNotification: %w", err))

@@ -2,6 +2,9 @@ package agentconfig
 
 import (
 	"errors"
+	"slices"
+
+	"github.com/nodelet/nodelet/agent/eviction"
 
 	"github.com/nodelet/nodelet/agent/cm"
 )
@@ -26,6 +29,11 @@ func completeAllocatable(c *Config) error {
 	}
 	if err := cm.CheckEnforcement(c.EnforceNodeAllocatable, c.CgroupRoot != "", c.SystemReservedCgroup, c.KubeReservedCgroup,
 		c.SystemReservedList, c.KubeReservedList); err != nil {
+		errs = append(errs, err)
+	}
+	// After the thresholds were parsed (Complete does that first): a hard memory.available
+	// threshold also guards the pods' cgroup when it is capped.
+	if c.EvictionThresholds, err = eviction.WithAllocatable(c.EvictionThresholds, slices.Contains(c.EnforceNodeAllocatable, cm.EnforcePods)); err != nil {
 		errs = append(errs, err)
 	}
 	if c.PodPidsLimit > 0 && c.CgroupRoot == "" {

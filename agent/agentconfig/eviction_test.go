@@ -16,7 +16,8 @@ func TestEvictionDefaultsAreTheKubeletsHardThresholds(t *testing.T) {
 	if got := eviction.FormatMap(cfg.EvictionHard, "<"); got != "imagefs.available<15%,imagefs.inodesFree<5%,memory.available<100Mi,nodefs.available<10%,nodefs.inodesFree<5%" {
 		t.Errorf("evictionHard %s", got)
 	}
-	if len(cfg.EvictionThresholds) != 5 || cfg.EvictionPressureTransitionPeriod != 5*time.Minute || cfg.EvictionMonitoringInterval != 10*time.Second {
+	// The five hard thresholds, and memory.available's copy for the capped pods' cgroup.
+	if len(cfg.EvictionThresholds) != 6 || cfg.EvictionPressureTransitionPeriod != 5*time.Minute || cfg.EvictionMonitoringInterval != 10*time.Second {
 		t.Errorf("thresholds %d, transition %s, interval %s", len(cfg.EvictionThresholds), cfg.EvictionPressureTransitionPeriod, cfg.EvictionMonitoringInterval)
 	}
 }
@@ -37,7 +38,7 @@ kernelMemcgNotification: true
 	if !cfg.KernelMemcgNotification {
 		t.Error("kernelMemcgNotification: true was not applied")
 	}
-	if len(cfg.EvictionThresholds) != 3 || cfg.EvictionMaxPodGracePeriod != 60 || cfg.EvictionPressureTransitionPeriod != 30*time.Second {
+	if len(cfg.EvictionThresholds) != 4 || cfg.EvictionMaxPodGracePeriod != 60 || cfg.EvictionPressureTransitionPeriod != 30*time.Second {
 		t.Fatalf("file: %+v", cfg.EvictionThresholds)
 	}
 	for _, th := range cfg.EvictionThresholds {
@@ -50,7 +51,7 @@ kernelMemcgNotification: true
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.EvictionThresholds) != 2 || cfg.EvictionMaxPodGracePeriod != 5 || cfg.EvictionPressureTransitionPeriod != time.Minute {
+	if len(cfg.EvictionThresholds) != 3 || cfg.EvictionMaxPodGracePeriod != 5 || cfg.EvictionPressureTransitionPeriod != time.Minute {
 		t.Errorf("flags: %+v %d %s", cfg.EvictionThresholds, cfg.EvictionMaxPodGracePeriod, cfg.EvictionPressureTransitionPeriod)
 	}
 	if cfg.EvictionHard["memory.available"] != "300Mi" {
@@ -71,7 +72,9 @@ func TestEvictionSettingErrorsNameTheField(t *testing.T) {
 		"grace without soft":      {args: []string{"--eviction-soft-grace-period=memory.available=1m"}, want: "evictionSoftGracePeriod"},
 		"negative max grace":      {args: []string{"--eviction-max-pod-grace-period=-1"}, want: "evictionMaxPodGracePeriod"},
 		"bad reclaim":             {args: []string{"--eviction-minimum-reclaim=nodefs.available=x"}, want: "evictionMinimumReclaim"},
-		"unsupported kubelet one": {args: []string{"--eviction-hard=allocatableMemory.available<1Gi"}, want: "allocatableMemory.available"},
+		"unsupported kubelet one": {args: []string{"--eviction-hard=containerfs.available<1Gi"}, want: "containerfs.available"},
+		"allocatable uncapped": {args: []string{"--eviction-hard=allocatableMemory.available<1Gi", "--enforce-node-allocatable=none"},
+			want: "allocatableMemory.available needs enforceNodeAllocatable to include pods"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := load(t, tc.file, tc.args...)

@@ -136,7 +136,7 @@ func TestParseThresholdsErrorsNameTheField(t *testing.T) {
 		{Settings{Soft: map[string]string{"memory.available": "1Gi"}}, "evictionSoftGracePeriod: soft threshold memory.available has no grace period"},
 		{Settings{Soft: map[string]string{"memory.available": "1Gi"}, SoftGracePeriod: map[string]string{"memory.available": "soon"}}, "evictionSoftGracePeriod: memory.available"},
 		{Settings{MinimumReclaim: map[string]string{"memory.available": "-1Mi"}}, "evictionMinimumReclaim: memory.available"},
-		{Settings{Hard: map[string]string{"allocatableMemory.available": "1Gi"}}, "not supported"},
+		{Settings{Hard: map[string]string{"containerfs.available": "1Gi"}}, "not supported"},
 	} {
 		_, err := ParseThresholds(c.s)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -491,5 +491,70 @@ func TestPressureConditionsOnlyForSignalsRead(t *testing.T) {
 	f.m.Synchronize(context.Background())
 	if c := f.m.NodeConditions(); len(c) != 3 {
 		t.Fatalf("conditions with every kind read = %+v, want three", c)
+	}
+}
+
+// As the kubelet's: with the pods' cgroup capped, each hard memory.available threshold also
+// guards allocatableMemory.available; without the cap a threshold on it is refused.
+func TestWithAllocatable(t *testing.T) {
+	ts, err := ParseThresholds(Settings{Hard: map[string]string{"memory.available": "100Mi", "nodefs.available": "10%"},
+		Soft: map[string]string{"memory.available": "1Gi"}, SoftGracePeriod: map[string]string{"memory.available": "1m"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := WithAllocatable(ts, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var added []Threshold
+	for _, th := range got[len(ts):] {
+		added = append(added, th)
+	}
+	if len(added) != 1 || added[0].Signal != SignalAllocatableMemoryAvailable || !added[0].hard() || added[0].Quantity.String() != "100Mi" {
+		t.Errorf("added %+v, want one hard allocatableMemory.available<100Mi", added)
+	}
+	if got, _ := WithAllocatable(ts, false); len(got) != len(ts) {
+		t.Errorf("without the cap nothing is added: %d thresholds", len(got))
+	}
+	own, err := ParseThresholds(Settings{Hard: map[string]string{"allocatableMemory.available": "200Mi", "memory.available": "100Mi"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := WithAllocatable(own, true); err != nil || len(got) != 2 {
+		t.Errorf("an explicit allocatableMemory.available threshold is kept as the only one: %+v %v", got, err)
+	}
+	if _, err := WithAllocatable(own, false); err == nil || !strings.Contains(err.Error(), "enforceNodeAllocatable") {
+		t.Errorf("allocatableMemory.available without pods enforcement: %v", err)
+	}
+}
+
+// allocatableMemory.available on a made-up cgroup v1 tree: the kubepods limit less its working set;
+// unmeasured without a limit.
+func TestPodsMemorySignal(t *testing.T) {
+	root := t.TempDir()
+	write := func(path, content string) {
+		t.Helper()
+		p := filepath.Join(root, path)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("sys/fs/cgroup/memory/kubepods/memory.limit_in_bytes", "1073741824\n")
+	write("sys/fs/cgroup/memory/kubepods/memory.usage_in_bytes", "734003200\n")
+	write("sys/fs/cgroup/memory/kubepods/memory.stat", "cache 5\ntotal_inactive_file 104857600\n")
+	m := &Machine{Root: root, PodsCgroup: "/kubepods"}
+	o, ok, err := m.podsMemory()
+	if err != nil || !ok {
+		t.Fatalf("%v %v", ok, err)
+	}
+	if want := (Observation{Available: 1<<30 - (700*mi - 100*mi), Capacity: 1 << 30}); o != want {
+		t.Errorf("got %+v, want %+v", o, want)
+	}
+	write("sys/fs/cgroup/memory/kubepods/memory.limit_in_bytes", "9223372036854771712\n")
+	if _, ok, err := m.podsMemory(); ok || err != nil {
+		t.Errorf("no limit: observed %v, err %v", ok, err)
 	}
 }

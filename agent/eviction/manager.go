@@ -216,7 +216,7 @@ func (m *Manager) armMemory(crossed chan<- struct{}) (*MemcgThreshold, error) {
 
 func conditionOf(s Signal) v1.NodeConditionType {
 	switch s {
-	case SignalMemoryAvailable:
+	case SignalMemoryAvailable, SignalAllocatableMemoryAvailable:
 		return v1.NodeMemoryPressure
 	case SignalPIDAvailable:
 		return v1.NodePIDPressure
@@ -226,7 +226,7 @@ func conditionOf(s Signal) v1.NodeConditionType {
 
 func resourceOf(s Signal) v1.ResourceName {
 	switch s {
-	case SignalMemoryAvailable:
+	case SignalMemoryAvailable, SignalAllocatableMemoryAvailable:
 		return v1.ResourceMemory
 	case SignalPIDAvailable:
 		return "pids"
@@ -334,7 +334,7 @@ func (m *Manager) Synchronize(ctx context.Context) *v1.Pod {
 
 func signalRank(s Signal) int {
 	switch s {
-	case SignalMemoryAvailable:
+	case SignalMemoryAvailable, SignalAllocatableMemoryAvailable:
 		return 0
 	case SignalPIDAvailable:
 		return 1

@@ -35,6 +35,10 @@ type Machine struct {
 	// ImageFs returns the folder the runtime keeps images in (CRI ImageFsInfo); "" or an error
 	// means imagefs is nodefs.
 	ImageFs func(ctx context.Context) (string, error)
+	// PodsCgroup is the pods' top cgroup (kubepods, cgroupfs naming): its memory limit less its
+	// working set is allocatableMemory.available, as the kubelet's pods system container gives
+	// it. "" (or no limit on it) leaves the signal unmeasured.
+	PodsCgroup string
 	// Root is prefixed to /proc and /sys paths; tests point it at a made-up tree.
 	Root string
 }
@@ -47,6 +51,13 @@ func (m *Machine) Measure(ctx context.Context) (Observations, error) {
 		errs = append(errs, fmt.Errorf("memory.available: %w", err))
 	} else {
 		obs[SignalMemoryAvailable] = o
+	}
+	if m.PodsCgroup != "" {
+		if o, ok, err := m.podsMemory(); err != nil {
+			errs = append(errs, fmt.Errorf("allocatableMemory.available: %w", err))
+		} else if ok {
+			obs[SignalAllocatableMemoryAvailable] = o
+		}
 	}
 	nodeBytes, nodeInodes, err := statfs(m.RootDir)
 	if err != nil {
@@ -116,6 +127,51 @@ func (m *Machine) memory() (Observation, error) {
 	}
 	ws := max(usage-inactive, 0)
 	return Observation{Available: max(total-ws, 0), Capacity: total}, nil
+}
+
+// unlimited is where cgroup v1 memory limits start to mean "none" (the page-rounded max int64).
+const unlimited = int64(1) << 62
+
+// podsMemory is allocatableMemory.available: the pods' cgroup's memory limit less its working set.
+// ok is false when the cgroup has no limit (enforceNodeAllocatable without pods).
+func (m *Machine) podsMemory() (o Observation, ok bool, err error) {
+	cg := filepath.Join(m.Root, "/sys/fs/cgroup")
+	var st syscall.Statfs_t
+	v2 := syscall.Statfs(cg, &st) == nil && st.Type == cgroup2Magic
+	dir, limitFile, usageFile, inactiveKey := filepath.Join(cg, "memory", m.PodsCgroup),
+		"memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file"
+	if v2 {
+		dir, limitFile, usageFile, inactiveKey = filepath.Join(cg, m.PodsCgroup), "memory.max", "memory.current", "inactive_file"
+	}
+	b, err := os.ReadFile(filepath.Join(dir, limitFile))
+	if err != nil {
+		return Observation{}, false, err
+	}
+	text := strings.TrimSpace(string(b))
+	if text == "max" {
+		return Observation{}, false, nil
+	}
+	limit, err := strconv.ParseInt(text, 10, 64)
+	if err != nil {
+		return Observation{}, false, fmt.Errorf("%s: %w", limitFile, err)
+	}
+	if limit >= unlimited {
+		return Observation{}, false, nil
+	}
+	b, err = os.ReadFile(filepath.Join(dir, usageFile))
+	if err != nil {
+		return Observation{}, false, err
+	}
+	usage, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return Observation{}, false, fmt.Errorf("%s: %w", usageFile, err)
+	}
+	inactive, err := statValue(filepath.Join(dir, "memory.stat"), inactiveKey)
+	if err != nil {
+		return Observation{}, false, err
+	}
+	ws := max(usage-inactive, 0)
+	return Observation{Available: max(limit-ws, 0), Capacity: limit}, true, nil
 }
 
 func (m *Machine) meminfo() (total, free int64, err error) {

@@ -7,6 +7,7 @@ package eviction
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,9 +26,11 @@ const (
 	SignalImageFsAvailable  Signal = "imagefs.available"
 	SignalImageFsInodesFree Signal = "imagefs.inodesFree"
 	SignalPIDAvailable      Signal = "pid.available"
-	signalAllocatableMemory Signal = "allocatableMemory.available"
-	signalContainerFsAvail  Signal = "containerfs.available"
-	signalContainerFsInodes Signal = "containerfs.inodesFree"
+	// SignalAllocatableMemoryAvailable is the pods' cgroup (kubepods) memory limit less its
+	// working set: pods running out of the memory allocated to them, before the node does.
+	SignalAllocatableMemoryAvailable Signal = "allocatableMemory.available"
+	signalContainerFsAvail           Signal = "containerfs.available"
+	signalContainerFsInodes          Signal = "containerfs.inodesFree"
 )
 
 // known are the signals the agent measures. The kubelet's others are refused by name rather than
@@ -35,6 +38,7 @@ const (
 var known = map[Signal]bool{
 	SignalMemoryAvailable: true, SignalNodeFsAvailable: true, SignalNodeFsInodesFree: true,
 	SignalImageFsAvailable: true, SignalImageFsInodesFree: true, SignalPIDAvailable: true,
+	SignalAllocatableMemoryAvailable: true,
 }
 
 // Threshold is one "signal<value" rule. Exactly one of Quantity and Percentage is set.
@@ -187,12 +191,39 @@ func ParseThresholds(s Settings) ([]Threshold, error) {
 	return out, nil
 }
 
+// WithAllocatable completes thresholds as the kubelet does when the pods' cgroup is capped
+// (enforceNodeAllocatable has pods): each hard memory.available threshold also applies to
+// allocatableMemory.available. Without that cap the signal has nothing to be measured against, so
+// a threshold on it is refused rather than never met.
+func WithAllocatable(ts []Threshold, podsCapped bool) ([]Threshold, error) {
+	out := append([]Threshold{}, ts...)
+	for _, t := range ts {
+		if t.Signal == SignalAllocatableMemoryAvailable && !podsCapped {
+			return nil, fmt.Errorf("eviction threshold %s needs enforceNodeAllocatable to include pods "+
+				"(the pods' cgroup memory limit it is measured against)", t.Signal)
+		}
+	}
+	if !podsCapped {
+		return out, nil
+	}
+	for _, t := range ts {
+		if t.Signal == SignalMemoryAvailable && t.hard() {
+			a := t
+			a.Signal = SignalAllocatableMemoryAvailable
+			if !slices.ContainsFunc(out, func(o Threshold) bool { return keyOf(o) == keyOf(a) }) {
+				out = append(out, a)
+			}
+		}
+	}
+	return out, nil
+}
+
 func checkSignal(sig Signal) error {
 	if known[sig] {
 		return nil
 	}
 	switch sig {
-	case signalAllocatableMemory, signalContainerFsAvail, signalContainerFsInodes:
+	case signalContainerFsAvail, signalContainerFsInodes:
 		return fmt.Errorf("eviction signal %s is not supported by this agent", sig)
 	}
 	return fmt.Errorf("unknown eviction signal %q", sig)
