@@ -203,7 +203,7 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 		eviction.Deps{Measurer: machine, Notifier: machine,
 			Stats: eviction.CRIStats{Runtime: a.runtime}, ActivePods: a.activePods, Kill: a.evictPod,
 			DeleteDeadContainers: a.deleteDeadContainers, DeleteUnusedImages: a.deleteUnusedImages,
-			Recorder: a.events, Evicted: metrics.Evicted, Log: log})
+			Recorder: a.events, Evicted: metrics.Evicted, Log: log, PodCleanedUp: a.podCleanedUp})
 	a.probes = prober.New(a.runtime, a.events, log)
 	serialize := cfg.SerializeImagePulls
 	a.manager = kuberuntime.NewManager(kuberuntime.Deps{
@@ -496,6 +496,12 @@ func (a *Agent) evictPod(pod *v1.Pod, gracePeriod int64, message string) error {
 	a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: pod,
 		GracePeriodOverride: &gracePeriod, Evict: true})
 	return nil
+}
+
+// podCleanedUp reports whether the pod's worker is done with it: containers stopped and, for a
+// pod that stays (evicted, not deleted), its memory volumes unmounted.
+func (a *Agent) podCleanedUp(uid types.UID) bool {
+	return !a.workers.Known(uid) || a.workers.IsPodKnownFinished(uid)
 }
 
 // imageFsMountpoint is where the runtime keeps images, from CRI ImageFsInfo: imagefs is measured

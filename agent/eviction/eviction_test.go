@@ -558,3 +558,56 @@ func TestPodsMemorySignal(t *testing.T) {
 		t.Errorf("no limit: observed %v, err %v", ok, err)
 	}
 }
+
+// After an eviction the next pass waits until the evicted pod gave back what it held, so the
+// pressure it caused does not cost a second pod its life.
+func TestRunWaitsForTheEvictedPodsCleanup(t *testing.T) {
+	ts, err := ParseThresholds(Settings{Hard: map[string]string{"memory.available": "500Mi"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	meas := &countingMeasurer{fakeMeasurer: fakeMeasurer{obs: Observations{SignalMemoryAvailable: {Available: 100 * mi, Capacity: 4096 * mi}}},
+		calls: make(chan struct{}, 100)}
+	kills := make(chan string, 10)
+	cleaned := make(chan bool)
+	m := New(Config{Thresholds: ts, MonitoringInterval: 10 * time.Millisecond},
+		Deps{Measurer: meas, Log: slog.New(slog.DiscardHandler),
+			ActivePods: func() []*v1.Pod { return []*v1.Pod{pod("a", 0, 0), pod("b", 0, 0)} },
+			Kill:       func(p *v1.Pod, _ int64, _ string) error { kills <- p.Name; return nil },
+			PodCleanedUp: func(uid types.UID) bool {
+				if uid != "a" && uid != "b" {
+					t.Errorf("asked about %s", uid)
+				}
+				return <-cleaned
+			}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.Run(ctx); close(done) }()
+	defer func() { cancel(); close(cleaned); <-done }()
+
+	answer := func(v bool) {
+		t.Helper()
+		select {
+		case cleaned <- v:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the manager did not ask whether the evicted pod was cleaned up")
+		}
+	}
+	<-meas.calls
+	first := <-kills
+	answer(false) // still tearing down: no pass may run
+	answer(false)
+	select {
+	case <-meas.calls:
+		t.Fatal("the signals were read again before the evicted pod was cleaned up")
+	case k := <-kills:
+		t.Fatalf("%s evicted while %s was still being cleaned up", k, first)
+	default:
+	}
+	answer(true)
+	select {
+	case <-meas.calls:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no pass after the evicted pod was cleaned up")
+	}
+}

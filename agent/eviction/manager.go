@@ -84,7 +84,17 @@ type Deps struct {
 	Log     *slog.Logger
 	// Notifier arms kernel memory thresholds; used with Config.KernelMemcgNotification.
 	Notifier MemoryNotifier
+	// PodCleanedUp reports whether an evicted pod gave back what it held (containers stopped,
+	// memory volumes unmounted): the next pass waits for it, as the kubelet's does, so that one
+	// pod's pressure does not cost a second pod its life. Nil waits for nothing.
+	PodCleanedUp func(uid types.UID) bool
 }
+
+// The kubelet's wait for an evicted pod's cleanup.
+const (
+	podCleanupTimeout  = 30 * time.Second
+	podCleanupPollFreq = time.Second
+)
 
 // MemoryNotifier arms a kernel notification for memory.available falling below a level (Machine,
 // on cgroup v1).
@@ -148,7 +158,9 @@ func (m *Manager) Run(ctx context.Context) {
 	}()
 	var lastErr string
 	for {
-		m.Synchronize(ctx)
+		if p := m.Synchronize(ctx); p != nil {
+			m.waitForCleanup(ctx, p)
+		}
 		if m.cfg.KernelMemcgNotification && m.deps.Notifier != nil {
 			// Armed again at every pass: the level follows inactive_file, as the kubelet's does.
 			if armed != nil {
@@ -179,6 +191,29 @@ func (m *Manager) Run(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// waitForCleanup waits, at most podCleanupTimeout, until the evicted pod gave back its resources.
+func (m *Manager) waitForCleanup(ctx context.Context, p *v1.Pod) {
+	if m.deps.PodCleanedUp == nil {
+		return
+	}
+	deadline := time.NewTimer(podCleanupTimeout)
+	defer deadline.Stop()
+	poll := time.NewTicker(podCleanupPollFreq)
+	defer poll.Stop()
+	for !m.deps.PodCleanedUp(p.UID) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-deadline.C:
+			m.deps.Log.Warn("eviction manager: timed out waiting for the evicted pod to be cleaned up",
+				"pod", p.Namespace+"/"+p.Name, "timeout", podCleanupTimeout)
+			return
+		case <-poll.C:
+		}
+	}
+	m.deps.Log.Info("eviction manager: evicted pod cleaned up", "pod", p.Namespace+"/"+p.Name)
 }
 
 // memcgMinInterval bounds how often threshold crossings make the manager check signals.
