@@ -48,6 +48,7 @@ import (
 	"github.com/nodelet/nodelet/agent/prober"
 	"github.com/nodelet/nodelet/agent/recorder"
 	"github.com/nodelet/nodelet/agent/services"
+	"github.com/nodelet/nodelet/agent/stats"
 	"github.com/nodelet/nodelet/agent/status"
 	"github.com/nodelet/nodelet/agent/syncloop"
 	"github.com/nodelet/nodelet/agent/volumemanager"
@@ -203,7 +204,9 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 		eviction.Deps{Measurer: machine, Notifier: machine,
 			Stats: eviction.CRIStats{Runtime: a.runtime}, ActivePods: a.activePods, Kill: a.evictPod,
 			DeleteDeadContainers: a.deleteDeadContainers, DeleteUnusedImages: a.deleteUnusedImages,
-			Recorder: a.events, Evicted: metrics.Evicted, Log: log, PodCleanedUp: a.podCleanedUp})
+			Recorder: a.events, Evicted: metrics.Evicted, Log: log, PodCleanedUp: a.podCleanedUp,
+			StorageStats: stats.New(a.runtime, stats.Options{NodeName: cfg.NodeName, RootDir: cfg.RootDir,
+				LogDir: cfg.PodLogsDir, PodsCgroup: cfg.CgroupRoot}).PodStats})
 	a.probes = prober.New(a.runtime, a.events, log)
 	serialize := cfg.SerializeImagePulls
 	a.manager = kuberuntime.NewManager(kuberuntime.Deps{

@@ -159,3 +159,13 @@ func TestPodsPerCore(t *testing.T) {
 		t.Errorf("negative: %v", err)
 	}
 }
+
+// Local storage isolation is what the agent does; asking to turn it off is refused by name.
+func TestLocalStorageCapacityIsolationOnlyTrue(t *testing.T) {
+	if _, err := load(t, header+"localStorageCapacityIsolation: true\n"); err != nil {
+		t.Errorf("true: %v", err)
+	}
+	if _, err := load(t, header+"localStorageCapacityIsolation: false\n"); err == nil || !strings.Contains(err.Error(), "localStorageCapacityIsolation") {
+		t.Errorf("false: %v, want a refusal naming the field", err)
+	}
+}

@@ -35,6 +35,8 @@ func honoured(does string) fieldRule { return fieldRule{does: does, honoured: tr
 // only accepts the field left out or set to one of allowed (pointers compare by what they point to).
 func only(does string, allowed ...any) fieldRule { return fieldRule{does: does, allowed: allowed} }
 
+func ptr[T any](v T) *T { return &v }
+
 func dur(d time.Duration) metav1.Duration { return metav1.Duration{Duration: d} }
 
 // kubeletConfigFields classifies every field of KubeletConfiguration by its JSON name (the spelling
@@ -195,8 +197,8 @@ var kubeletConfigFields = map[string]fieldRule{
 	"mergeDefaultEvictionSettings":     honoured("evictionHard is merged with the defaults"),
 	"kernelMemcgNotification": honoured("true also checks memory as soon as it crosses the highest memory.available " +
 		"threshold (cgroup v1 memory thresholds; refused at start on cgroup v2)"),
-	"localStorageCapacityIsolation": only("ephemeral-storage is reported and ranks pods for eviction, but a pod's ephemeral-storage " +
-		"limit is not enforced; explicitly asking for isolation is refused"),
+	"localStorageCapacityIsolation": only("true, the kubelet's default: ephemeral-storage is reported, and pods over an emptyDir "+
+		"sizeLimit or their ephemeral-storage limits are evicted; false (no isolation) is not implemented", ptr(true)),
 
 	// Node resources: cgroups, allocatable, CPU, memory and topology managers.
 	"cgroupDriver": {does: "cgroupfs; the systemd driver is not implemented", allowed: []any{"cgroupfs"}},

@@ -88,6 +88,8 @@ type Deps struct {
 	// memory volumes unmounted): the next pass waits for it, as the kubelet's does, so that one
 	// pod's pressure does not cost a second pod its life. Nil waits for nothing.
 	PodCleanedUp func(uid types.UID) bool
+	// StorageStats are the pods' storage figures for their local storage limits; nil checks none.
+	StorageStats StorageStats
 }
 
 // The kubelet's wait for an evicted pod's cleanup.
@@ -345,6 +347,10 @@ func (m *Manager) Synchronize(ctx context.Context) *v1.Pod {
 	}
 	m.mu.Unlock()
 
+	// Pods over their own local storage limits go first, whatever the node's state.
+	if evicted := m.localStorageEviction(ctx); len(evicted) > 0 {
+		return evicted[0]
+	}
 	if len(due) == 0 {
 		return nil
 	}
@@ -433,22 +439,29 @@ func (m *Manager) evictOne(ctx context.Context, t Threshold, obs Observations) *
 				grace = *g
 			}
 		}
-		msg := evictionMessage(t, obs[t.Signal], p, usage[p.UID])
-		if m.deps.Recorder != nil {
-			m.deps.Recorder.Eventf(p, v1.EventTypeWarning, ReasonEvicted, "%s", msg)
+		if m.evict(p, grace, evictionMessage(t, obs[t.Signal], p, usage[p.UID]), string(t.Signal)) {
+			return p
 		}
-		if err := m.deps.Kill(p, grace, msg); err != nil {
-			m.deps.Log.Error("eviction manager: evict pod", "pod", p.Namespace+"/"+p.Name, "err", err)
-			continue
-		}
-		if m.deps.Evicted != nil {
-			m.deps.Evicted(string(t.Signal))
-		}
-		m.deps.Log.Warn("evicted pod", "pod", p.Namespace+"/"+p.Name, "signal", t.Signal, "gracePeriod", grace)
-		return p
 	}
 	m.deps.Log.Error("eviction manager: no pod could be evicted", "signal", t.Signal)
 	return nil
+}
+
+// evict records the Evicted event, kills the pod with the grace period and counts the eviction
+// by signal; false when the kill could not be started.
+func (m *Manager) evict(p *v1.Pod, grace int64, msg, signal string) bool {
+	if m.deps.Recorder != nil {
+		m.deps.Recorder.Eventf(p, v1.EventTypeWarning, ReasonEvicted, "%s", msg)
+	}
+	if err := m.deps.Kill(p, grace, msg); err != nil {
+		m.deps.Log.Error("eviction manager: evict pod", "pod", p.Namespace+"/"+p.Name, "err", err)
+		return false
+	}
+	if m.deps.Evicted != nil {
+		m.deps.Evicted(signal)
+	}
+	m.deps.Log.Warn("evicted pod", "pod", p.Namespace+"/"+p.Name, "signal", signal, "gracePeriod", grace)
+	return true
 }
 
 // evictionMessage is the evicted pod's status message, worded as the kubelet's.

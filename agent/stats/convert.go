@@ -146,6 +146,13 @@ func (p *Provider) addStorage(ps *statsapi.PodStats, now metav1.Time) {
 	}
 	// A pod whose names cannot be path elements has no log folder: nothing outside LogDir is walked.
 	if dir, err := podpath.LogDir(p.opts.LogDir, ps.PodRef.Namespace, ps.PodRef.Name, types.UID(ps.PodRef.UID)); err == nil {
+		for i := range ps.Containers {
+			c := &ps.Containers[i]
+			if cdir, err := podpath.ContainerLogDir(dir, c.Name); err == nil {
+				b, n := du(cdir)
+				c.Logs = &statsapi.FsStats{Time: now, UsedBytes: &b, InodesUsed: &n}
+			}
+		}
 		logBytes, logInodes := du(dir)
 		used += logBytes
 		inodes += logInodes

@@ -130,6 +130,12 @@ func (p *Provider) node(now metav1.Time) (*statsapi.NodeStats, error) {
 	return n, nil
 }
 
+// PodStats are the running pods' figures of Summary, without the node's: what the eviction
+// manager checks ephemeral-storage limits against.
+func (p *Provider) PodStats(ctx context.Context) ([]statsapi.PodStats, error) {
+	return p.pods(ctx, metav1.NewTime(p.now()))
+}
+
 func (p *Provider) pods(ctx context.Context, now metav1.Time) ([]statsapi.PodStats, error) {
 	resp, err := p.rt.ListPodSandboxStats(ctx, &runtimeapi.ListPodSandboxStatsRequest{})
 	if status.Code(err) == codes.Unimplemented {

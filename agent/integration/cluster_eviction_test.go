@@ -1,0 +1,161 @@
+//go:build cluster
+
+package integration
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodelet/nodelet/agent/agentconfig"
+)
+
+func TestClusterEvictionOnNodeletRuntime(t *testing.T) { evictionScenario(t, newEnv(t, onNodelet)) }
+func TestClusterEvictionOnContainerd(t *testing.T)     { evictionScenario(t, newEnv(t, onContainerd)) }
+
+// evictionScenario stages memory pressure on the pods' cgroup, where nothing but the test's pods
+// runs: systemReserved leaves the pods 640Mi (enforceNodeAllocatable pods caps kubepods there), and
+// the hard memory.available<200Mi also guards allocatableMemory.available, as with the kubelet. A
+// BestEffort pod filling a memory-backed emptyDir with 512Mi crosses it: that pod is evicted (Failed,
+// Evicted, the kubelet's message), a small Burstable pod keeps running, the node reports
+// MemoryPressure, and the condition goes back once the transition period has passed.
+func evictionScenario(t *testing.T, e *env) {
+	cpDir := filepath.Join(t.TempDir(), "cp")
+	os.MkdirAll(cpDir, 0o755)
+	admin := startControlPlane(t, cpDir)
+	client := kubeClient(t, admin)
+	ctx := context.Background()
+	e.cfg.Kubeconfig = admin
+	e.cfg.NodeIPs = []string{"127.0.0.1"}
+	e.cfg.NodeStatusUpdateFrequency = time.Second
+	e.cfg.SystemReserved = map[string]string{"memory": strconv.FormatInt(memTotal(t)-640<<20, 10)}
+	e.cfg.EnforceNodeAllocatable = nil // the kubelet's default: pods
+	e.cfg.EvictionHard = map[string]string{"memory.available": "200Mi"}
+	e.cfg.EvictionMonitoringInterval = time.Second
+	e.cfg.EvictionPressureTransitionPeriod = 5 * time.Second
+	e.cfg.KernelMemcgNotification = true
+	if err := agentconfig.Complete(&e.cfg); err != nil {
+		t.Fatal(err)
+	}
+	e.startAgent()
+	e.eventually("node Ready", func() bool { return nodeCondition(ctx, client, v1.NodeReady) == v1.ConditionTrue })
+
+	wait := "trap 'exit 0' TERM; while true; do sleep 1; done"
+	small := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "small", Namespace: "default"},
+		Spec: v1.PodSpec{NodeName: "e2e", HostNetwork: true, Containers: []v1.Container{{Name: "c", Image: e.reg + "/busybox:1",
+			Command: []string{"/bin/sh", "-c", wait},
+			Resources: v1.ResourceRequirements{
+				Requests: v1.ResourceList{v1.ResourceMemory: resource.MustParse("32Mi")},
+				Limits:   v1.ResourceList{v1.ResourceMemory: resource.MustParse("64Mi")}}}}}}
+	hog := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "hog", Namespace: "default"},
+		Spec: v1.PodSpec{NodeName: "e2e", HostNetwork: true,
+			Volumes: []v1.Volume{{Name: "cache", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}}},
+			Containers: []v1.Container{{Name: "c", Image: e.reg + "/busybox:1",
+				Command:      []string{"/bin/sh", "-c", "dd if=/dev/zero of=/cache/fill bs=1048576 count=512; " + wait},
+				VolumeMounts: []v1.VolumeMount{{Name: "cache", MountPath: "/cache"}}}}}}
+	if _, err := client.CoreV1().Pods("default").Create(ctx, small, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("the Burstable pod running", func() bool { return podPhase(ctx, client, "small") == v1.PodRunning })
+	if c := nodeCondition(ctx, client, v1.NodeMemoryPressure); c != v1.ConditionFalse {
+		t.Fatalf("MemoryPressure %q before any pressure, want False", c)
+	}
+	if _, err := client.CoreV1().Pods("default").Create(ctx, hog, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	sawPressure := false
+	e.eventually("the BestEffort pod evicted", func() bool {
+		sawPressure = sawPressure || nodeCondition(ctx, client, v1.NodeMemoryPressure) == v1.ConditionTrue
+		p, err := client.CoreV1().Pods("default").Get(ctx, "hog", metav1.GetOptions{})
+		return err == nil && p.Status.Phase == v1.PodFailed
+	})
+	p, _ := client.CoreV1().Pods("default").Get(ctx, "hog", metav1.GetOptions{})
+	if p.Status.Reason != "Evicted" || !strings.Contains(p.Status.Message, "The node was low on resource: memory") {
+		t.Errorf("evicted pod's status: reason %q message %q", p.Status.Reason, p.Status.Message)
+	}
+	e.eventually("MemoryPressure reported", func() bool {
+		sawPressure = sawPressure || nodeCondition(ctx, client, v1.NodeMemoryPressure) == v1.ConditionTrue
+		return sawPressure
+	})
+	// The evicted pod's memory volume is given back, so the pressure ends; the condition stays
+	// for the transition period, then goes. By then many passes have run without pressure.
+	e.eventually("MemoryPressure gone after the transition period", func() bool {
+		return nodeCondition(ctx, client, v1.NodeMemoryPressure) == v1.ConditionFalse
+	})
+	if ph := podPhase(ctx, client, "small"); ph != v1.PodRunning {
+		t.Errorf("the Burstable pod under its requests is %s, want Running: only the BestEffort pod should go", ph)
+	}
+	evs, err := client.CoreV1().Events("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reasons []string
+	for _, ev := range evs.Items {
+		if ev.Reason == "Evicted" || ev.Reason == "EvictionThresholdMet" || ev.Reason == "NodeHasInsufficientMemory" {
+			reasons = append(reasons, ev.Reason+"/"+ev.InvolvedObject.Name)
+		}
+	}
+	for _, want := range []string{"Evicted/hog", "EvictionThresholdMet/e2e", "NodeHasInsufficientMemory/e2e"} {
+		if !strings.Contains(strings.Join(reasons, " "), want) {
+			t.Errorf("no %s event; events: %v", want, reasons)
+		}
+	}
+	for _, name := range []string{"small", "hog"} {
+		grace := int64(0)
+		client.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
+	}
+	e.eventually("pods gone from the runtime", func() bool { return len(e.allSandboxes()) == 0 })
+}
+
+// nodeCondition is the status of the e2e Node's condition, "" when it cannot be read.
+func nodeCondition(ctx context.Context, client kubernetes.Interface, typ v1.NodeConditionType) v1.ConditionStatus {
+	n, err := client.CoreV1().Nodes().Get(ctx, "e2e", metav1.GetOptions{})
+	if err != nil {
+		return ""
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == typ {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+func podPhase(ctx context.Context, client kubernetes.Interface, name string) v1.PodPhase {
+	p, err := client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return ""
+	}
+	return p.Status.Phase
+}
+
+func memTotal(t testing.TB) int64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatal("no MemTotal in /proc/meminfo")
+	return 0
+}
