@@ -35,8 +35,6 @@ func honoured(does string) fieldRule { return fieldRule{does: does, honoured: tr
 // only accepts the field left out or set to one of allowed (pointers compare by what they point to).
 func only(does string, allowed ...any) fieldRule { return fieldRule{does: does, allowed: allowed} }
 
-func ptr[T any](v T) *T { return &v }
-
 func dur(d time.Duration) metav1.Duration { return metav1.Duration{Duration: d} }
 
 // kubeletConfigFields classifies every field of KubeletConfiguration by its JSON name (the spelling
@@ -198,7 +196,7 @@ var kubeletConfigFields = map[string]fieldRule{
 	"kernelMemcgNotification": honoured("true also checks memory as soon as it crosses the highest memory.available " +
 		"threshold (cgroup v1 memory thresholds; refused at start on cgroup v2)"),
 	"localStorageCapacityIsolation": only("true, the kubelet's default: ephemeral-storage is reported, and pods over an emptyDir "+
-		"sizeLimit or their ephemeral-storage limits are evicted; false (no isolation) is not implemented", ptr(true)),
+		"sizeLimit or their ephemeral-storage limits are evicted; false (no isolation) is not implemented", true),
 
 	// Node resources: cgroups, allocatable, CPU, memory and topology managers.
 	"cgroupDriver": {does: "cgroupfs; the systemd driver is not implemented", allowed: []any{"cgroupfs"}},
