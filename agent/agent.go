@@ -93,7 +93,9 @@ type Agent struct {
 	log     *slog.Logger
 	conn    *grpc.ClientConn
 	runtime runtimeapi.RuntimeServiceClient
-	client  KubeClient
+	// stats are the summary API's figures, which the eviction manager reads too.
+	stats  *stats.Provider
+	client KubeClient
 	// sender posts events to the apiserver; nil standalone.
 	sender *recorder.Recorder
 
@@ -190,6 +192,8 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	a.vols = vols
 	a.imageGC = &images.ImageGC{Images: imageService, Containers: a.runtime, Log: log, Keep: []string{cfg.PodInfraContainerImage},
 		Policy: imageGCPolicy(cfg.ImageGCHighThresholdPercent, cfg.ImageGCLowThresholdPercent, cfg.ImageMinimumGCAge)}
+	a.stats = stats.New(a.runtime, stats.Options{NodeName: cfg.NodeName, RootDir: cfg.RootDir,
+		LogDir: cfg.PodLogsDir, PodsCgroup: cfg.CgroupRoot})
 	machine := &eviction.Machine{RootDir: cfg.RootDir, ImageFs: imageFsMountpoint(imageService), PodsCgroup: cfg.CgroupRoot}
 	if cfg.KernelMemcgNotification {
 		if err := machine.CheckMemcgNotification(); err != nil {
@@ -202,11 +206,10 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 		PressureTransitionPeriod: cfg.EvictionPressureTransitionPeriod, MaxPodGracePeriodSeconds: int64(cfg.EvictionMaxPodGracePeriod),
 		MonitoringInterval: cfg.EvictionMonitoringInterval, KernelMemcgNotification: cfg.KernelMemcgNotification},
 		eviction.Deps{Measurer: machine, Notifier: machine,
-			Stats: eviction.CRIStats{Runtime: a.runtime}, ActivePods: a.activePods, Kill: a.evictPod,
+			Stats: eviction.SummaryStats{Pods: a.stats.PodStats}, ActivePods: a.activePods, Kill: a.evictPod,
 			DeleteDeadContainers: a.deleteDeadContainers, DeleteUnusedImages: a.deleteUnusedImages,
 			Recorder: a.events, Evicted: metrics.Evicted, Log: log, PodCleanedUp: a.podCleanedUp,
-			StorageStats: stats.New(a.runtime, stats.Options{NodeName: cfg.NodeName, RootDir: cfg.RootDir,
-				LogDir: cfg.PodLogsDir, PodsCgroup: cfg.CgroupRoot}).PodStats})
+			StorageStats: a.stats.PodStats})
 	a.probes = prober.New(a.runtime, a.events, log)
 	serialize := cfg.SerializeImagePulls
 	a.manager = kuberuntime.NewManager(kuberuntime.Deps{

@@ -14,7 +14,6 @@ import (
 	"github.com/nodelet/nodelet/agent/auth"
 	"github.com/nodelet/nodelet/agent/nodestatus"
 	"github.com/nodelet/nodelet/agent/server"
-	"github.com/nodelet/nodelet/agent/stats"
 )
 
 // api is the agent's HTTP API (pods, logs, exec, stats, metrics) where the configuration asks for
@@ -38,12 +37,9 @@ func newAPI(a *Agent) (*api, error) {
 	if p.serve.Socket == "" && p.serve.TCPAddress == "" {
 		return nil, nil
 	}
-	summary := stats.New(a.runtime, stats.Options{
-		NodeName: cfg.NodeName, RootDir: cfg.RootDir, LogDir: cfg.PodLogsDir, PodsCgroup: cfg.CgroupRoot,
-	})
 	p.srv = server.New(server.Deps{
 		NodeName: cfg.NodeName, Pods: a, Events: a, Node: a, Runtime: a.runtime,
-		SyncLoopHealthy: a.Healthz, Summary: summary.Summary, Config: func() any { return cfg },
+		SyncLoopHealthy: a.Healthz, Summary: a.stats.Summary, Config: func() any { return cfg },
 	})
 	return p, nil
 }

@@ -3,12 +3,11 @@ package eviction
 import (
 	"context"
 
-	"google.golang.org/grpc"
 	"k8s.io/apimachinery/pkg/types"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
 
-// PodUsage is what a pod uses, per container where CRI says it.
+// PodUsage is what a pod uses, per container where the runtime says it.
 type PodUsage struct {
 	Memory, Disk, Processes int64
 	Containers              map[string]ContainerUsage
@@ -22,55 +21,49 @@ type PodStats interface {
 	PodUsage(ctx context.Context) (map[types.UID]PodUsage, error)
 }
 
-// SandboxStatsLister is the one CRI call the manager makes (runtimeapi.RuntimeServiceClient).
-type SandboxStatsLister interface {
-	ListPodSandboxStats(ctx context.Context, in *runtimeapi.ListPodSandboxStatsRequest, opts ...grpc.CallOption) (*runtimeapi.ListPodSandboxStatsResponse, error)
-}
+// SummaryStats reads usage from the summary API's pod figures, as the kubelet ranks pods: the
+// agent's stats provider gets them from ListPodSandboxStats, or from container stats on runtimes
+// without it (containerd 1.6), so ranking works over both.
+type SummaryStats struct{ Pods StorageStats }
 
-// CRIStats reads usage from the runtime's ListPodSandboxStats, which containerd answers too.
-type CRIStats struct{ Runtime SandboxStatsLister }
-
-// PodUsage sums a pod's sandboxes (a restarted pod has a dead one beside the live one, using nothing).
-// Disk is the containers' writable layers: CRI reports no log or volume usage.
-func (c CRIStats) PodUsage(ctx context.Context) (map[types.UID]PodUsage, error) {
-	resp, err := c.Runtime.ListPodSandboxStats(ctx, &runtimeapi.ListPodSandboxStatsRequest{})
+// PodUsage is each running pod's memory working set (the pod's own figure, which includes the
+// sandbox, or its containers' sum), its ephemeral storage (writable layers, logs, disk-backed
+// emptyDirs) and its process count.
+func (s SummaryStats) PodUsage(ctx context.Context) (map[types.UID]PodUsage, error) {
+	pods, err := s.Pods(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := map[types.UID]PodUsage{}
-	for _, s := range resp.Stats {
-		if s.GetAttributes().GetMetadata() == nil || s.Linux == nil {
-			continue
-		}
-		uid := types.UID(s.Attributes.Metadata.Uid)
-		u := out[uid]
-		if u.Containers == nil {
-			u.Containers = map[string]ContainerUsage{}
-		}
-		var podMem int64
-		if m := s.Linux.GetMemory(); m != nil && m.WorkingSetBytes != nil {
-			podMem = int64(m.WorkingSetBytes.Value)
-		}
-		var sumMem int64
-		for _, cs := range s.Linux.Containers {
-			name := cs.GetAttributes().GetMetadata().GetName()
-			cu := u.Containers[name]
-			if m := cs.GetMemory(); m != nil && m.WorkingSetBytes != nil {
-				cu.Memory += int64(m.WorkingSetBytes.Value)
-				sumMem += int64(m.WorkingSetBytes.Value)
+	out := make(map[types.UID]PodUsage, len(pods))
+	for _, ps := range pods {
+		u := PodUsage{Containers: map[string]ContainerUsage{}}
+		var sumMem, sumDisk int64
+		for _, c := range ps.Containers {
+			cu := ContainerUsage{}
+			if c.Memory != nil && c.Memory.WorkingSetBytes != nil {
+				cu.Memory = int64(*c.Memory.WorkingSetBytes)
 			}
-			if w := cs.GetWritableLayer(); w != nil && w.UsedBytes != nil {
-				cu.Disk += int64(w.UsedBytes.Value)
-				u.Disk += int64(w.UsedBytes.Value)
+			for _, fs := range []*statsapi.FsStats{c.Rootfs, c.Logs} {
+				if fs != nil && fs.UsedBytes != nil {
+					cu.Disk += int64(*fs.UsedBytes)
+				}
 			}
-			u.Containers[name] = cu
+			sumMem += cu.Memory
+			sumDisk += cu.Disk
+			u.Containers[c.Name] = cu
 		}
-		// The sandbox's own figure includes the pause process; fall back to the containers' sum.
-		u.Memory += max(podMem, sumMem)
-		if p := s.Linux.GetProcess(); p != nil && p.ProcessCount != nil {
-			u.Processes += int64(p.ProcessCount.Value)
+		u.Memory = sumMem
+		if ps.Memory != nil && ps.Memory.WorkingSetBytes != nil {
+			u.Memory = max(u.Memory, int64(*ps.Memory.WorkingSetBytes))
 		}
-		out[uid] = u
+		u.Disk = sumDisk
+		if ps.EphemeralStorage != nil && ps.EphemeralStorage.UsedBytes != nil {
+			u.Disk = max(u.Disk, int64(*ps.EphemeralStorage.UsedBytes))
+		}
+		if ps.ProcessStats != nil && ps.ProcessStats.ProcessCount != nil {
+			u.Processes = int64(*ps.ProcessStats.ProcessCount)
+		}
+		out[types.UID(ps.PodRef.UID)] = u
 	}
 	return out, nil
 }

@@ -4,43 +4,32 @@ import (
 	"context"
 	"testing"
 
-	"google.golang.org/grpc"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
 
-type fakeLister struct {
-	resp *runtimeapi.ListPodSandboxStatsResponse
-}
-
-func (f fakeLister) ListPodSandboxStats(context.Context, *runtimeapi.ListPodSandboxStatsRequest, ...grpc.CallOption) (*runtimeapi.ListPodSandboxStatsResponse, error) {
-	return f.resp, nil
-}
-
-func TestCRIStatsSumsSandboxesAndContainersByPodUID(t *testing.T) {
-	u := func(v uint64) *runtimeapi.UInt64Value { return &runtimeapi.UInt64Value{Value: v} }
-	ctr := func(name string, mem, disk uint64) *runtimeapi.ContainerStats {
-		return &runtimeapi.ContainerStats{Attributes: &runtimeapi.ContainerAttributes{Metadata: &runtimeapi.ContainerMetadata{Name: name}},
-			Memory: &runtimeapi.MemoryUsage{WorkingSetBytes: u(mem)}, WritableLayer: &runtimeapi.FilesystemUsage{UsedBytes: u(disk)}}
+func TestSummaryStatsByPodUID(t *testing.T) {
+	u := func(v uint64) *uint64 { return &v }
+	ctr := func(name string, mem, rootfs, logs uint64) statsapi.ContainerStats {
+		return statsapi.ContainerStats{Name: name, Memory: &statsapi.MemoryStats{WorkingSetBytes: u(mem)},
+			Rootfs: &statsapi.FsStats{UsedBytes: u(rootfs)}, Logs: &statsapi.FsStats{UsedBytes: u(logs)}}
 	}
-	sandbox := func(uid string, mem, procs uint64, cs ...*runtimeapi.ContainerStats) *runtimeapi.PodSandboxStats {
-		return &runtimeapi.PodSandboxStats{
-			Attributes: &runtimeapi.PodSandboxAttributes{Metadata: &runtimeapi.PodSandboxMetadata{Uid: uid}},
-			Linux: &runtimeapi.LinuxPodSandboxStats{Memory: &runtimeapi.MemoryUsage{WorkingSetBytes: u(mem)},
-				Process: &runtimeapi.ProcessUsage{ProcessCount: u(procs)}, Containers: cs}}
+	pods := []statsapi.PodStats{
+		// The pod's own memory figure includes the sandbox; its ephemeral storage its emptyDirs.
+		{PodRef: statsapi.PodReference{UID: "a"}, Memory: &statsapi.MemoryStats{WorkingSetBytes: u(120)},
+			EphemeralStorage: &statsapi.FsStats{UsedBytes: u(50)}, ProcessStats: &statsapi.ProcessStats{ProcessCount: u(4)},
+			Containers: []statsapi.ContainerStats{ctr("web", 100, 5, 2), ctr("log", 10, 3, 0)}},
+		// From container stats only (a runtime without ListPodSandboxStats): the sums.
+		{PodRef: statsapi.PodReference{UID: "b"}, Containers: []statsapi.ContainerStats{ctr("x", 50, 1, 1)}},
 	}
-	got, err := CRIStats{Runtime: fakeLister{&runtimeapi.ListPodSandboxStatsResponse{Stats: []*runtimeapi.PodSandboxStats{
-		sandbox("a", 120, 4, ctr("web", 100, 7), ctr("log", 10, 3)),
-		sandbox("a", 0, 0), // the dead sandbox of an earlier attempt
-		sandbox("b", 0, 1, ctr("x", 50, 0)),
-	}}}}.PodUsage(context.Background())
+	got, err := SummaryStats{Pods: func(context.Context) ([]statsapi.PodStats, error) { return pods, nil }}.PodUsage(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	a, b := got["a"], got["b"]
-	if a.Memory != 120 || a.Disk != 10 || a.Processes != 4 || a.Containers["web"].Memory != 100 || a.Containers["log"].Disk != 3 {
+	if a.Memory != 120 || a.Disk != 50 || a.Processes != 4 || a.Containers["web"].Memory != 100 || a.Containers["web"].Disk != 7 || a.Containers["log"].Disk != 3 {
 		t.Errorf("a: %+v", a)
 	}
-	if b.Memory != 50 || b.Processes != 1 {
-		t.Errorf("b (no sandbox memory figure): %+v", b)
+	if b.Memory != 50 || b.Disk != 2 || b.Processes != 0 {
+		t.Errorf("b: %+v", b)
 	}
 }
