@@ -51,6 +51,7 @@ func evictionScenario(t *testing.T, e *env) {
 	e.eventually("node Ready", func() bool { return nodeCondition(ctx, client, v1.NodeReady) == v1.ConditionTrue })
 
 	wait := "trap 'exit 0' TERM; while true; do sleep 1; done"
+	fourMi := resource.MustParse("4Mi")
 	small := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "small", Namespace: "default"},
 		Spec: v1.PodSpec{NodeName: "e2e", HostNetwork: true, Containers: []v1.Container{{Name: "c", Image: e.reg + "/busybox:1",
 			Command: []string{"/bin/sh", "-c", wait},
@@ -111,7 +112,28 @@ func evictionScenario(t *testing.T, e *env) {
 			t.Errorf("no %s event; events: %v", want, reasons)
 		}
 	}
-	for _, name := range []string{"small", "hog"} {
+
+	// Local storage: an emptyDir on disk written past its sizeLimit gets its pod evicted, whatever
+	// the node's state.
+	spill := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "spill", Namespace: "default"},
+		Spec: v1.PodSpec{NodeName: "e2e", HostNetwork: true,
+			Volumes: []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{SizeLimit: &fourMi}}}},
+			Containers: []v1.Container{{Name: "c", Image: e.reg + "/busybox:1",
+				Command:      []string{"/bin/sh", "-c", "dd if=/dev/zero of=/data/fill bs=1048576 count=8; " + wait},
+				VolumeMounts: []v1.VolumeMount{{Name: "data", MountPath: "/data"}}}}}}
+	if _, err := client.CoreV1().Pods("default").Create(ctx, spill, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("the pod over its emptyDir sizeLimit evicted", func() bool { return podPhase(ctx, client, "spill") == v1.PodFailed })
+	p, _ = client.CoreV1().Pods("default").Get(ctx, "spill", metav1.GetOptions{})
+	if want := `Usage of EmptyDir volume "data" exceeds the limit "4Mi". `; p.Status.Reason != "Evicted" || p.Status.Message != want {
+		t.Errorf("spill: reason %q message %q, want Evicted %q", p.Status.Reason, p.Status.Message, want)
+	}
+	if ph := podPhase(ctx, client, "small"); ph != v1.PodRunning {
+		t.Errorf("the Burstable pod is %s after the local storage eviction, want Running", ph)
+	}
+
+	for _, name := range []string{"small", "hog", "spill"} {
 		grace := int64(0)
 		client.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
 	}

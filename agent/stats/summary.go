@@ -138,7 +138,9 @@ func (p *Provider) PodStats(ctx context.Context) ([]statsapi.PodStats, error) {
 
 func (p *Provider) pods(ctx context.Context, now metav1.Time) ([]statsapi.PodStats, error) {
 	resp, err := p.rt.ListPodSandboxStats(ctx, &runtimeapi.ListPodSandboxStatsRequest{})
-	if status.Code(err) == codes.Unimplemented {
+	if err != nil && ctx.Err() == nil && status.Code(err) != codes.Unavailable {
+		// Unimplemented by some runtimes; containerd 1.6 fails the whole list with Unknown while
+		// any sandbox is not ready (an evicted pod's, say). The containers' figures still come.
 		return p.podsFromContainers(ctx, now)
 	}
 	if err != nil {

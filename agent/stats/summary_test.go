@@ -15,7 +15,7 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
 
-type fakeRuntime struct{ noSandboxStats bool }
+type fakeRuntime struct{ sandboxStatsErr error }
 
 func v(n uint64) *runtimeapi.UInt64Value { return &runtimeapi.UInt64Value{Value: n} }
 
@@ -38,8 +38,8 @@ func (f *fakeRuntime) ListPodSandbox(context.Context, *runtimeapi.ListPodSandbox
 }
 
 func (f *fakeRuntime) ListPodSandboxStats(context.Context, *runtimeapi.ListPodSandboxStatsRequest, ...grpc.CallOption) (*runtimeapi.ListPodSandboxStatsResponse, error) {
-	if f.noSandboxStats {
-		return nil, status.Error(codes.Unimplemented, "no")
+	if f.sandboxStatsErr != nil {
+		return nil, f.sandboxStatsErr
 	}
 	return &runtimeapi.ListPodSandboxStatsResponse{Stats: []*runtimeapi.PodSandboxStats{
 		{Attributes: &runtimeapi.PodSandboxAttributes{Id: "sb1"}, Linux: &runtimeapi.LinuxPodSandboxStats{
@@ -91,7 +91,10 @@ func TestSummary(t *testing.T) {
 		rt   *fakeRuntime
 	}{
 		{"sandbox stats", &fakeRuntime{}},
-		{"container stats fallback", &fakeRuntime{noSandboxStats: true}},
+		{"container stats fallback", &fakeRuntime{sandboxStatsErr: status.Error(codes.Unimplemented, "no")}},
+		// containerd 1.6 fails the whole list while any sandbox is not ready.
+		{"container stats when sandbox stats fail", &fakeRuntime{sandboxStatsErr: status.Error(codes.Unknown,
+			`failed to decode sandbox container metrics for sandbox "x": sandbox container "x" is not in ready state`)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			logDir := t.TempDir()
@@ -132,6 +135,12 @@ func TestSummary(t *testing.T) {
 			}
 			if *pod.CPU.UsageCoreNanoSeconds != 4e9 || *pod.Memory.WorkingSetBytes != 150 {
 				t.Fatalf("pod cpu/mem: %v %v", *pod.CPU.UsageCoreNanoSeconds, *pod.Memory.WorkingSetBytes)
+			}
+			for _, c := range pod.Containers {
+				want := map[string]uint64{"nginx": 90, "sidecar": 0}[c.Name]
+				if c.Logs == nil || *c.Logs.UsedBytes != want {
+					t.Fatalf("container %s logs %+v, want %d bytes", c.Name, c.Logs, want)
+				}
 			}
 			if *pod.EphemeralStorage.UsedBytes != 1100 {
 				t.Fatalf("ephemeral storage %d, want 10 (rootfs) + 90 (logs) + 1000 (emptyDir)", *pod.EphemeralStorage.UsedBytes)
