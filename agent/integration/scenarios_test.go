@@ -30,7 +30,7 @@ type env struct {
 // cgroupRoot is unique per test process, and removed at the end.
 func cgroupRoot(t testing.TB) string {
 	root := fmt.Sprintf("/nodelet-e2e-%d", os.Getpid())
-	t.Cleanup(func() { testutil.RemoveCgroupRoot(root) })
+	t.Cleanup(func() { testutil.RemoveCgroupRootOrFail(t, root) })
 	return root
 }
 
@@ -48,6 +48,9 @@ func newEnv(t testing.TB, start func(t testing.TB, dir, reg string) *criRuntime)
 	pushBusybox(t, layer, reg+"/pause:3.9", "/bin/sleep", "2147483647")
 	e := &env{t: t, reg: reg, manifests: filepath.Join(dir, "manifests")}
 	_ = os.MkdirAll(e.manifests, 0o755)
+	// Made before the runtime starts, so that its removal runs after the runtime's cleanup has
+	// removed every pod (cleanups run last-registered first): a live container keeps its cgroup.
+	root := cgroupRoot(t)
 	e.rt = start(t, filepath.Join(dir, "rt"), reg)
 	e.cfg = agentconfig.Default()
 	e.cfg.ContainerRuntimeEndpoint = e.rt.Endpoint
@@ -56,7 +59,7 @@ func newEnv(t testing.TB, start func(t testing.TB, dir, reg string) *criRuntime)
 	e.cfg.PodLogsDir = filepath.Join(dir, "logs")
 	e.cfg.HostnameOverride = "e2e"
 	e.cfg.HealthzPort = 0
-	e.cfg.CgroupRoot = cgroupRoot(t)
+	e.cfg.CgroupRoot = root
 	e.cfg.FileCheckFrequency = time.Second
 	return e
 }

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -67,5 +68,47 @@ func RemoveCgroupRoot(root string) {
 		for _, e := range ents {
 			RemoveCgroupTree(filepath.Join(base, e.Name(), root))
 		}
+	}
+}
+
+// CgroupRootLeft lists where root still exists (v1 controllers, the unified hierarchy, the v2
+// root): what RemoveCgroupRoot could not remove.
+func CgroupRootLeft(root string) []string {
+	var left []string
+	seen := map[string]bool{}
+	add := func(p string) {
+		if _, err := os.Stat(p); err == nil && !seen[p] {
+			seen[p] = true
+			left = append(left, p)
+		}
+	}
+	for _, base := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
+		add(filepath.Join(base, root))
+		ents, _ := os.ReadDir(base)
+		for _, e := range ents {
+			if e.IsDir() {
+				add(filepath.Join(base, e.Name(), root))
+			}
+		}
+	}
+	return left
+}
+
+// RemoveCgroupRootOrFail removes root and fails the test when some of it is still there after
+// the processes in it had time to go (a container still exiting keeps its cgroup busy).
+func RemoveCgroupRootOrFail(t testing.TB, root string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		RemoveCgroupRoot(root)
+		left := CgroupRootLeft(root)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("cgroup %s left behind: %v", root, left)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
