@@ -10,7 +10,8 @@
 #      delete, scale to 0), on nodelet's runtime and on containerd;
 #   5. a subset of the upstream Kubernetes conformance specs (hack/conformance-subset.txt) with
 #      nodelet agent as the node (hack/conformance.sh runs the whole node set by hand).
-# Between 1 and 2, every Go fuzz target runs for a few seconds (hack/fuzz.sh).
+# Between 1 and 2, every Go fuzz target runs for a few seconds (hack/fuzz.sh). At the end, no cgroup
+# of the tests (named nodelet-*) may be left.
 # Installs what is missing first (hack/install.sh).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -39,4 +40,7 @@ step "nodelet agent joined to a real control plane, on nodelet's runtime and on 
 go test -tags cluster -count=1 -timeout 15m -run '^TestCluster' ./agent/integration/
 step "Kubernetes conformance specs, a subset, nodelet agent on nodelet's runtime"
 bash hack/conformance.sh --subset
+step "nothing left behind: the tests' cgroups (all named nodelet-*)"
+left=$(find /sys/fs/cgroup -mindepth 1 -maxdepth 2 -type d -name 'nodelet-*' 2>/dev/null | sort || true)
+[ -z "$left" ] || { echo "test.sh: cgroups left behind by the tests:" >&2; echo "$left" >&2; exit 1; }
 step "all tests passed"

@@ -53,6 +53,9 @@ func TestAgainstNodeletRuntime(t *testing.T) {
 	daemon := exec.Command(bin, "runtime", "--root", filepath.Join(base, "root"), "--state", filepath.Join(base, "state"),
 		"--listen", "unix://"+sock, "--no-network", "--cgroup-parent", "/nodelet-apitest", "--log-level", "debug")
 	daemon.Stdout, daemon.Stderr = logf, logf
+	// The pod cgroup apiScenario names is the agent's to remove, as with the kubelet; the test
+	// plays the agent. Registered first, it runs after the daemon stopped.
+	t.Cleanup(func() { testutil.RemoveCgroupRootOrFail(t, "/nodelet-apitest") })
 	if err := daemon.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -79,11 +79,15 @@ func startDaemon(t *testing.T, verb, bridge, subnet string, extra ...string) *da
 	}
 	args := []string{verb, "--root", d.root, "--state", d.state, "--listen", d.endpoint,
 		"--cni-conf-dir", confDir, "--log-level", "debug"}
+	// Sandboxes that name no cgroup parent (crictl's) go under one of the test's own, not the
+	// runtime's default /nodelet, so that the test can remove it and check it did.
+	cgroupParent := fmt.Sprintf("/nodelet-e2e-%s-%d-%s", verb, os.Getpid(), bridge)
+	args = append(args, "--cgroup-parent", cgroupParent)
 	var cgroupRoot string
 	if verb == "up" {
 		// The agent owns its cgroup root: it removes pod cgroups there that no pod of its own and
 		// no sandbox of its runtime explains, so no two agents may share one.
-		cgroupRoot = fmt.Sprintf("/nodelet-e2e-up-%d-%s", os.Getpid(), bridge)
+		cgroupRoot = fmt.Sprintf("/nodelet-e2e-up-root-%d-%s", os.Getpid(), bridge)
 		args = append(args, "--cgroup-root", cgroupRoot)
 	}
 	args = append(args, extra...)
@@ -96,8 +100,9 @@ func startDaemon(t *testing.T, verb, bridge, subnet string, extra ...string) *da
 		d.removeAllPods()
 		d.stop(t)
 		exec.Command("ip", "link", "del", bridge).Run()
+		testutil.RemoveCgroupRootOrFail(t, cgroupParent)
 		if cgroupRoot != "" {
-			testutil.RemoveCgroupRoot(cgroupRoot)
+			testutil.RemoveCgroupRootOrFail(t, cgroupRoot)
 		}
 		if t.Failed() {
 			b, _ := os.ReadFile(d.log.Name())
