@@ -37,6 +37,9 @@ type Watcher struct {
 	Log        *slog.Logger
 	// Path is the kernel log device (default /dev/kmsg).
 	Path string
+
+	// seeked, when set, is closed once Run reads only new records (tests wait for it).
+	seeked chan struct{}
 }
 
 // Kill is one OOM kill as the kernel logged it.
@@ -70,6 +73,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 	if _, err := f.Seek(0, io.SeekEnd); err != nil {
 		f.Close()
 		return err
+	}
+	if w.seeked != nil {
+		close(w.seeked)
 	}
 	stop := context.AfterFunc(ctx, func() { f.Close() })
 	defer func() {
