@@ -437,11 +437,7 @@ func TestMachineDerivesMemoryAndPIDsFromCgroupV1Files(t *testing.T) {
 	write("/sys/fs/cgroup/memory/memory.stat", "cache 5\ntotal_inactive_file 1073741824\n")
 	write("/proc/sys/kernel/pid_max", "4194304\n")
 	write("/proc/sys/kernel/threads-max", "1000\n")
-	for _, pid := range []string{"1", "42", "977"} {
-		if err := os.MkdirAll(filepath.Join(root, "proc", pid), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write("/proc/loadavg", "0.52 0.58 0.59 2/3 12345\n")
 	obs, err := (&Machine{RootDir: root, Root: root}).Measure(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -450,7 +446,7 @@ func TestMachineDerivesMemoryAndPIDsFromCgroupV1Files(t *testing.T) {
 	if got := obs[SignalMemoryAvailable]; got.Available != 2<<30 || got.Capacity != 4<<30 {
 		t.Errorf("memory.available %+v, want 2Gi of 4Gi", got)
 	}
-	// min(pid_max, threads-max) − 3 processes.
+	// min(pid_max, threads-max) − 3 tasks.
 	if got := obs[SignalPIDAvailable]; got.Available != 997 || got.Capacity != 1000 {
 		t.Errorf("pid.available %+v, want 997 of 1000", got)
 	}

@@ -217,7 +217,7 @@ func statValue(path, key string) (int64, error) {
 }
 
 // pids is the kubelet's pid.available: the lower of the kernel's two limits on tasks, less the
-// processes there are.
+// tasks there are.
 func (m *Machine) pids() (Observation, error) {
 	read := func(p string) (int64, error) {
 		b, err := os.ReadFile(filepath.Join(m.Root, p))
@@ -234,15 +234,20 @@ func (m *Machine) pids() (Observation, error) {
 	if threads, err := read("/proc/sys/kernel/threads-max"); err == nil && threads < limit {
 		limit = threads
 	}
-	ents, err := os.ReadDir(filepath.Join(m.Root, "/proc"))
+	// Tasks, threads included, are what pid_max and threads-max bound: the kernel's count is the
+	// total in /proc/loadavg's "running/total" (sysinfo's procs, which the kubelet reads).
+	b, err := os.ReadFile(filepath.Join(m.Root, "/proc/loadavg"))
 	if err != nil {
 		return Observation{}, err
 	}
-	var n int64
-	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err == nil && e.IsDir() {
-			n++
-		}
+	f := strings.Fields(string(b))
+	if len(f) < 4 {
+		return Observation{}, fmt.Errorf("/proc/loadavg: %q", b)
+	}
+	_, total, ok := strings.Cut(f[3], "/")
+	n, err := strconv.ParseInt(total, 10, 64)
+	if !ok || err != nil {
+		return Observation{}, fmt.Errorf("/proc/loadavg: tasks %q", f[3])
 	}
 	return Observation{Available: max(limit-n, 0), Capacity: limit}, nil
 }

@@ -40,7 +40,9 @@ func evictionScenario(t *testing.T, e *env) {
 	e.cfg.NodeStatusUpdateFrequency = time.Second
 	e.cfg.SystemReserved = map[string]string{"memory": strconv.FormatInt(memTotal(t)-640<<20, 10)}
 	e.cfg.EnforceNodeAllocatable = nil // the kubelet's default: pods
-	e.cfg.EvictionHard = map[string]string{"memory.available": "200Mi"}
+	// PID pressure is staged the same way: the threshold sits 1000 tasks below what is free now,
+	// far beyond what this test's own daemons start, and a pod starting 2000 processes crosses it.
+	e.cfg.EvictionHard = map[string]string{"memory.available": "200Mi", "pid.available": strconv.FormatInt(pidAvailable(t)-1000, 10)}
 	e.cfg.EvictionMonitoringInterval = time.Second
 	e.cfg.EvictionPressureTransitionPeriod = 5 * time.Second
 	e.cfg.KernelMemcgNotification = true
@@ -133,7 +135,33 @@ func evictionScenario(t *testing.T, e *env) {
 		t.Errorf("the Burstable pod is %s after the local storage eviction, want Running", ph)
 	}
 
-	for _, name := range []string{"small", "hog", "spill"} {
+	// PID pressure: the pod with the most processes goes, the small one stays.
+	fork := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "fork", Namespace: "default"},
+		Spec: v1.PodSpec{NodeName: "e2e", HostNetwork: true, Containers: []v1.Container{{Name: "c", Image: e.reg + "/busybox:1",
+			Command: []string{"/bin/sh", "-c", "i=0; while [ $i -lt 2000 ]; do sleep 3600 & i=$((i+1)); done; " + wait}}}}}
+	e.eventually("no PIDPressure before the forking pod", func() bool { return nodeCondition(ctx, client, v1.NodePIDPressure) == v1.ConditionFalse })
+	if _, err := client.CoreV1().Pods("default").Create(ctx, fork, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sawPIDPressure := false
+	e.eventually("the forking pod evicted", func() bool {
+		sawPIDPressure = sawPIDPressure || nodeCondition(ctx, client, v1.NodePIDPressure) == v1.ConditionTrue
+		return podPhase(ctx, client, "fork") == v1.PodFailed
+	})
+	p, _ = client.CoreV1().Pods("default").Get(ctx, "fork", metav1.GetOptions{})
+	if p.Status.Reason != "Evicted" || !strings.Contains(p.Status.Message, "The node was low on resource: pids") {
+		t.Errorf("fork: reason %q message %q", p.Status.Reason, p.Status.Message)
+	}
+	e.eventually("PIDPressure reported, then gone after the transition period", func() bool {
+		c := nodeCondition(ctx, client, v1.NodePIDPressure)
+		sawPIDPressure = sawPIDPressure || c == v1.ConditionTrue
+		return sawPIDPressure && c == v1.ConditionFalse
+	})
+	if ph := podPhase(ctx, client, "small"); ph != v1.PodRunning {
+		t.Errorf("the small pod is %s after the PID eviction, want Running", ph)
+	}
+
+	for _, name := range []string{"small", "hog", "spill", "fork"} {
 		grace := int64(0)
 		client.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
 	}
@@ -180,4 +208,29 @@ func memTotal(t testing.TB) int64 {
 	}
 	t.Fatal("no MemTotal in /proc/meminfo")
 	return 0
+}
+
+// pidAvailable is pid.available now: min(pid_max, threads-max) less the tasks there are.
+func pidAvailable(t testing.TB) int64 {
+	read := func(p string) string {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	limit, err := strconv.ParseInt(read("/proc/sys/kernel/pid_max"), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if th, err := strconv.ParseInt(read("/proc/sys/kernel/threads-max"), 10, 64); err == nil && th < limit {
+		limit = th
+	}
+	f := strings.Fields(read("/proc/loadavg"))
+	_, total, _ := strings.Cut(f[3], "/")
+	n, err := strconv.ParseInt(total, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return limit - n
 }

@@ -132,3 +132,24 @@ func ownCgroup(procRoot string) (cgroupPath, bool) {
 	}
 	return p, true
 }
+
+// podProcesses counts a pod's tasks from its pod cgroup (pods/<qos>/pod<uid>, the cgroupfs layout
+// the agent makes), for runtimes whose stats carry no process count: the eviction manager ranks
+// pods by it under PID pressure.
+func podProcesses(mount, podsCgroup, uid string) (uint64, bool) {
+	if podsCgroup == "" {
+		return 0, false
+	}
+	dirs := []string{filepath.Join(mount, "pids", podsCgroup)}
+	if _, err := os.Stat(filepath.Join(mount, "cgroup.controllers")); err == nil {
+		dirs = []string{filepath.Join(mount, podsCgroup)}
+	}
+	for _, d := range dirs {
+		for _, qos := range []string{"", "burstable", "besteffort"} {
+			if n, err := readUint(filepath.Join(d, qos, "pod"+uid, "pids.current")); err == nil {
+				return n, true
+			}
+		}
+	}
+	return 0, false
+}

@@ -216,6 +216,9 @@ func (p *Provider) podsFromContainers(ctx context.Context, now metav1.Time) ([]s
 	}
 	out := make([]statsapi.PodStats, 0, len(order))
 	for _, id := range order {
+		if n, ok := podProcesses(p.opts.CgroupMount, p.opts.PodsCgroup, byPod[id].PodRef.UID); ok {
+			byPod[id].ProcessStats = &statsapi.ProcessStats{ProcessCount: &n}
+		}
 		p.addStorage(byPod[id], now)
 		p.addVolumes(byPod[id], now)
 		out = append(out, *byPod[id])

@@ -245,3 +245,26 @@ func TestSystemContainersOfThisHost(t *testing.T) {
 		t.Fatalf("system containers: %+v", s.Node.SystemContainers)
 	}
 }
+
+// A pod's task count from its pod cgroup, on either hierarchy, when the runtime's stats have none.
+func TestPodProcessesFromThePodCgroup(t *testing.T) {
+	v1 := t.TempDir()
+	os.MkdirAll(filepath.Join(v1, "pids/kubepods/besteffort/podu1"), 0o755)
+	os.WriteFile(filepath.Join(v1, "pids/kubepods/besteffort/podu1/pids.current"), []byte("7\n"), 0o644)
+	if n, ok := podProcesses(v1, "/kubepods", "u1"); !ok || n != 7 {
+		t.Errorf("v1: %d %v", n, ok)
+	}
+	v2 := t.TempDir()
+	os.WriteFile(filepath.Join(v2, "cgroup.controllers"), []byte("cpu memory pids\n"), 0o644)
+	os.MkdirAll(filepath.Join(v2, "kubepods/podu2"), 0o755)
+	os.WriteFile(filepath.Join(v2, "kubepods/podu2/pids.current"), []byte("3\n"), 0o644)
+	if n, ok := podProcesses(v2, "/kubepods", "u2"); !ok || n != 3 {
+		t.Errorf("v2 guaranteed pod: %d %v", n, ok)
+	}
+	if _, ok := podProcesses(v2, "/kubepods", "gone"); ok {
+		t.Error("a pod without a cgroup has no count")
+	}
+	if _, ok := podProcesses(v1, "", "u1"); ok {
+		t.Error("without the pods' cgroup nothing is read")
+	}
+}
