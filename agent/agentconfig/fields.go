@@ -193,8 +193,8 @@ var kubeletConfigFields = map[string]fieldRule{
 	"evictionMaxPodGracePeriod":        honoured("longest grace period of a pod evicted for a soft threshold"),
 	"evictionPressureTransitionPeriod": honoured("how long a pressure condition stays after its threshold was last met"),
 	"mergeDefaultEvictionSettings":     honoured("evictionHard is merged with the defaults"),
-	"kernelMemcgNotification": honoured("true also checks memory as soon as it crosses the highest memory.available " +
-		"threshold (cgroup v1 memory thresholds; refused at start on cgroup v2)"),
+	"kernelMemcgNotification": honoured("true also checks memory as soon as it crosses the highest memory.available or " +
+		"allocatableMemory.available threshold (cgroup v1 memory thresholds; refused at start on cgroup v2)"),
 	"localStorageCapacityIsolation": only("true, the kubelet's default: ephemeral-storage is reported, and pods over an emptyDir "+
 		"sizeLimit or their ephemeral-storage limits are evicted; false (no isolation) is not implemented", true),
 

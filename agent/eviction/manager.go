@@ -2,8 +2,10 @@ package eviction
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sort"
 	"sync"
 	"time"
@@ -62,7 +64,7 @@ type Config struct {
 	// MonitoringInterval is how often signals are read; 0 is the kubelet's 10s.
 	MonitoringInterval time.Duration
 	NodeName           string
-	// KernelMemcgNotification wakes the manager when memory.available crosses its highest
+	// KernelMemcgNotification wakes the manager when a memory signal crosses its highest
 	// threshold (Deps.Notifier), besides the ticks.
 	KernelMemcgNotification bool
 }
@@ -98,10 +100,10 @@ const (
 	podCleanupPollFreq = time.Second
 )
 
-// MemoryNotifier arms a kernel notification for memory.available falling below a level (Machine,
-// on cgroup v1).
+// MemoryNotifier arms a kernel notification for a memory signal (memory.available,
+// allocatableMemory.available) falling below a level (Machine, on cgroup v1).
 type MemoryNotifier interface {
-	NotifyMemoryBelow(available int64) (*MemcgThreshold, error)
+	NotifyMemoryBelow(sig Signal, available int64) (*MemcgThreshold, error)
 }
 
 // Manager is the eviction manager; its exported methods are safe to call from any goroutine.
@@ -120,8 +122,8 @@ type Manager struct {
 	// observed are the conditions the last pass read a signal of: only those are claimed either
 	// way (none before a first reading, none for a signal that cannot be read here).
 	observed map[v1.NodeConditionType]bool
-	// memCapacity is the last memory.available capacity read, what percentage thresholds are of.
-	memCapacity int64
+	// memCapacity is the last capacity read of each memory signal, what percentages are of.
+	memCapacity map[Signal]int64
 }
 
 type thresholdKey struct {
@@ -142,22 +144,24 @@ func New(cfg Config, deps Deps) *Manager {
 	if deps.Log == nil {
 		deps.Log = slog.Default()
 	}
-	return &Manager{cfg: cfg, deps: deps, firstMet: map[thresholdKey]time.Time{},
+	return &Manager{cfg: cfg, deps: deps, firstMet: map[thresholdKey]time.Time{}, memCapacity: map[Signal]int64{},
 		lastPressure: map[v1.NodeConditionType]time.Time{}, conditions: map[v1.NodeConditionType]bool{}}
 }
 
 // Run checks the signals every monitoring interval until ctx ends, and with kernel memcg
-// notification also as soon as memory crosses the highest memory.available threshold.
+// notification also as soon as memory crosses a memory signal's highest threshold.
 func (m *Manager) Run(ctx context.Context) {
 	t := time.NewTicker(m.cfg.MonitoringInterval)
 	defer t.Stop()
 	crossed := make(chan struct{}, 1)
-	var armed *MemcgThreshold
-	defer func() {
-		if armed != nil {
-			armed.Close()
+	var armed []*MemcgThreshold
+	disarm := func() {
+		for _, th := range armed {
+			th.Close()
 		}
-	}()
+		armed = nil
+	}
+	defer disarm()
 	var lastErr string
 	for {
 		if p := m.Synchronize(ctx); p != nil {
@@ -165,18 +169,15 @@ func (m *Manager) Run(ctx context.Context) {
 		}
 		if m.cfg.KernelMemcgNotification && m.deps.Notifier != nil {
 			// Armed again at every pass: the level follows inactive_file, as the kubelet's does.
-			if armed != nil {
-				armed.Close()
-				armed = nil
-			}
+			disarm()
 			var err error
-			if armed, err = m.armMemory(crossed); err != nil && err.Error() != lastErr {
+			armed, err = m.armMemory(crossed)
+			if err != nil && err.Error() != lastErr {
 				m.deps.Log.Warn("eviction manager: arm memory threshold notification", "err", err)
 			}
+			lastErr = ""
 			if err != nil {
 				lastErr = err.Error()
-			} else {
-				lastErr = ""
 			}
 		}
 		select {
@@ -221,34 +222,41 @@ func (m *Manager) waitForCleanup(ctx context.Context, p *v1.Pod) {
 // memcgMinInterval bounds how often threshold crossings make the manager check signals.
 const memcgMinInterval = time.Second
 
-// armMemory arms the notifier at the highest memory.available threshold; crossing it sends on
-// crossed. Nil when there is no memory threshold or capacity is not known yet.
-func (m *Manager) armMemory(crossed chan<- struct{}) (*MemcgThreshold, error) {
+// armMemory arms a notification at the highest threshold of each memory signal (the node's, and
+// the pods' cgroup's); crossing one sends on crossed. Signals without a threshold or a capacity
+// read yet get none.
+func (m *Manager) armMemory(crossed chan<- struct{}) ([]*MemcgThreshold, error) {
 	m.mu.Lock()
-	capacity := m.memCapacity
+	capacity := maps.Clone(m.memCapacity)
 	m.mu.Unlock()
-	var level int64 = -1
-	for _, t := range m.cfg.Thresholds {
-		if t.Signal == SignalMemoryAvailable && capacity > 0 {
-			level = max(level, t.value(capacity))
-		}
-	}
-	if level < 0 {
-		return nil, nil
-	}
-	th, err := m.deps.Notifier.NotifyMemoryBelow(level)
-	if err != nil {
-		return nil, err
-	}
-	go func() {
-		if th.Wait() == nil {
-			select {
-			case crossed <- struct{}{}:
-			default:
+	var armed []*MemcgThreshold
+	var errs []error
+	for _, sig := range []Signal{SignalMemoryAvailable, SignalAllocatableMemoryAvailable} {
+		var level int64 = -1
+		for _, t := range m.cfg.Thresholds {
+			if t.Signal == sig && capacity[sig] > 0 {
+				level = max(level, t.value(capacity[sig]))
 			}
 		}
-	}()
-	return th, nil
+		if level < 0 {
+			continue
+		}
+		th, err := m.deps.Notifier.NotifyMemoryBelow(sig, level)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", sig, err))
+			continue
+		}
+		armed = append(armed, th)
+		go func() {
+			if th.Wait() == nil {
+				select {
+				case crossed <- struct{}{}:
+				default:
+				}
+			}
+		}()
+	}
+	return armed, errors.Join(errs...)
 }
 
 func conditionOf(s Signal) v1.NodeConditionType {
@@ -332,8 +340,10 @@ func (m *Manager) Synchronize(ctx context.Context) *v1.Pod {
 		m.conditions[c] = ok && (now.Equal(at) || now.Sub(at) < m.cfg.PressureTransitionPeriod)
 	}
 	m.met, m.firstMet = met, first
-	if o, ok := obs[SignalMemoryAvailable]; ok {
-		m.memCapacity = o.Capacity
+	for _, sig := range []Signal{SignalMemoryAvailable, SignalAllocatableMemoryAvailable} {
+		if o, ok := obs[sig]; ok {
+			m.memCapacity[sig] = o.Capacity
+		}
 	}
 	m.observed = map[v1.NodeConditionType]bool{}
 	for sig := range obs {

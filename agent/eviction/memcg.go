@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -76,24 +78,45 @@ func (m *Machine) CheckMemcgNotification() error {
 	return err
 }
 
-// NotifyMemoryBelow arms a threshold that fires when memory.available falls below available:
-// available = MemTotal − (usage − inactive_file), so the usage level is
-// MemTotal − available + inactive_file, with inactive_file as it is now (the kubelet computes it
-// the same way and re-arms at each pass, as inactive_file moves).
-func (m *Machine) NotifyMemoryBelow(available int64) (*MemcgThreshold, error) {
+// NotifyMemoryBelow arms a threshold that fires when sig falls below available. For
+// memory.available that is on the root memory cgroup, available = MemTotal − (usage −
+// inactive_file); for allocatableMemory.available on the pods' cgroup, available = its limit −
+// (usage − inactive_file). So the usage level is capacity − available + inactive_file, with
+// inactive_file as it is now (the kubelet computes it the same way and re-arms at each pass).
+func (m *Machine) NotifyMemoryBelow(sig Signal, available int64) (*MemcgThreshold, error) {
 	dir, err := m.memcgDir()
 	if err != nil {
 		return nil, err
 	}
-	total, _, err := m.meminfo()
-	if err != nil {
-		return nil, err
+	var capacity int64
+	switch sig {
+	case SignalMemoryAvailable:
+		if capacity, _, err = m.meminfo(); err != nil {
+			return nil, err
+		}
+	case SignalAllocatableMemoryAvailable:
+		if m.PodsCgroup == "" {
+			return nil, errors.New("no pods' cgroup")
+		}
+		dir = filepath.Join(dir, m.PodsCgroup)
+		b, err := os.ReadFile(filepath.Join(dir, "memory.limit_in_bytes"))
+		if err != nil {
+			return nil, err
+		}
+		if capacity, err = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err != nil {
+			return nil, fmt.Errorf("memory.limit_in_bytes: %w", err)
+		}
+		if capacity >= unlimited {
+			return nil, fmt.Errorf("the pods' cgroup %s has no memory limit", m.PodsCgroup)
+		}
+	default:
+		return nil, fmt.Errorf("%s is not a memory signal", sig)
 	}
 	inactive, err := statValue(filepath.Join(dir, "memory.stat"), "total_inactive_file")
 	if err != nil {
 		return nil, err
 	}
-	level := total - available + inactive
+	level := capacity - available + inactive
 	if level <= 0 {
 		return nil, fmt.Errorf("memory threshold level %d: nothing to arm", level)
 	}

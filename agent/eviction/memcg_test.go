@@ -155,8 +155,8 @@ func TestNotifyMemoryBelowLevel(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	m := &Machine{Root: root}
-	th, err := m.NotifyMemoryBelow(100 << 20)
+	m := &Machine{Root: root, PodsCgroup: "/kubepods"}
+	th, err := m.NotifyMemoryBelow(SignalMemoryAvailable, 100<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,23 +169,47 @@ func TestNotifyMemoryBelowLevel(t *testing.T) {
 	if f := strings.Fields(string(b)); len(f) != 3 || f[2] != strconv.FormatInt(want, 10) {
 		t.Errorf("cgroup.event_control got %q", b)
 	}
+	// The pods' cgroup: its limit less the level, plus its own inactive_file.
+	for path, content := range map[string]string{
+		"memory.limit_in_bytes": "536870912\n",
+		"memory.usage_in_bytes": "1\n",
+		"memory.stat":           "total_inactive_file 1048576\n",
+		"cgroup.event_control":  "",
+	} {
+		os.MkdirAll(filepath.Join(memcg, "kubepods"), 0o755)
+		if err := os.WriteFile(filepath.Join(memcg, "kubepods", path), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	th, err = m.NotifyMemoryBelow(SignalAllocatableMemoryAvailable, 100<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer th.Close()
+	if want := int64(512<<20 - 100<<20 + 1<<20); th.Level != want {
+		t.Errorf("pods' level %d, want %d", th.Level, want)
+	}
+	os.WriteFile(filepath.Join(memcg, "kubepods", "memory.limit_in_bytes"), []byte("9223372036854771712\n"), 0o644)
+	if _, err := m.NotifyMemoryBelow(SignalAllocatableMemoryAvailable, 100<<20); err == nil || !strings.Contains(err.Error(), "no memory limit") {
+		t.Errorf("unlimited pods' cgroup: %v", err)
+	}
 	os.Remove(filepath.Join(memcg, "cgroup.event_control"))
-	if _, err := m.NotifyMemoryBelow(100 << 20); err == nil || !strings.Contains(err.Error(), "cgroup v1 memory controller") {
+	if _, err := m.NotifyMemoryBelow(SignalMemoryAvailable, 100<<20); err == nil || !strings.Contains(err.Error(), "cgroup v1 memory controller") {
 		t.Errorf("without cgroup.event_control: %v", err)
 	}
 }
 
 type fakeNotifier struct {
-	levels chan int64
+	levels chan string
 	fds    chan int
 }
 
-func (f *fakeNotifier) NotifyMemoryBelow(available int64) (*MemcgThreshold, error) {
+func (f *fakeNotifier) NotifyMemoryBelow(sig Signal, available int64) (*MemcgThreshold, error) {
 	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
 		return nil, err
 	}
-	f.levels <- available
+	f.levels <- fmt.Sprintf("%s<%dMi", sig, available/mi)
 	dup, err := unix.Dup(fd)
 	if err != nil {
 		return nil, err
@@ -197,14 +221,19 @@ func (f *fakeNotifier) NotifyMemoryBelow(available int64) (*MemcgThreshold, erro
 // With kernelMemcgNotification the manager arms at its highest memory threshold and checks the
 // signals as soon as the threshold is crossed, not at the next tick.
 func TestManagerChecksAtOnceWhenMemoryThresholdCrossed(t *testing.T) {
-	meas := &countingMeasurer{fakeMeasurer: fakeMeasurer{obs: Observations{SignalMemoryAvailable: {Available: 900 * mi, Capacity: 1000 * mi}}},
+	meas := &countingMeasurer{fakeMeasurer: fakeMeasurer{obs: Observations{
+		SignalMemoryAvailable:            {Available: 900 * mi, Capacity: 1000 * mi},
+		SignalAllocatableMemoryAvailable: {Available: 400 * mi, Capacity: 500 * mi}}},
 		calls: make(chan struct{}, 100)}
 	ts, err := ParseThresholds(Settings{Hard: map[string]string{"memory.available": "100Mi", "nodefs.available": "50%"},
 		Soft: map[string]string{"memory.available": "20%"}, SoftGracePeriod: map[string]string{"memory.available": "1m"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &fakeNotifier{levels: make(chan int64, 10), fds: make(chan int, 10)}
+	if ts, err = WithAllocatable(ts, true); err != nil {
+		t.Fatal(err)
+	}
+	n := &fakeNotifier{levels: make(chan string, 10), fds: make(chan int, 10)}
 	m := New(Config{Thresholds: ts, MonitoringInterval: time.Hour, KernelMemcgNotification: true},
 		Deps{Measurer: meas, Notifier: n, ActivePods: func() []*v1.Pod { return nil }})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -213,10 +242,15 @@ func TestManagerChecksAtOnceWhenMemoryThresholdCrossed(t *testing.T) {
 	defer func() { cancel(); <-done }()
 
 	<-meas.calls
-	if level := <-n.levels; level != 200*mi {
-		t.Fatalf("armed at %d, want the highest threshold, 20%% of 1000Mi = %d", level, 200*mi)
+	// The highest of each memory signal: 20% of 1000Mi for the node, the hard 100Mi copied to
+	// the pods' cgroup.
+	for _, want := range []string{"memory.available<200Mi", "allocatableMemory.available<100Mi"} {
+		if got := <-n.levels; got != want {
+			t.Fatalf("armed %s, want %s", got, want)
+		}
 	}
-	fd := <-n.fds
+	unix.Close(<-n.fds)
+	fd := <-n.fds // the pods' cgroup crossing its level
 	defer unix.Close(fd)
 	unix.Write(fd, []byte{1, 0, 0, 0, 0, 0, 0, 0})
 	select {
@@ -224,8 +258,8 @@ func TestManagerChecksAtOnceWhenMemoryThresholdCrossed(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("no check of the signals after the threshold was crossed (the tick is an hour away)")
 	}
-	if level := <-n.levels; level != 200*mi {
-		t.Fatalf("re-armed at %d", level)
+	if got := <-n.levels; got != "memory.available<200Mi" {
+		t.Fatalf("re-armed %s", got)
 	}
 }
 
