@@ -30,28 +30,8 @@ func TestClusterEvictionOnContainerd(t *testing.T)     { evictionScenario(t, new
 // Evicted, the kubelet's message), a small Burstable pod keeps running, the node reports
 // MemoryPressure, and the condition goes back once the transition period has passed.
 func evictionScenario(t *testing.T, e *env) {
-	cpDir := filepath.Join(t.TempDir(), "cp")
-	os.MkdirAll(cpDir, 0o755)
-	admin := startControlPlane(t, cpDir)
-	client := kubeClient(t, admin)
+	client := startPressureNode(t, e, time.Second, true)
 	ctx := context.Background()
-	e.cfg.Kubeconfig = admin
-	e.cfg.NodeIPs = []string{"127.0.0.1"}
-	e.cfg.NodeStatusUpdateFrequency = time.Second
-	e.cfg.SystemReserved = map[string]string{"memory": strconv.FormatInt(memTotal(t)-640<<20, 10)}
-	e.cfg.EnforceNodeAllocatable = nil // the kubelet's default: pods
-	// PID pressure is staged the same way: the threshold sits 1000 tasks below what is free now,
-	// far beyond what this test's own daemons start, and a pod starting 2000 processes crosses it.
-	e.cfg.EvictionHard = map[string]string{"memory.available": "200Mi", "pid.available": strconv.FormatInt(pidAvailable(t)-1000, 10)}
-	e.cfg.EvictionMonitoringInterval = time.Second
-	e.cfg.EvictionPressureTransitionPeriod = 5 * time.Second
-	e.cfg.KernelMemcgNotification = true
-	if err := agentconfig.Complete(&e.cfg); err != nil {
-		t.Fatal(err)
-	}
-	e.startAgent()
-	e.eventually("node Ready", func() bool { return nodeCondition(ctx, client, v1.NodeReady) == v1.ConditionTrue })
-
 	wait := "trap 'exit 0' TERM; while true; do sleep 1; done"
 	fourMi := resource.MustParse("4Mi")
 	small := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "small", Namespace: "default"},
@@ -166,6 +146,33 @@ func evictionScenario(t *testing.T, e *env) {
 		client.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
 	}
 	e.eventually("pods gone from the runtime", func() bool { return len(e.allSandboxes()) == 0 })
+}
+
+// startPressureNode starts the control plane and the agent with the pods' cgroup capped at 640Mi
+// (systemReserved, enforceNodeAllocatable pods), hard thresholds memory.available<200Mi (so
+// allocatableMemory.available<200Mi on the pods' cgroup) and pid.available 1000 tasks below what is
+// free now — far beyond what the test's own daemons start — and a 5 s transition period, and waits
+// for the Node to be Ready.
+func startPressureNode(t testing.TB, e *env, interval time.Duration, memcgNotification bool) kubernetes.Interface {
+	cpDir := filepath.Join(t.TempDir(), "cp")
+	os.MkdirAll(cpDir, 0o755)
+	admin := startControlPlane(t, cpDir)
+	client := kubeClient(t, admin)
+	e.cfg.Kubeconfig = admin
+	e.cfg.NodeIPs = []string{"127.0.0.1"}
+	e.cfg.NodeStatusUpdateFrequency = time.Second
+	e.cfg.SystemReserved = map[string]string{"memory": strconv.FormatInt(memTotal(t)-640<<20, 10)}
+	e.cfg.EnforceNodeAllocatable = nil // the kubelet's default: pods
+	e.cfg.EvictionHard = map[string]string{"memory.available": "200Mi", "pid.available": strconv.FormatInt(pidAvailable(t)-1000, 10)}
+	e.cfg.EvictionMonitoringInterval = interval
+	e.cfg.EvictionPressureTransitionPeriod = 5 * time.Second
+	e.cfg.KernelMemcgNotification = memcgNotification
+	if err := agentconfig.Complete(&e.cfg); err != nil {
+		t.Fatal(err)
+	}
+	e.startAgent()
+	e.eventually("node Ready", func() bool { return nodeCondition(context.Background(), client, v1.NodeReady) == v1.ConditionTrue })
+	return client
 }
 
 // nodeCondition is the status of the e2e Node's condition, "" when it cannot be read.
