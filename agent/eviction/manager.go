@@ -164,6 +164,7 @@ func (m *Manager) Run(ctx context.Context) {
 	defer disarm()
 	var lastErr string
 	for {
+		lastPass := time.Now()
 		if p := m.Synchronize(ctx); p != nil {
 			m.waitForCleanup(ctx, p)
 		}
@@ -187,10 +188,12 @@ func (m *Manager) Run(ctx context.Context) {
 		case <-crossed:
 			m.deps.Log.Info("eviction manager: memory threshold crossed, checking signals now")
 			// A cgroup hovering at the level signals again and again: a pass a second is enough.
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(memcgMinInterval):
+			if wait := memcgMinInterval - time.Since(lastPass); wait > 0 {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(wait):
+				}
 			}
 		}
 	}
