@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -99,14 +97,10 @@ func (m *Machine) NotifyMemoryBelow(sig Signal, available int64) (*MemcgThreshol
 			return nil, errors.New("no pods' cgroup")
 		}
 		dir = filepath.Join(dir, m.PodsCgroup)
-		b, err := os.ReadFile(filepath.Join(dir, "memory.limit_in_bytes"))
-		if err != nil {
+		var limited bool
+		if capacity, limited, err = memoryLimit(filepath.Join(dir, "memory.limit_in_bytes")); err != nil {
 			return nil, err
-		}
-		if capacity, err = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err != nil {
-			return nil, fmt.Errorf("memory.limit_in_bytes: %w", err)
-		}
-		if capacity >= unlimited {
+		} else if !limited {
 			return nil, fmt.Errorf("the pods' cgroup %s has no memory limit", m.PodsCgroup)
 		}
 	default:

@@ -132,6 +132,23 @@ func (m *Machine) memory() (Observation, error) {
 // unlimited is where cgroup v1 memory limits start to mean "none" (the page-rounded max int64).
 const unlimited = int64(1) << 62
 
+// memoryLimit reads a cgroup's memory limit (v1 memory.limit_in_bytes, v2 memory.max); ok is
+// false when there is none ("max", or v1's page-rounded largest value).
+func memoryLimit(path string) (limit int64, ok bool, err error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false, err
+	}
+	text := strings.TrimSpace(string(b))
+	if text == "max" {
+		return 0, false, nil
+	}
+	if limit, err = strconv.ParseInt(text, 10, 64); err != nil {
+		return 0, false, fmt.Errorf("%s: %w", filepath.Base(path), err)
+	}
+	return limit, limit < unlimited, nil
+}
+
 // podsMemory is allocatableMemory.available: the pods' cgroup's memory limit less its working set.
 // ok is false when the cgroup has no limit (enforceNodeAllocatable without pods).
 func (m *Machine) podsMemory() (o Observation, ok bool, err error) {
@@ -143,22 +160,11 @@ func (m *Machine) podsMemory() (o Observation, ok bool, err error) {
 	if v2 {
 		dir, limitFile, usageFile, inactiveKey = filepath.Join(cg, m.PodsCgroup), "memory.max", "memory.current", "inactive_file"
 	}
-	b, err := os.ReadFile(filepath.Join(dir, limitFile))
-	if err != nil {
+	limit, ok, err := memoryLimit(filepath.Join(dir, limitFile))
+	if err != nil || !ok {
 		return Observation{}, false, err
 	}
-	text := strings.TrimSpace(string(b))
-	if text == "max" {
-		return Observation{}, false, nil
-	}
-	limit, err := strconv.ParseInt(text, 10, 64)
-	if err != nil {
-		return Observation{}, false, fmt.Errorf("%s: %w", limitFile, err)
-	}
-	if limit >= unlimited {
-		return Observation{}, false, nil
-	}
-	b, err = os.ReadFile(filepath.Join(dir, usageFile))
+	b, err := os.ReadFile(filepath.Join(dir, usageFile))
 	if err != nil {
 		return Observation{}, false, err
 	}
