@@ -122,14 +122,7 @@ NL_AFTER+=(proxy_cleanup)
 
 # Pods' cgroups under a root of this run's own, removed once the runtime removed the pods.
 cg_root=/nodelet-conformance-$$
-remove_cgroups() {
-  local d
-  for d in /sys/fs/cgroup/*"$cg_root" /sys/fs/cgroup"$cg_root"; do
-    [ -d "$d" ] || continue
-    find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true
-  done
-}
-NL_AFTER+=(remove_cgroups)
+NL_AFTER+=("nl_remove_cgroup $cg_root")
 
 agent_port=$(free_port)
 mkdir -p "$NL_WORK/agent/manifests"

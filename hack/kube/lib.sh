@@ -71,6 +71,16 @@ nl_cleanup() {
   exit "$rc"
 }
 
+# nl_remove_cgroup PATH removes the cgroup PATH (and every cgroup below it) from every hierarchy,
+# once the processes in it are gone.
+nl_remove_cgroup() {
+  local d
+  for d in /sys/fs/cgroup/*"$1" /sys/fs/cgroup"$1"; do
+    [ -d "$d" ] || continue
+    find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true
+  done
+}
+
 nl_registry() {
   nl_say "building and starting the image registry (hack/images)"
   (cd "$NL_ROOT" && go build -o "$NL_WORK/bin/images" ./hack/images) || nl_die "go build ./hack/images failed"
@@ -167,8 +177,13 @@ nl_nodelet() {
   # The same bridge + portmap network as the containerd here, on its own bridge and subnet.
   nl_cni_conf "$dir/net.d" "nodelet-$name" "nl${name:0:8}0" "${NL_NODELET_SUBNET:-10.92.0.0/16}"
   nl_say "starting nodelet runtime ($dir)"
+  # Sandboxes that name no cgroup parent (critest's) go under one of this run's own, not the
+  # runtime's default /nodelet, and it goes with the run.
+  NL_NODELET_CGROUP=/nodelet-$name-runtime-$$
+  NL_AFTER+=("nl_remove_cgroup $NL_NODELET_CGROUP")
   "$NL_NODELET_BIN" runtime --root "$dir/root" --state "$dir/state" --listen "unix://$dir/nodelet.sock" \
-    --cni-conf-dir "$dir/net.d" "${mirrors[@]}" "${NL_NODELET_ARGS[@]}" >"$dir/nodelet.log" 2>&1 &
+    --cni-conf-dir "$dir/net.d" --cgroup-parent "$NL_NODELET_CGROUP" "${mirrors[@]}" "${NL_NODELET_ARGS[@]}" \
+    >"$dir/nodelet.log" 2>&1 &
   NL_PIDS+=($!)
   NL_NODELET_PID=$!
   NL_NODELET_SOCK=unix://$dir/nodelet.sock
