@@ -3,6 +3,7 @@ package nodestatus
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,7 +11,9 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/nodelet/nodelet/test/harness/fakecri"
 )
@@ -92,15 +95,31 @@ func TestRegisterStatusAndLease(t *testing.T) {
 
 func TestPublishDaemonEndpoint(t *testing.T) {
 	client := fake.NewSimpleClientset()
+	// The publisher's first patch comes before the node exists; later ones wait until Register
+	// returned. A real apiserver refuses Register's status update made from a Get older than the
+	// patch (a resourceVersion conflict, then retried); the fake does not, so the test keeps the
+	// two apart rather than let the stale update win now and then.
+	firstPatch, registered := make(chan struct{}), make(chan struct{})
+	var patches atomic.Int32
+	client.PrependReactor("patch", "nodes", func(clienttesting.Action) (bool, runtime.Object, error) {
+		if patches.Add(1) == 1 {
+			close(firstPatch)
+		} else {
+			<-registered
+		}
+		return false, nil, nil
+	})
 	m := New(Deps{Client: kubefake.Wrap(client), NodeName: "n1", NodeIPs: []string{"10.0.0.5"}, MaxPods: 10})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- PublishDaemonEndpoint(ctx, kubefake.Wrap(client), "n1", 10250, nil) }()
 	// The node is registered after the API started: the publisher waits for it.
+	<-firstPatch
 	if err := m.Register(ctx); err != nil {
 		t.Fatal(err)
 	}
+	close(registered)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
