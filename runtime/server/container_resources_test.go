@@ -33,7 +33,7 @@ func TestContainerResourcesAndStats(t *testing.T) {
 			e := runtimetest.Start(t)
 			pod := e.PodWithLogs("res-" + handler)
 			sb := e.RunPod(pod, handler)
-			cfg := runtimetest.ContainerConfig("limited", "sh", "-c", "echo ready; dd if=/dev/zero of=/tmp/blob bs=1k count=512 2>/dev/null; sleep 1000")
+			cfg := runtimetest.ContainerConfig("limited", "sh", "-c", "dd if=/dev/zero of=/tmp/blob bs=1k count=512 2>/dev/null; echo ready; sleep 1000")
 			cfg.Linux.Resources = &runtimeapi.LinuxContainerResources{
 				CpuShares: 512, CpuQuota: 50000, CpuPeriod: 100000, MemoryLimitInBytes: 64 << 20, CpusetCpus: "0",
 				OomScoreAdj: -999, // more than the daemon may grant: clamped, not a failed create
