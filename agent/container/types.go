@@ -8,6 +8,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -51,6 +52,17 @@ type Status struct {
 	RestartCount int
 	Reason       string
 	Message      string
+	// Resources are the cpu and memory the runtime reports the container has; nil when it
+	// reports none.
+	Resources *ContainerResources
+}
+
+// ContainerResources are a container's resources as a runtime reports them (from the Linux cgroup
+// figures of CRI's ContainerStatus.resources); a nil field was not reported.
+type ContainerResources struct {
+	CPURequest  *resource.Quantity
+	CPULimit    *resource.Quantity
+	MemoryLimit *resource.Quantity
 }
 
 // PodStatus is everything observed about one pod in the runtime.

@@ -256,6 +256,7 @@ func toContainerStatus(s *runtimeapi.ContainerStatus) *kubecontainer.Status {
 		RestartCount: info.RestartCount,
 		Reason:       s.Reason,
 		Message:      s.Message,
+		Resources:    toContainerResources(s.Resources),
 	}
 	if cs.ImageID == "" {
 		cs.ImageID = s.ImageRef

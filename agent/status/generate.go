@@ -24,6 +24,12 @@ type Inputs struct {
 	Terminating bool
 	// Probes gives readiness and startup results; nil means a running container is ready.
 	Probes ProbeResults
+	// ResizeConditions are the pod's PodResizePending and PodResizeInProgress conditions, as the
+	// allocation manager keeps them.
+	ResizeConditions []v1.PodCondition
+	// Actuated gives the resources last handed to the runtime for a container (the allocation
+	// manager's record); nil reports the allocated ones.
+	Actuated func(container string) (v1.ResourceRequirements, bool)
 }
 
 // ProbeResults are the prober's answers for running containers.
@@ -70,7 +76,7 @@ func Generate(pod *v1.Pod, ps *kubecontainer.PodStatus, old v1.PodStatus, in Inp
 			s.Reason, s.Message = old.Reason, old.Message
 		}
 	}
-	s.Conditions = conditions(pod, &s, ps, old.Conditions, in.Now)
+	s.Conditions = conditions(pod, &s, ps, old.Conditions, in)
 	return s
 }
 
@@ -155,11 +161,17 @@ func containerStatuses(pod *v1.Pod, specs []v1.Container, ps *kubecontainer.PodS
 		}
 		cur := attempts[0]
 		st.RestartCount = int32(cur.RestartCount)
+		st.AllocatedResources = spec.Resources.Requests.DeepCopy()
+		var oldSt *v1.ContainerStatus
+		if o, ok := oldByName[spec.Name]; ok {
+			oldSt = &o
+		}
 		st.ImageID = cur.ImageRef
 		if st.ImageID == "" {
 			st.ImageID = cur.ImageID
 		}
 		st.ContainerID = containerID(in.RuntimeName, cur.ID)
+		st.Resources = statusResources(&spec, cur, st.ContainerID, oldSt, in.Actuated)
 		switch cur.State {
 		case kubecontainer.StateRunning:
 			started, ready := true, true
@@ -292,7 +304,8 @@ func getPhase(pod *v1.Pod, inits, apps []v1.ContainerStatus, terminating bool) v
 	return v1.PodPending
 }
 
-func conditions(pod *v1.Pod, s *v1.PodStatus, ps *kubecontainer.PodStatus, old []v1.PodCondition, now time.Time) []v1.PodCondition {
+func conditions(pod *v1.Pod, s *v1.PodStatus, ps *kubecontainer.PodStatus, old []v1.PodCondition, in Inputs) []v1.PodCondition {
+	now := in.Now
 	oldBy := map[v1.PodConditionType]v1.PodCondition{}
 	for _, c := range old {
 		oldBy[c.Type] = c
@@ -322,6 +335,7 @@ func conditions(pod *v1.Pod, s *v1.PodStatus, ps *kubecontainer.PodStatus, old [
 	if ctrOK {
 		readyOK, readyReason, readyMsg = readinessGates(pod, others)
 	}
+	others = append(others, in.ResizeConditions...)
 	conds := append(others,
 		mk(v1.PodReadyToStartContainers, ps.ReadySandbox() != nil, "", ""),
 		mk(v1.PodInitialized, initOK, initReason, initMsg),
