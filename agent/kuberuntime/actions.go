@@ -17,6 +17,9 @@ type containerToKill struct {
 	// GracePeriod, when set, replaces the pod's for this kill (a failed probe's own
 	// terminationGracePeriodSeconds); a deletion's grace period still wins.
 	GracePeriod *int64
+	// ForResize: the container restarts to take new resources (its resizePolicy), not because it
+	// failed, so its start is not held back by the crash-loop back-off.
+	ForResize bool
 }
 
 // podActions is the plan SyncPod carries out. It is computed by computePodActions from the desired
@@ -38,6 +41,12 @@ type podActions struct {
 	EphemeralContainersToStart []int
 	// ContainersToKill are keyed by container ID.
 	ContainersToKill map[string]containerToKill
+	// ContainersToUpdate are the running containers whose cpu or memory is resized in place
+	// (UpdateContainerResources), by resource, decreases before increases.
+	ContainersToUpdate map[v1.ResourceName][]containerToUpdate
+	// UpdatePodResources: a container restarts to take new resources, so the pod cgroup is resized
+	// before it starts again.
+	UpdatePodResources bool
 }
 
 func (a podActions) String() string {
@@ -45,8 +54,9 @@ func (a podActions) String() string {
 	if a.NextInitContainerToStart != nil {
 		next = a.NextInitContainerToStart.Name
 	}
-	return fmt.Sprintf("kill=%v createSandbox=%v sandbox=%q attempt=%d nextInit=%q start=%v ephemeral=%v kill=%d",
-		a.KillPod, a.CreateSandbox, a.SandboxID, a.Attempt, next, a.ContainersToStart, a.EphemeralContainersToStart, len(a.ContainersToKill))
+	return fmt.Sprintf("kill=%v createSandbox=%v sandbox=%q attempt=%d nextInit=%q start=%v ephemeral=%v kill=%d resize=%d/%d updatePod=%v",
+		a.KillPod, a.CreateSandbox, a.SandboxID, a.Attempt, next, a.ContainersToStart, a.EphemeralContainersToStart, len(a.ContainersToKill),
+		len(a.ContainersToUpdate[v1.ResourceCPU]), len(a.ContainersToUpdate[v1.ResourceMemory]), a.UpdatePodResources)
 }
 
 // shouldRestartOnFailure is whether a failed container of the pod runs again.
@@ -111,25 +121,25 @@ func IsSidecar(c *v1.Container) bool {
 
 // computeInitContainerActions fills in the init container part of the plan. It reports whether all
 // init containers are done (so app containers may start).
-func computeInitContainerActions(pod *v1.Pod, status *kubecontainer.PodStatus, probes ProbeResults, changes *podActions) bool {
+func computeInitContainerActions(pod *v1.Pod, status *kubecontainer.PodStatus, probes ProbeResults, actuated actuatedFunc, changes *podActions) bool {
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		cs := status.FindContainerStatusByName(c.Name)
 		if IsSidecar(c) {
 			switch {
-			case cs != nil && cs.State == kubecontainer.StateRunning && probes != nil:
-				bad, why := probes.Unhealthy(cs.ID)
-				if !bad {
-					continue
-				}
+			case cs != nil && cs.State == kubecontainer.StateRunning && probes != nil && failedProbe(probes, cs.ID):
 				// A sidecar that failed its liveness probe is restarted in place, as the kubelet does.
+				_, why := probes.Unhealthy(cs.ID)
 				k := containerToKill{Name: c.Name, Spec: c, Message: fmt.Sprintf("container %s %s, will be restarted", c.Name, why)}
 				if g, ok := probes.(probeGracePeriods); ok && pod.DeletionTimestamp == nil {
 					k.GracePeriod = g.KillGracePeriod(cs.ID)
 				}
 				changes.ContainersToKill[cs.ID] = k
 			case cs != nil && cs.State == kubecontainer.StateRunning:
-				continue
+				if computePodResizeAction(c, cs, actuated, changes) {
+					continue
+				}
+				// Its resizePolicy restarts it for its new resources: killed in the plan, started below.
 			case cs != nil && cs.State == kubecontainer.StateUnknown:
 				changes.ContainersToKill[cs.ID] = containerToKill{Name: c.Name, Spec: c, Message: "sidecar is in an unknown state"}
 			}
@@ -161,9 +171,17 @@ func computeInitContainerActions(pod *v1.Pod, status *kubecontainer.PodStatus, p
 	return true
 }
 
-// computePodActions decides what SyncPod must do to bring the observed pod to the desired one.
-// probes may be nil.
-func computePodActions(pod *v1.Pod, status *kubecontainer.PodStatus, probes ProbeResults) podActions {
+// failedProbe: the prober says the container failed its liveness or startup probe.
+func failedProbe(probes ProbeResults, id string) bool {
+	bad, _ := probes.Unhealthy(id)
+	return bad
+}
+
+// computePodActions decides what SyncPod must do to bring the observed pod (as allocated) to the
+// desired one. probes may be nil; actuated, nil or not, gives what each container was last given,
+// so a container whose allocated cpu or memory differs is resized in place or, as its resizePolicy
+// says, restarted (its resources are not in its hash: a resize alone never recreates it).
+func computePodActions(pod *v1.Pod, status *kubecontainer.PodStatus, probes ProbeResults, actuated actuatedFunc) podActions {
 	createSandbox, attempt, sandboxID := podSandboxChanged(pod, status)
 	changes := podActions{
 		KillPod:          createSandbox,
@@ -203,7 +221,7 @@ func computePodActions(pod *v1.Pod, status *kubecontainer.PodStatus, probes Prob
 	// Before the init containers: a pod stuck in its initialization is exactly what one debugs.
 	changes.EphemeralContainersToStart = ephemeralContainersToStart(pod, status)
 
-	if !computeInitContainerActions(pod, status, probes, &changes) {
+	if !computeInitContainerActions(pod, status, probes, actuated, &changes) {
 		return changes
 	}
 
@@ -240,6 +258,10 @@ func computePodActions(pod *v1.Pod, status *kubecontainer.PodStatus, probes Prob
 				changes.ContainersToKill[cs.ID] = k
 				continue
 			}
+		}
+		if !computePodResizeAction(c, cs, actuated, &changes) {
+			changes.ContainersToStart = append(changes.ContainersToStart, i)
+			continue
 		}
 		keep++
 	}

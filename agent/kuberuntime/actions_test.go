@@ -129,7 +129,7 @@ func TestComputePodActions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := computePodActions(tt.pod, tt.status, nil)
+			got := computePodActions(tt.pod, tt.status, nil, nil)
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("computePodActions:\n got %s %+v\nwant %s %+v", got, got.ContainersToKill, tt.want, tt.want.ContainersToKill)
 			}
@@ -188,7 +188,7 @@ func TestComputePodActionsLiveness(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := computePodActions(tt.pod, status(tt.pod), bad); !reflect.DeepEqual(got, tt.want) {
+			if got := computePodActions(tt.pod, status(tt.pod), bad, nil); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got %s %+v\nwant %s %+v", got, got.ContainersToKill, tt.want, tt.want.ContainersToKill)
 			}
 		})

@@ -113,6 +113,13 @@ func (m *Manager) startContainerTargeting(ctx context.Context, sandboxID string,
 		m.Recorder.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
 		return &configGenError{err}
 	}
+	// The container is made with its allocated resources: they are what it holds from now on.
+	if m.Allocation != nil {
+		if err := m.Allocation.SetActuatedResources(pod, c); err != nil {
+			m.Recorder.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
+			return &configGenError{err}
+		}
+	}
 	targetPIDNamespace(cfg, targetID)
 	logDir, err := podpath.ContainerLogDir(sandboxCfg.LogDirectory, c.Name)
 	if err == nil {

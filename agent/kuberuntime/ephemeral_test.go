@@ -54,7 +54,7 @@ func TestComputePodActionsEphemeral(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			st := &kubecontainer.PodStatus{SandboxStatuses: ready, ContainerStatuses: tt.containers}
-			got := computePodActions(tt.pod, st, nil)
+			got := computePodActions(tt.pod, st, nil, nil)
 			if !slices.Equal(got.EphemeralContainersToStart, tt.wantStart) {
 				t.Errorf("ephemeral to start %v, want %v (%s)", got.EphemeralContainersToStart, tt.wantStart, got)
 			}

@@ -60,6 +60,11 @@ type Deps struct {
 	Credentials PullCredentials
 	// Probes tells which containers failed their liveness or startup probe; nil means none did.
 	Probes ProbeResults
+	// Allocation records the resources each container was given, for in-place resize; nil resizes
+	// nothing in place (a resources-only change then waits for the container's next start).
+	Allocation Allocation
+	// PodCgroups resizes pod cgroups with their containers; nil when the runtime places pods.
+	PodCgroups PodCgroups
 	// ImagePulls configures the image manager (serialized or parallel pulls, the GC's Used hook);
 	// Credentials, Recorder and Now are filled in from the fields above.
 	ImagePulls images.Options

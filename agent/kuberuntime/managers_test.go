@@ -115,10 +115,10 @@ func TestComputePodActionsSidecarLiveness(t *testing.T) {
 	pod.Spec.InitContainers[0].RestartPolicy = &always
 	status := &kubecontainer.PodStatus{ID: "uid-1", SandboxStatuses: []*runtimeapi.PodSandboxStatus{sandbox("sb1", 0, true)},
 		ContainerStatuses: []*kubecontainer.Status{running(pod, "side"), running(pod, "a")}}
-	if got := computePodActions(pod, status, unhealthy{}); len(got.ContainersToKill) != 0 || got.NextInitContainerToStart != nil {
+	if got := computePodActions(pod, status, unhealthy{}, nil); len(got.ContainersToKill) != 0 || got.NextInitContainerToStart != nil {
 		t.Fatalf("healthy sidecar: %s", got)
 	}
-	got := computePodActions(pod, status, unhealthyWithGrace{unhealthy{"id-side": "failed liveness probe"}, 3})
+	got := computePodActions(pod, status, unhealthyWithGrace{unhealthy{"id-side": "failed liveness probe"}, 3}, nil)
 	k, ok := got.ContainersToKill["id-side"]
 	if !ok || got.NextInitContainerToStart != &pod.Spec.InitContainers[0] || k.GracePeriod == nil || *k.GracePeriod != 3 || len(got.ContainersToKill) != 1 {
 		t.Fatalf("unhealthy sidecar: %s %+v", got, got.ContainersToKill)

@@ -20,14 +20,17 @@ import (
 //  3. prune dead container attempts beyond the newest of each name;
 //  4. create the sandbox when needed;
 //  5. start the ephemeral (debug) containers that never ran;
-//  6. start the next init container, if any, and stop there (they run one at a time);
-//  7. start the app containers the plan names.
+//  6. resize running containers in place: the pod cgroup's limits raised before the containers'
+//     (UpdateContainerResources) and lowered after them, before a container restarted for its
+//     resizePolicy starts again;
+//  7. start the next init container, if any, and stop there (they run one at a time);
+//  8. start the app containers the plan names.
 //
 // Every step is idempotent: an interrupted sync is simply done again from fresh observations.
 // The error carries a waiting reason (kubecontainer.ReasonFor) and maybe a retry hint (RetryAfterError).
 func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *kubecontainer.PodStatus) error {
 	// Step 1.
-	plan := computePodActions(pod, status, m.Probes)
+	plan := computePodActions(pod, status, m.Probes, m.actuatedFor(pod))
 	m.Log.Debug("sync pod", "pod", kubecontainer.FormatPod(pod), "plan", plan.String())
 
 	// Step 2.
@@ -86,7 +89,16 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *kubecontaine
 		}
 	}
 
-	// Step 6.
+	// Step 6. A failed resize does not keep containers from starting; the next sync resumes it.
+	if len(plan.ContainersToUpdate) > 0 || plan.UpdatePodResources {
+		if err := m.doPodResizeAction(ctx, pod, plan); err != nil {
+			m.Log.Warn("pod resize", "pod", kubecontainer.FormatPod(pod), "err", err)
+			m.Allocation.ResizeFailed(pod, err.Error())
+			errs = append(errs, fmt.Errorf("resize: %w", err))
+		}
+	}
+
+	// Step 7.
 	if c := plan.NextInitContainerToStart; c != nil {
 		err := m.start(ctx, sandboxID, sandboxCfg, pod, c, status, podIPs)
 		if len(errs) == 0 {
@@ -95,10 +107,10 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *kubecontaine
 		return errors.Join(append(errs, err)...)
 	}
 
-	// Step 7.
+	// Step 8.
 	killed := map[string]bool{}
 	for _, k := range plan.ContainersToKill {
-		killed[k.Name] = true
+		killed[k.Name] = !k.ForResize
 	}
 	for _, i := range plan.ContainersToStart {
 		c := &pod.Spec.Containers[i]

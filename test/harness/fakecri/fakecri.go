@@ -41,6 +41,8 @@ type Server struct {
 	pullErrs   map[string]error
 	needAuth   map[string]string // image → user whose credentials a pull needs
 	startErrs  map[string]error  // container name → error on StartContainer
+	updateErrs map[string]error  // container name → error on UpdateContainerResources
+	memUsage   map[string]uint64 // container name → ContainerStats memory usage
 	exitOnStop int32
 	execExit   int32
 	noEvents   bool
@@ -62,6 +64,8 @@ func Start(t testing.TB) *Server {
 		pullErrs:   map[string]error{},
 		needAuth:   map[string]string{},
 		startErrs:  map[string]error{},
+		updateErrs: map[string]error{},
+		memUsage:   map[string]uint64{},
 		exitOnStop: 137,
 		now:        time.Now,
 	}

@@ -125,6 +125,9 @@ func (s *Server) CreateContainer(_ context.Context, r *runtimeapi.CreateContaine
 		Image: cfg.Image, ImageRef: cfg.Image.GetImage(), ImageId: s.imageID(cfg.Image.GetImage()),
 		Labels: cfg.Labels, Annotations: cfg.Annotations, LogPath: cfg.LogPath,
 	}
+	if l := cfg.GetLinux().GetResources(); l != nil {
+		s.containers[id].Resources = &runtimeapi.ContainerResources{Linux: proto.Clone(l).(*runtimeapi.LinuxContainerResources)}
+	}
 	s.sandboxOf[id] = r.PodSandboxId
 	s.configs[id] = proto.Clone(cfg).(*runtimeapi.ContainerConfig)
 	s.emit(id, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT)
