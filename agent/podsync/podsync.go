@@ -70,6 +70,22 @@ type PodCgroups interface {
 	UpdateQoS() error
 }
 
+// Allocation keeps the resources pods were granted and decides in-place resizes
+// (*allocation.Manager); nil syncs pods as their specs say.
+type Allocation interface {
+	// HandlePodResourcesResize decides a pending resize and returns the pod as allocated.
+	HandlePodResourcesResize(pod *v1.Pod) *v1.Pod
+	// UpdatePodFromAllocation returns the pod as allocated, deciding nothing.
+	UpdatePodFromAllocation(pod *v1.Pod) (*v1.Pod, bool)
+	// CheckPodResizeInProgress keeps PodResizeInProgress while the runtime lags the allocation.
+	CheckPodResizeInProgress(allocatedPod *v1.Pod, ps *kubecontainer.PodStatus)
+	PodResizeConditions(uid types.UID, terminal bool) []v1.PodCondition
+	// ActuatedPod is the pod with the resources its containers were last given: its cgroup's.
+	ActuatedPod(pod *v1.Pod) *v1.Pod
+	ActuatedResources(uid types.UID, container string) (v1.ResourceRequirements, bool)
+	RemovePod(uid types.UID)
+}
+
 // Pods finds mirror pods (*podmanager.Manager).
 type Pods interface {
 	GetMirrorPodByPod(pod *v1.Pod) (*v1.Pod, bool)
@@ -84,7 +100,9 @@ type Syncer struct {
 	Volumes Volumes
 	Prober  Prober
 	Cgroups PodCgroups
-	Reasons *kubecontainer.ReasonCache
+	// Allocation, when set, has pods synced as allocated (in-place resize).
+	Allocation Allocation
+	Reasons    *kubecontainer.ReasonCache
 	// RuntimeName prefixes container IDs in statuses; read per sync since it is learnt after start.
 	RuntimeName func() string
 	NodeIPs     []string
@@ -115,6 +133,10 @@ func (s *Syncer) publish(pod *v1.Pod, ps *kubecontainer.PodStatus, terminating b
 	if s.Prober != nil {
 		in.Probes = s.Prober
 	}
+	if s.Allocation != nil {
+		in.ResizeConditions = s.Allocation.PodResizeConditions(pod.UID, terminating)
+		in.Actuated = func(c string) (v1.ResourceRequirements, bool) { return s.Allocation.ActuatedResources(pod.UID, c) }
+	}
 	st := status.Generate(pod, ps, old, in)
 	// Checked on every status, while terminating too, so the kill's outcome does not replace it.
 	s.enforceDeadline(pod, old, &st, now)
@@ -124,7 +146,8 @@ func (s *Syncer) publish(pod *v1.Pod, ps *kubecontainer.PodStatus, terminating b
 }
 
 // SyncPod observes, publishes, keeps the mirror, acts, and publishes again so the status knows of a
-// start as soon as the runtime confirmed it rather than at the next PLEG event.
+// start as soon as the runtime confirmed it rather than at the next PLEG event. With an allocation
+// manager, a resize the spec asks for is decided first, and the pod is synced as allocated.
 func (s *Syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, mirror *v1.Pod) (bool, error) {
 	// A pod the apiserver (or this agent, before a restart) already recorded as finished never runs
 	// again, even when the runtime no longer holds its containers to prove it.
@@ -138,6 +161,10 @@ func (s *Syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, mirr
 	if err != nil {
 		return false, err
 	}
+	if s.Allocation != nil {
+		pod = s.Allocation.HandlePodResourcesResize(pod)
+		s.Allocation.CheckPodResizeInProgress(pod, ps)
+	}
 	st := s.publish(pod, ps, false)
 	if terminal(st.Phase) {
 		return true, nil
@@ -149,7 +176,13 @@ func (s *Syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, mirr
 		}
 	}
 	if s.Cgroups != nil {
-		if err := s.Cgroups.EnsurePod(pod); err != nil {
+		// The pod cgroup holds what the containers were given: a resize changes it in step with
+		// them (the runtime manager), not ahead of them.
+		cg := pod
+		if s.Allocation != nil {
+			cg = s.Allocation.ActuatedPod(pod)
+		}
+		if err := s.Cgroups.EnsurePod(cg); err != nil {
 			return false, fmt.Errorf("pod cgroup: %w", err)
 		}
 	}
@@ -157,6 +190,9 @@ func (s *Syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, mirr
 	if ps, err = s.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace); err == nil {
 		if s.Prober != nil {
 			s.Prober.SyncPod(pod, ps)
+		}
+		if s.Allocation != nil {
+			s.Allocation.CheckPodResizeInProgress(pod, ps)
 		}
 		s.publish(pod, ps, false)
 	}
@@ -187,6 +223,10 @@ func (s *Syncer) syncMirror(ctx context.Context, pod *v1.Pod) {
 func (s *Syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, grace *int64) error {
 	if s.Prober != nil {
 		s.Prober.RemovePod(pod.UID)
+	}
+	if s.Allocation != nil {
+		// Its status shows what it held, not a resize it was never granted.
+		pod, _ = s.Allocation.UpdatePodFromAllocation(pod)
 	}
 	ps, err := s.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
 	if err != nil {
@@ -238,6 +278,10 @@ func (s *Syncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, deleted boo
 	}
 	if s.Volumes != nil {
 		s.Volumes.Forget(pod.UID)
+	}
+	if s.Allocation != nil {
+		// Its resources are free: a deferred resize of another pod may fit now.
+		s.Allocation.RemovePod(pod.UID)
 	}
 	if err := s.Status.PodTerminated(ctx, pod); err != nil {
 		return err

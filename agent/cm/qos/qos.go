@@ -259,3 +259,23 @@ func (m *Manager) Run(ctx context.Context) {
 		}
 	}
 }
+
+// PodLimits are the limits the pod's cgroup gets for the pod's resources as given (during a
+// resize the runtime manager compares those of the pod as actuated and as allocated).
+func (m *Manager) PodLimits(pod *v1.Pod) cm.Limits {
+	return PodLimits(pod, m.cfg.CPUPeriod, m.cfg.PodPidsLimit)
+}
+
+// SetPodLimits writes the set fields of l on the pod's cgroup: a resize raises or lowers one
+// limit at a time.
+func (m *Manager) SetPodLimits(pod *v1.Pod, l cm.Limits) error {
+	if err := m.deps.Cgroups.Apply(PodCgroup(m.cfg.Root, pod), l); err != nil {
+		return fmt.Errorf("pod cgroup: %w", err)
+	}
+	return nil
+}
+
+// PodMemoryUsage is the memory the pod's cgroup uses now, in bytes.
+func (m *Manager) PodMemoryUsage(pod *v1.Pod) (int64, error) {
+	return m.deps.Cgroups.MemoryUsage(PodCgroup(m.cfg.Root, pod))
+}

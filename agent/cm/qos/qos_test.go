@@ -272,3 +272,33 @@ func TestCleanupOrphansScans(t *testing.T) {
 		t.Error("removed while the runtime could not be asked")
 	}
 }
+
+// A resize writes one limit at a time on the pod cgroup, leaving the others as they are.
+func TestSetPodLimitsWritesOnlyWhatIsGiven(t *testing.T) {
+	c := fakeV1(t)
+	b := pod("b", ctr{res("cpu", "500m", "memory", "64Mi"), res("cpu", "1", "memory", "128Mi")})
+	m := New(Config{Root: "/kubepods"}, Deps{Cgroups: c, ActivePods: func() []*v1.Pod { return []*v1.Pod{b} }})
+	if err := m.EnsurePod(b); err != nil {
+		t.Fatal(err)
+	}
+	grown := b.DeepCopy()
+	grown.Spec.Containers[0].Resources.Limits = res("cpu", "2", "memory", "256Mi")
+	want := m.PodLimits(grown)
+	if err := m.SetPodLimits(b, cm.Limits{Memory: want.Memory}); err != nil {
+		t.Fatal(err)
+	}
+	for file, want := range map[string]string{
+		"memory/kubepods/burstable/podb/memory.limit_in_bytes": fmt.Sprint(256 << 20),
+		"cpu/kubepods/burstable/podb/cpu.cfs_quota_us":         "100000",
+	} {
+		if got := readFile(t, filepath.Join(c.Mount, file)); got != want {
+			t.Errorf("%s = %s, want %s", file, got, want)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(c.Mount, "memory/kubepods/burstable/podb/memory.usage_in_bytes"), []byte("12345\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := m.PodMemoryUsage(b); err != nil || got != 12345 {
+		t.Fatalf("PodMemoryUsage = %d, %v", got, err)
+	}
+}
