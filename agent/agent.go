@@ -27,6 +27,7 @@ import (
 
 	"github.com/nodelet/nodelet/agent/admission"
 	"github.com/nodelet/nodelet/agent/agentconfig"
+	"github.com/nodelet/nodelet/agent/allocation"
 	"github.com/nodelet/nodelet/agent/cm"
 	"github.com/nodelet/nodelet/agent/cm/qos"
 	"github.com/nodelet/nodelet/agent/config"
@@ -128,6 +129,7 @@ type Agent struct {
 	rotator    *logs.Rotator
 	cm         *cm.Manager
 	qos        *qos.Manager // nil when the runtime places pods (no cgroup root)
+	alloc      *allocation.Manager
 
 	runtimeName atomic.Value // string
 }
@@ -261,11 +263,14 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	if a.mirrors != nil {
 		a.syncer.Mirrors = a.mirrors
 	}
+	if err := a.wireAllocation(allocatable); err != nil {
+		return nil, a.closeWith(err)
+	}
 	a.workers = podworkers.New(a.syncer, log)
 	a.sources = a.configuredSources()
 	loopDeps := syncloop.Deps{
 		Updates: a.config.Updates(), PLEG: a.pleg.Watch(), Probes: a.probes.Updates(), Pods: a.pods, Workers: a.workers,
-		Runtime: a.manager, Statuses: a.statuses, Admit: a.admit, Reject: a.reject,
+		Runtime: a.manager, Statuses: a.statuses, Admit: a.alloc.AddPod, Reject: a.reject,
 		SourcesReady:       a.sourcesReady,
 		Housekeep:          a.housekeep,
 		SyncFrequency:      cfg.SyncFrequency,
@@ -590,6 +595,7 @@ func (a *Agent) housekeep() {
 		keep[p.Namespace+"/"+p.Name] = true
 	}
 	a.events.Forget(keep)
+	a.resizeHousekeeping()
 }
 
 // Pod returns one desired pod with its status (the agent's API reads it).

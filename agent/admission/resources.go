@@ -52,8 +52,10 @@ func fitsResources(pod *v1.Pod, active []*v1.Pod, allocatable v1.ResourceList) [
 		short = append(short, InsufficientResource{Name: v1.ResourcePods, Requested: 1, Used: n, Capacity: alloc[v1.ResourcePods]})
 	}
 
-	// A new pod has not run, so only its spec counts; a running pod may have been resized in place,
-	// and what its status reports as allocated is what it holds.
+	// Pods come as allocated: the allocation manager gives each the resources it was granted (a
+	// resize the spec asks for counts only once accepted). A new pod has not run, so only that
+	// counts; a running pod counts the larger of it and what its status reports (a resize the
+	// runtime has not finished, or not yet shrunk to), as the kubelet counts them.
 	want := counted(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}))
 	used := amounts{}
 	for _, p := range active {

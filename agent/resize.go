@@ -1,0 +1,48 @@
+package agent
+
+import (
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodelet/nodelet/agent/allocation"
+	"github.com/nodelet/nodelet/agent/podworkers"
+)
+
+// wireAllocation builds the allocation manager (in-place pod resize) and hands it to the parts
+// that use it: admission goes through it (AddPod) so pods are admitted beside the others'
+// allocations and their own is recorded; workers sync pods as allocated; the runtime manager
+// records what each container was given and resizes pod cgroups with them.
+//
+// The CPU manager's static policy makes a Guaranteed pod's cpu resize Infeasible; it is wired
+// with the CPU manager (allocation.Deps.StaticCPUPolicy).
+func (a *Agent) wireAllocation(allocatable func() v1.ResourceList) error {
+	alloc, err := allocation.New(allocation.Deps{RootDir: a.cfg.RootDir, Admit: a.admit, ActivePods: a.activePods,
+		Allocatable: allocatable, Recorder: a.events, Log: a.log})
+	if err != nil {
+		return err
+	}
+	a.alloc = alloc
+	a.manager.Allocation = alloc
+	if a.qos != nil {
+		a.manager.PodCgroups = a.qos
+	}
+	a.syncer.Allocation = alloc
+	return nil
+}
+
+// resizeHousekeeping forgets the allocations of pods that are gone, then decides deferred resizes
+// again (resources may have been freed) and wakes the workers of the pods whose resize now fits.
+func (a *Agent) resizeHousekeeping() {
+	if a.alloc == nil {
+		return
+	}
+	desired := map[types.UID]bool{}
+	for _, p := range a.pods.GetPods() {
+		desired[p.UID] = true
+	}
+	a.alloc.RemoveOrphanedPods(desired)
+	for _, p := range a.alloc.RetryPendingResizes() {
+		mirror, _ := a.pods.GetMirrorPodByPod(p)
+		a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodSync, Pod: p, MirrorPod: mirror})
+	}
+}
