@@ -110,22 +110,6 @@ func New(d Deps) (*Manager, error) {
 	return m, nil
 }
 
-// IsResizableContainer: app containers and sidecars are resized in place; other init containers
-// have finished by the time a resize comes, and debug containers have no resources.
-func IsResizableContainer(pod *v1.Pod, name string) bool {
-	for i := range pod.Spec.Containers {
-		if pod.Spec.Containers[i].Name == name {
-			return true
-		}
-	}
-	for i := range pod.Spec.InitContainers {
-		if c := &pod.Spec.InitContainers[i]; c.Name == name {
-			return isSidecar(c)
-		}
-	}
-	return false
-}
-
 func isSidecar(c *v1.Container) bool {
 	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
 }
@@ -217,9 +201,15 @@ func (m *Manager) AddPod(pod *v1.Pod, active []*v1.Pod) error {
 			return err
 		}
 	}
-	if err := m.allocated.setPod(pod.UID, allocationFromPod(allocated)); err != nil {
+	alloc := allocationFromPod(allocated)
+	if err := m.allocated.setPod(pod.UID, alloc); err != nil {
 		// Admission stands: the allocation is kept in memory and written again at the next change.
 		m.deps.Log.Warn("checkpoint pod allocation", "pod", kubecontainer.FormatPod(pod), "err", err)
+	}
+	// Containers running with no record were made before the agent kept records (or its record
+	// was lost): they hold what they were admitted with. New containers are recorded as made.
+	if err := m.actuated.fillPod(pod.UID, alloc); err != nil {
+		m.deps.Log.Warn("checkpoint actuated resources", "pod", kubecontainer.FormatPod(pod), "err", err)
 	}
 	return nil
 }

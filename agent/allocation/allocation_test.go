@@ -337,3 +337,29 @@ func TestAdmitError(t *testing.T) {
 		t.Fatal("a refused pod got an allocation")
 	}
 }
+
+// Containers an earlier agent made left no record: admission records them as holding their
+// allocation, so they are neither resized nor shown in progress for nothing.
+func TestAdmissionRecordsContainersWithoutRecord(t *testing.T) {
+	f := newFixture(t, t.TempDir())
+	a := pod("a", res("cpu=300m", "cpu=300m"))
+	f.admit(t, a)
+	if r, ok := f.m.ActuatedResources(a.UID, "c0"); !ok || r.Limits.Cpu().String() != "300m" {
+		t.Fatalf("actuated after admission = %v %v", r, ok)
+	}
+	f.m.CheckPodResizeInProgress(a, runningStatus(a))
+	if s := conditionSummary(f.m.PodResizeConditions(a.UID, false)); s != "" {
+		t.Fatalf("conditions = %q", s)
+	}
+	// A record kept across a restart wins over the allocation (a resize not yet actuated).
+	if err := f.m.SetActuatedResources(a, &v1.Container{Name: "c0", Resources: res("cpu=100m", "cpu=100m")}); err != nil {
+		t.Fatal(err)
+	}
+	g := newFixture(t, f.m.deps.RootDir)
+	if err := g.m.AddPod(a, nil); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := g.m.ActuatedResources(a.UID, "c0"); r.Limits.Cpu().String() != "100m" {
+		t.Fatalf("actuated record overwritten at admission: %v", r)
+	}
+}

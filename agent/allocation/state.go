@@ -121,6 +121,29 @@ func (s *store) setContainer(uid types.UID, name string, r v1.ResourceRequiremen
 	return s.saveLocked()
 }
 
+// fillPod records the containers of p the pod has no record of yet.
+func (s *store) fillPod(uid types.UID, p podResources) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := s.pods[uid]
+	changed := false
+	for name, r := range p {
+		if _, ok := cur[name]; ok {
+			continue
+		}
+		if cur == nil {
+			cur = podResources{}
+			s.pods[uid] = cur
+		}
+		cur[name] = *r.DeepCopy()
+		changed = true
+	}
+	if !changed {
+		return nil
+	}
+	return s.saveLocked()
+}
+
 // removeExcept forgets the pods keep refuses.
 func (s *store) removeExcept(keep func(types.UID) bool) error {
 	s.mu.Lock()

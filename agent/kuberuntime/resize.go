@@ -92,8 +92,8 @@ func computePodResizeAction(c *v1.Container, cs *kubecontainer.Status, actuated 
 	if actuated == nil || cs.State != kubecontainer.StateRunning {
 		return true
 	}
-	// A container with no record (made before the agent kept them) counts as given nothing: an
-	// in-place update is then a harmless repeat of what it has.
+	// A container with no record (admission records running containers, so only a lost record)
+	// counts as given nothing, as with the kubelet: an in-place update repeats what it has.
 	act, _ := actuated(c.Name)
 	desired, current := resourcesFrom(c.Resources), resourcesFrom(act)
 	if desired == current {
