@@ -263,7 +263,7 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	if a.mirrors != nil {
 		a.syncer.Mirrors = a.mirrors
 	}
-	if err := a.wireAllocation(allocatable); err != nil {
+	if err := a.wireAllocation(); err != nil {
 		return nil, a.closeWith(err)
 	}
 	a.workers = podworkers.New(a.syncer, log)

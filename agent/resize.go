@@ -1,7 +1,6 @@
 package agent
 
 import (
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodelet/nodelet/agent/allocation"
@@ -15,9 +14,9 @@ import (
 //
 // The CPU manager's static policy makes a Guaranteed pod's cpu resize Infeasible; it is wired
 // with the CPU manager (allocation.Deps.StaticCPUPolicy).
-func (a *Agent) wireAllocation(allocatable func() v1.ResourceList) error {
+func (a *Agent) wireAllocation() error {
 	alloc, err := allocation.New(allocation.Deps{RootDir: a.cfg.RootDir, Admit: a.admit, ActivePods: a.activePods,
-		Allocatable: allocatable, Recorder: a.events, Log: a.log})
+		Allocatable: a.cm.AllocatableAbsolute, Recorder: a.events, Log: a.log})
 	if err != nil {
 		return err
 	}

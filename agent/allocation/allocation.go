@@ -45,7 +45,8 @@ type Deps struct {
 	Admit func(pod *v1.Pod, others []*v1.Pod) error
 	// ActivePods are the pods admitted and not finished (their specs as desired).
 	ActivePods func() []*v1.Pod
-	// Allocatable is the node's allocatable resources; nil never finds a resize too large.
+	// Allocatable is the most the node's pods could hold (capacity less reservations, before the
+	// hard eviction thresholds); a resize beyond it is infeasible. Nil never finds one too large.
 	Allocatable func() v1.ResourceList
 	// StaticCPUPolicy reports the CPU manager's static policy (exclusive cpus for Guaranteed pods),
 	// with which the kubelet refuses to resize a Guaranteed pod's cpu. Nil: no static policy.

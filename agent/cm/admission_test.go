@@ -49,3 +49,22 @@ func TestAdmissionAgainstAllocatable(t *testing.T) {
 		}
 	}
 }
+
+// A resize is judged feasible against allocatable before the hard eviction thresholds: room those
+// keep may come back, room the reservations keep never does.
+func TestAllocatableAbsolute(t *testing.T) {
+	c := fakeV1(t)
+	m, err := New(Config{MaxPods: 2, SystemReserved: rl("cpu", "1", "memory", "1Gi"), KubeReserved: rl("memory", "512Mi"),
+		HardEvictionThresholds: hard(t, map[string]string{"memory.available": "100Mi"})},
+		Deps{Machine: fakeMachine(t), Cgroups: &c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	abs, alloc := m.AllocatableAbsolute(), m.Allocatable()
+	if got := abs.Memory().Value() - alloc.Memory().Value(); got != 100<<20 {
+		t.Fatalf("absolute memory exceeds allocatable by %d, want the 100Mi threshold", got)
+	}
+	if !abs.Cpu().Equal(*alloc.Cpu()) {
+		t.Fatalf("cpu %v vs %v: no threshold applies to cpu", abs.Cpu(), alloc.Cpu())
+	}
+}

@@ -146,6 +146,14 @@ func (m *Manager) Allocatable() v1.ResourceList {
 	return a
 }
 
+// AllocatableAbsolute is allocatable before the hard eviction thresholds are taken off (capacity
+// less the reservations): the most pods could ever hold, beyond which an in-place resize is
+// infeasible rather than deferred, as the kubelet judges it.
+func (m *Manager) AllocatableAbsolute() v1.ResourceList {
+	c, _ := m.read()
+	return Allocatable(c, Reservation(c, m.cfg.SystemReserved, m.cfg.KubeReserved, nil))
+}
+
 func (m *Manager) enforces(key string) bool {
 	return slices.Contains(m.cfg.EnforceNodeAllocatable, key)
 }
