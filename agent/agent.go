@@ -208,7 +208,7 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 		PressureTransitionPeriod: cfg.EvictionPressureTransitionPeriod, MaxPodGracePeriodSeconds: int64(cfg.EvictionMaxPodGracePeriod),
 		MonitoringInterval: cfg.EvictionMonitoringInterval, KernelMemcgNotification: cfg.KernelMemcgNotification},
 		eviction.Deps{Measurer: machine, Notifier: machine,
-			Stats: eviction.SummaryStats{Pods: a.stats.PodStats}, ActivePods: a.activePods, Kill: a.evictPod,
+			Stats: eviction.SummaryStats{Pods: a.stats.PodStats}, ActivePods: a.allocatedPods, Kill: a.evictPod,
 			DeleteDeadContainers: a.deleteDeadContainers, DeleteUnusedImages: a.deleteUnusedImages,
 			Recorder: a.events, Evicted: metrics.Evicted, Log: log, PodCleanedUp: a.podCleanedUp,
 			StorageStats: a.stats.PodStats})

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodelet/nodelet/agent/allocation"
@@ -44,4 +45,13 @@ func (a *Agent) resizeHousekeeping() {
 		mirror, _ := a.pods.GetMirrorPodByPod(p)
 		a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodSync, Pod: p, MirrorPod: mirror})
 	}
+}
+
+// allocatedPods are the active pods as allocated: the eviction manager ranks pods by what they
+// hold, not by a resize they have not been granted.
+func (a *Agent) allocatedPods() []*v1.Pod {
+	if a.alloc == nil {
+		return a.activePods()
+	}
+	return a.alloc.AllocatedPods(a.activePods())
 }

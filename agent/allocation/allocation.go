@@ -180,8 +180,8 @@ func (m *Manager) ActuatedPod(pod *v1.Pod) *v1.Pod {
 	return p
 }
 
-// allocatedPods returns the pods as allocated.
-func (m *Manager) allocatedPods(pods []*v1.Pod) []*v1.Pod {
+// AllocatedPods returns the pods as allocated.
+func (m *Manager) AllocatedPods(pods []*v1.Pod) []*v1.Pod {
 	out := make([]*v1.Pod, 0, len(pods))
 	for _, p := range pods {
 		a, _ := m.UpdatePodFromAllocation(p)
@@ -198,7 +198,7 @@ func (m *Manager) AddPod(pod *v1.Pod, active []*v1.Pod) error {
 	defer m.mu.Unlock()
 	allocated, _ := m.UpdatePodFromAllocation(pod)
 	if m.deps.Admit != nil {
-		if err := m.deps.Admit(allocated, m.allocatedPods(active)); err != nil {
+		if err := m.deps.Admit(allocated, m.AllocatedPods(active)); err != nil {
 			return err
 		}
 	}
@@ -284,7 +284,7 @@ func (m *Manager) handleResizeLocked(pod *v1.Pod) (allocated *v1.Pod, accepted b
 	}
 	var others []*v1.Pod
 	if m.deps.ActivePods != nil {
-		for _, p := range m.allocatedPods(m.deps.ActivePods()) {
+		for _, p := range m.AllocatedPods(m.deps.ActivePods()) {
 			if p.UID != pod.UID {
 				others = append(others, p)
 			}
