@@ -299,9 +299,8 @@ func (m *Manager) handleResizeLocked(pod *v1.Pod) (allocated *v1.Pod, accepted b
 	switch d.reason {
 	case "":
 		if err := m.allocated.setPod(pod.UID, allocationFromPod(pod)); err != nil {
-			// Not granted: the decision is made again at the next sync.
+			// Granted all the same: the store keeps it in memory and writes it at its next change.
 			m.deps.Log.Warn("checkpoint pod allocation", "pod", kubecontainer.FormatPod(pod), "err", err)
-			return allocated, false
 		}
 		delete(m.pendingResizes, pod.UID)
 		m.clearPending(pod.UID)

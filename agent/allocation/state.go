@@ -32,7 +32,8 @@ type stateFile struct {
 
 // store keeps container resources by pod, in memory and in one file rewritten atomically (write,
 // fsync, rename, fsync of the folder) on every change, so a restarted agent finds what it had.
-// An empty path keeps them in memory only.
+// Memory is the truth while the agent runs: a write that fails is reported and done again, with
+// everything, at the next change. An empty path keeps them in memory only.
 type store struct {
 	path string
 	mu   sync.RWMutex
