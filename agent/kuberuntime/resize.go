@@ -273,7 +273,7 @@ func (m *Manager) updateContainers(ctx context.Context, pod *v1.Pod, name v1.Res
 		act, _ := m.Allocation.ActuatedResources(pod.UID, u.Spec.Name)
 		c := u.Spec.DeepCopy()
 		c.Resources = withResource(act, u.Spec.Resources, name)
-		req := &runtimeapi.UpdateContainerResourcesRequest{ContainerId: u.ID, Linux: containerLinuxResources(pod, c)}
+		req := &runtimeapi.UpdateContainerResourcesRequest{ContainerId: u.ID, Linux: m.containerLinuxResources(pod, c)}
 		if _, err := m.Runtime.UpdateContainerResources(ctx, req); err != nil {
 			return fmt.Errorf("update resources of container %s: %w", c.Name, err)
 		}
@@ -284,8 +284,9 @@ func (m *Manager) updateContainers(ctx context.Context, pod *v1.Pod, name v1.Res
 	return nil
 }
 
-// containerLinuxResources are the cgroup figures a container of the pod gets, as at its creation.
-func containerLinuxResources(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerResources {
+// containerLinuxResources are the cgroup figures a container of the pod gets, as at its creation
+// (an update carries them all, so a runtime that replaces rather than merges keeps the rest).
+func (m *Manager) containerLinuxResources(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerResources {
 	return linuxResources(pod, c)
 }
 

@@ -48,10 +48,11 @@ func TestToContainerResources(t *testing.T) {
 // Every request the agent writes as shares reads back as itself, so a status does not show a
 // resize that never happened.
 func TestSharesRoundTrip(t *testing.T) {
+	m := NewManager(Deps{})
 	for milli := int64(2); milli <= 4000; milli++ {
 		c := &v1.Container{Resources: v1.ResourceRequirements{Requests: v1.ResourceList{
 			v1.ResourceCPU: *resource.NewMilliQuantity(milli, resource.DecimalSI)}}}
-		shares := linuxResources(&v1.Pod{}, c).CpuShares
+		shares := m.containerLinuxResources(&v1.Pod{}, c).CpuShares
 		if got := sharesToMilliCPU(shares); got != milli {
 			t.Fatalf("%dm -> %d shares -> %dm", milli, shares, got)
 		}
