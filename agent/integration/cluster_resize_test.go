@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 func TestClusterResizeOnNodeletRuntime(t *testing.T) { resizeScenario(t, newEnv(t, onNodelet)) }
@@ -111,7 +112,7 @@ func resizeScenario(t *testing.T, e *env) {
 	}
 	// The cgroups hold it: each container's, as the container sees it, and the pod's on the host.
 	for _, name := range []string{"c", "r"} {
-		id := e.runningNamed("rz", name)
+		id := runningContainer(t, e, "rz", name)
 		if id == "" {
 			t.Fatalf("container %s not running", name)
 		}
@@ -120,7 +121,7 @@ func resizeScenario(t *testing.T, e *env) {
 			t.Errorf("container %s memory limit %s, want %d", name, mem, 96<<20)
 		}
 	}
-	quota := strings.TrimSpace(e.exec(e.runningNamed("rz", "c"), "/bin/sh", "-c",
+	quota := strings.TrimSpace(e.exec(runningContainer(t, e, "rz", "c"), "/bin/sh", "-c",
 		"cat /sys/fs/cgroup/cpu.max 2>/dev/null || cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us"))
 	if !strings.HasPrefix(quota, "30000") {
 		t.Errorf("container c cpu quota %q, want 30000 (300m)", quota)
@@ -231,6 +232,22 @@ func hasEvent(ctx context.Context, client kubernetes.Interface, pod, reason stri
 		}
 	}
 	return false
+}
+
+// runningContainer is the ID of the running container name of the apiserver pod (named without
+// the node suffix static pods get), "" when there is none.
+func runningContainer(t testing.TB, e *env, pod, name string) string {
+	resp, err := e.rt.Runtime.ListContainers(context.Background(), &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
+		LabelSelector: map[string]string{"io.kubernetes.pod.name": pod, "io.kubernetes.container.name": name}}})
+	if err != nil {
+		t.Fatalf("list containers: %v", err)
+	}
+	for _, c := range resp.Containers {
+		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			return c.Id
+		}
+	}
+	return ""
 }
 
 // podCgroupMemoryLimit reads the Burstable pod's cgroup memory limit on the host (v2 or v1).
