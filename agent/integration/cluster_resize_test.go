@@ -28,7 +28,8 @@ func TestClusterResizeOnContainerd(t *testing.T)     { resizeScenario(t, newEnv(
 // and the pod's cgroups hold the new limits, the status reports them as allocated and actual
 // with no resize condition left, and a ResizeCompleted event is posted. A resize beyond the node's
 // allocatable is PodResizePending Infeasible; one that does not fit beside another pod is Deferred
-// and goes through once that pod is deleted.
+// and goes through once that pod is deleted; a memory limit below the container's usage is refused
+// (PodResizeInProgress Error) until the usage goes down.
 func resizeScenario(t *testing.T, e *env) {
 	cpDir := filepath.Join(t.TempDir(), "cp")
 	os.MkdirAll(cpDir, 0o755)
@@ -189,6 +190,39 @@ func resizeScenario(t *testing.T, e *env) {
 		return cs.Name == "c" && cs.Resources != nil && cs.AllocatedResources.Cpu().String() == "400m" &&
 			cs.Resources.Limits.Cpu().String() == "400m"
 	})
+
+	// A memory limit below what the container uses is refused before anything changes
+	// (PodResizeInProgress, reason Error), and applied once the usage has gone down.
+	c := runningContainer(t, e, "rz", "c")
+	e.exec(c, "/bin/sh", "-c", "dd if=/dev/zero of=/dev/shm/fill bs=1048576 count=64 2>/dev/null || dd if=/dev/zero of=/tmp/fill bs=1048576 count=64")
+	resize(`{"spec":{"containers":[{"name":"c","resources":{"requests":{"memory":"16Mi"},"limits":{"memory":"40Mi"}}}]}}`)
+	e.eventually("PodResizeInProgress Error", func() bool {
+		p, err := client.CoreV1().Pods("default").Get(ctx, "rz", metav1.GetOptions{})
+		if err != nil || resizeConditions(p) != "PodResizeInProgress/Error" {
+			return false
+		}
+		last = p
+		return true
+	})
+	want := fmt.Sprintf(`cannot decrease memory limits: attempting to set container "c" memory limit (%d) below current usage (`, 40<<20)
+	if msg := conditionMessage(last, v1.PodResizeInProgress); !strings.HasPrefix(msg, want) {
+		t.Errorf("error message %q, want it to start with %q", msg, want)
+	}
+	if mem := strings.TrimSpace(e.exec(c, "/bin/sh", "-c", "cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes")); mem != fmt.Sprint(96<<20) {
+		t.Errorf("memory limit %s after a refused decrease, want %d kept", mem, 96<<20)
+	}
+	e.exec(c, "/bin/rm", "-f", "/dev/shm/fill", "/tmp/fill")
+	e.eventually("the decrease applied once the usage went down", func() bool {
+		p, err := client.CoreV1().Pods("default").Get(ctx, "rz", metav1.GetOptions{})
+		if err != nil || resizeConditions(p) != "" {
+			return false
+		}
+		cs := p.Status.ContainerStatuses[0]
+		return cs.Resources != nil && cs.Resources.Limits.Memory().String() == "40Mi"
+	})
+	if mem := strings.TrimSpace(e.exec(c, "/bin/sh", "-c", "cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes")); mem != fmt.Sprint(40<<20) {
+		t.Errorf("memory limit %s, want %d", mem, 40<<20)
+	}
 
 	if err := client.CoreV1().Pods("default").Delete(ctx, "rz", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatal(err)
