@@ -132,6 +132,29 @@ func resizeScenario(t *testing.T, e *env) {
 	}
 	e.eventually("a ResizeCompleted event", func() bool { return hasEvent(ctx, client, "rz", "ResizeCompleted") })
 
+	// The agent restarts: what it allocated and actuated is checkpointed, so the pod is admitted
+	// with its allocation and nothing is resized or restarted again.
+	ids := map[string]string{"c": runningContainer(t, e, "rz", "c"), "r": runningContainer(t, e, "rz", "r")}
+	e.killAgent()
+	e.startAgent()
+	e.eventually("the restarted agent synced the pod", func() bool {
+		p, ok := e.agent.Pod("default", "rz")
+		if !ok || p.Status.Phase != v1.PodRunning || len(p.Status.ContainerStatuses) != 2 {
+			return false
+		}
+		cs := p.Status.ContainerStatuses[0]
+		return cs.AllocatedResources.Memory().String() == "48Mi" && cs.Resources != nil
+	})
+	p, _ := e.agent.Pod("default", "rz")
+	if c := resizeConditions(p); c != "" {
+		t.Errorf("resize condition %q after the agent restarted", c)
+	}
+	for name, id := range ids {
+		if now := runningContainer(t, e, "rz", name); now != id {
+			t.Errorf("container %s is %s after the agent restarted, was %s", name, now, id)
+		}
+	}
+
 	// Beyond the node's allocatable: Infeasible, and the pod keeps what it has.
 	node, err := client.CoreV1().Nodes().Get(ctx, "e2e", metav1.GetOptions{})
 	if err != nil {
@@ -222,6 +245,15 @@ func resizeScenario(t *testing.T, e *env) {
 	})
 	if mem := strings.TrimSpace(e.exec(c, "/bin/sh", "-c", "cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes")); mem != fmt.Sprint(40<<20) {
 		t.Errorf("memory limit %s, want %d", mem, 40<<20)
+	}
+
+	// Through all of it, agent restart included, only the resizePolicy restart happened.
+	if p, err := client.CoreV1().Pods("default").Get(ctx, "rz", metav1.GetOptions{}); err == nil {
+		for _, cs := range p.Status.ContainerStatuses {
+			if want := map[string]int32{"c": 0, "r": 1}[cs.Name]; cs.RestartCount != want {
+				t.Errorf("container %s restarted %d times in all, want %d", cs.Name, cs.RestartCount, want)
+			}
+		}
 	}
 
 	if err := client.CoreV1().Pods("default").Delete(ctx, "rz", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
