@@ -177,26 +177,27 @@ func (m *Manager) doPodResizeAction(ctx context.Context, pod *v1.Pod, plan podAc
 			return err
 		}
 	}
-	setPod := func(l cm.Limits) error {
-		if m.PodCgroups == nil {
+	// setPod writes l on the pod cgroup when do says so.
+	setPod := func(do bool, what string, l cm.Limits) error {
+		if !do || m.PodCgroups == nil {
 			return nil
 		}
-		return m.PodCgroups.SetPodLimits(pod, l)
+		if err := m.PodCgroups.SetPodLimits(pod, l); err != nil {
+			return fmt.Errorf("pod cgroup %s: %w", what, err)
+		}
+		return nil
 	}
 	if doMemory {
 		raise, lower := limitSteps(cur.Memory, want.Memory)
-		if raise {
-			if err := setPod(cm.Limits{Memory: want.Memory}); err != nil {
-				return fmt.Errorf("pod cgroup memory: %w", err)
-			}
+		mem := cm.Limits{Memory: want.Memory}
+		if err := setPod(raise, "memory", mem); err != nil {
+			return err
 		}
 		if err := m.updateContainers(ctx, pod, v1.ResourceMemory, plan.ContainersToUpdate[v1.ResourceMemory]); err != nil {
 			return err
 		}
-		if lower {
-			if err := setPod(cm.Limits{Memory: want.Memory}); err != nil {
-				return fmt.Errorf("pod cgroup memory: %w", err)
-			}
+		if err := setPod(lower, "memory", mem); err != nil {
+			return err
 		}
 	}
 	if doCPU {
@@ -204,31 +205,22 @@ func (m *Manager) doPodResizeAction(ctx context.Context, pod *v1.Pod, plan podAc
 		raiseShares, lowerShares := sharesSteps(cur.CPUShares, want.CPUShares)
 		quota := cm.Limits{CPUQuota: want.CPUQuota, CPUPeriod: want.CPUPeriod}
 		shares := cm.Limits{CPUShares: want.CPUShares}
-		steps := []struct {
-			do bool
-			l  cm.Limits
-		}{{raiseQuota, quota}, {raiseShares, shares}}
-		for _, s := range steps {
-			if s.do {
-				if err := setPod(s.l); err != nil {
-					return fmt.Errorf("pod cgroup cpu: %w", err)
-				}
-			}
+		// Limits grow before requests and requests shrink before limits, so requests stay within
+		// limits all along.
+		if err := setPod(raiseQuota, "cpu quota", quota); err != nil {
+			return err
+		}
+		if err := setPod(raiseShares, "cpu shares", shares); err != nil {
+			return err
 		}
 		if err := m.updateContainers(ctx, pod, v1.ResourceCPU, plan.ContainersToUpdate[v1.ResourceCPU]); err != nil {
 			return err
 		}
-		// Requests shrink before limits, so requests stay within limits all along.
-		steps = []struct {
-			do bool
-			l  cm.Limits
-		}{{lowerShares, shares}, {lowerQuota, quota}}
-		for _, s := range steps {
-			if s.do {
-				if err := setPod(s.l); err != nil {
-					return fmt.Errorf("pod cgroup cpu: %w", err)
-				}
-			}
+		if err := setPod(lowerShares, "cpu shares", shares); err != nil {
+			return err
+		}
+		if err := setPod(lowerQuota, "cpu quota", quota); err != nil {
+			return err
 		}
 	}
 	return nil
