@@ -316,3 +316,25 @@ func (s *Server) UpdateRuntimeConfig(_ context.Context, r *runtimeapi.UpdateRunt
 	s.record("UpdateRuntimeConfig %s", r.GetRuntimeConfig().GetNetworkConfig().GetPodCidr())
 	return &runtimeapi.UpdateRuntimeConfigResponse{}, nil
 }
+
+// UpdateContainerResources merges the fields set into what the container reports, as runtimes
+// do: an update names only what it changes.
+func (s *Server) UpdateContainerResources(_ context.Context, r *runtimeapi.UpdateContainerResourcesRequest) (*runtimeapi.UpdateContainerResourcesResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.record("UpdateContainerResources %s cpuset=%s", r.GetContainerId(), r.GetLinux().GetCpusetCpus())
+	c, ok := s.containers[r.GetContainerId()]
+	if !ok {
+		return nil, notFound("container", r.GetContainerId())
+	}
+	if c.Resources == nil {
+		c.Resources = &runtimeapi.ContainerResources{Linux: &runtimeapi.LinuxContainerResources{}}
+		if cfg := s.configs[c.Id]; cfg.GetLinux().GetResources() != nil {
+			c.Resources.Linux = proto.Clone(cfg.Linux.Resources).(*runtimeapi.LinuxContainerResources)
+		}
+	}
+	if r.GetLinux() != nil {
+		proto.Merge(c.Resources.Linux, r.Linux)
+	}
+	return &runtimeapi.UpdateContainerResourcesResponse{}, nil
+}
