@@ -141,3 +141,19 @@ func podYAML(tmpl string, args ...any) string {
 	}
 	return s
 }
+
+// single-numa-node is accepted only where every allocation is on one NUMA node.
+func TestSingleNUMANodeNeedsOneNode(t *testing.T) {
+	h := newHarness(t)
+	h.cfg.TopologyManagerPolicy = "single-numa-node"
+	two := fourCPUs()
+	two.CPUs[2].NUMANode, two.CPUs[3].NUMANode = 1, 1
+	if _, err := New(h.cfg, Deps{CPUTopology: two}); err == nil || !strings.Contains(err.Error(), "topologyManagerPolicy: single-numa-node: this machine has 2 NUMA nodes") {
+		t.Fatalf("two NUMA nodes: %v", err)
+	}
+	a, err := New(h.cfg, Deps{CPUTopology: fourCPUs()})
+	if err != nil {
+		t.Fatalf("one NUMA node: %v", err)
+	}
+	a.closeWith(nil)
+}

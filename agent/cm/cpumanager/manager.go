@@ -27,6 +27,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
+	"github.com/nodelet/nodelet/agent/metrics"
 )
 
 // The policies, as the kubelet spells them.
@@ -263,6 +264,7 @@ func (m *Manager) Admit(pod *v1.Pod) error {
 		free := m.st.defaultSet.Union(reusable).Difference(m.reserved)
 		if m.fullCore {
 			if per := m.deps.Topology.CPUsPerCore(); n%per != 0 {
+				metrics.CPUPinning(true)
 				return &AdmitError{Reason: ReasonSMTAlignment,
 					Message: fmt.Sprintf("SMT Alignment Error: requested %d cpus not multiple cpus per core = %d", n, per)}
 			}
@@ -270,6 +272,7 @@ func (m *Manager) Admit(pod *v1.Pod) error {
 			whole := m.deps.Topology.freeCores(free.Union(m.reserved)).Difference(m.reserved)
 			whole = m.deps.Topology.freeCores(whole)
 			if n > whole.Size() {
+				metrics.CPUPinning(true)
 				return &AdmitError{Reason: ReasonSMTAlignment, Message: fmt.Sprintf(
 					"SMT Alignment Error: not enough free physical CPUs: available physical CPUs = %d, requested CPUs = %d, CPUs per core = %d",
 					whole.Size(), n, m.deps.Topology.CPUsPerCore())}
@@ -277,6 +280,7 @@ func (m *Manager) Admit(pod *v1.Pod) error {
 			free = whole
 		}
 		set, err := m.deps.Topology.take(free, n)
+		metrics.CPUPinning(err != nil)
 		if err != nil {
 			return &AdmitError{Reason: "UnexpectedAdmissionError", Message: fmt.Sprintf("Allocate failed due to %v, which is unexpected", err)}
 		}
@@ -311,6 +315,7 @@ func (m *Manager) Admit(pod *v1.Pod) error {
 		undo()
 		return &AdmitError{Reason: "UnexpectedAdmissionError", Message: fmt.Sprintf("Allocate failed due to %v, which is unexpected", err)}
 	}
+	m.publish()
 	m.deps.Log.Info("exclusive CPUs assigned", "pod", pod.Namespace+"/"+pod.Name, "shared", m.st.defaultSet.String())
 	m.kick()
 	return nil
@@ -369,7 +374,13 @@ func (m *Manager) removeStale() {
 	if err := m.st.write(m.path); err != nil {
 		m.deps.Log.Error("CPU manager checkpoint", "err", err)
 	}
+	m.publish()
 	m.deps.Log.Info("exclusive CPUs returned", "shared", m.st.defaultSet.String())
+}
+
+// publish sets the pools' metrics. Called with mu held.
+func (m *Manager) publish() {
+	metrics.SetCPUPools(m.st.defaultSet.Size(), m.st.exclusive().Size())
 }
 
 // kick asks the reconcile loop to run now: the shared pool changed.
@@ -385,6 +396,9 @@ func (m *Manager) Run(ctx context.Context) {
 	if m.cfg.Policy != PolicyStatic {
 		return
 	}
+	m.mu.Lock()
+	m.publish()
+	m.mu.Unlock()
 	t := time.NewTicker(m.cfg.ReconcilePeriod)
 	defer t.Stop()
 	for {
