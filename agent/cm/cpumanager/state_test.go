@@ -87,6 +87,10 @@ func TestStateRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Pod UIDs are nobody else's business.
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("checkpoint mode %v, %v; want 0600", fi.Mode(), err)
+	}
 	if !got.defaultSet.Equals(st.defaultSet) {
 		t.Errorf("default %v, want %v", got.defaultSet, st.defaultSet)
 	}
