@@ -7,12 +7,13 @@ import (
 	"hash/fnv"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 
 	"k8s.io/utils/cpuset"
 	"k8s.io/utils/dump"
+
+	"github.com/nodelet/nodelet/internal/atomicfile"
 )
 
 // StateFile is the checkpoint's name under the root dir, as the kubelet names it, so that tools
@@ -128,23 +129,7 @@ func (st *state) write(path string) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+StateFile+"-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.Write(path, b, 0o600)
 }
 
 func (st *state) assign(pod, container string, set cpuset.CPUSet) {
