@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,7 +12,8 @@ import (
 	"github.com/nodelet/nodelet/agent/cm/cpumanager"
 )
 
-const guaranteedPod = `apiVersion: v1
+// cpuPod is a static pod; resources, when not empty, is its container's resources block.
+const cpuPod = `apiVersion: v1
 kind: Pod
 metadata:
   name: %s
@@ -21,21 +23,13 @@ spec:
   - name: app
     image: busybox:1
     imagePullPolicy: IfNotPresent
-    resources:
-      limits: {cpu: "%s", memory: 64Mi}
-`
+%s`
 
-const bestEffortPod = `apiVersion: v1
-kind: Pod
-metadata:
-  name: %s
-spec:
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: app
-    image: busybox:1
-    imagePullPolicy: IfNotPresent
-`
+func guaranteedPod(name, cpu string) string {
+	return fmt.Sprintf(cpuPod, name, "    resources:\n      limits: {cpu: \""+cpu+"\", memory: 64Mi}\n")
+}
+
+func bestEffortPod(name string) string { return fmt.Sprintf(cpuPod, name, "") }
 
 func fourCPUs() *cpumanager.Topology {
 	t := &cpumanager.Topology{}
@@ -64,12 +58,12 @@ func TestCPUManagerStaticPolicy(t *testing.T) {
 		}
 		return "not running"
 	}
-	h.write("g.yaml", podYAML(guaranteedPod, "g", "1"))
+	h.write("g.yaml", guaranteedPod("g", "1"))
 	h.eventually("g running", func() bool { return cpusetOf("g") != "not running" })
 	if got := cpusetOf("g"); got != "1" {
 		t.Fatalf("guaranteed container created on %q, want its own cpu 1", got)
 	}
-	h.write("be.yaml", podYAML(bestEffortPod, "be"))
+	h.write("be.yaml", bestEffortPod("be"))
 	h.eventually("be running", func() bool { return cpusetOf("be") != "not running" })
 	if got := cpusetOf("be"); got != "0,2-3" {
 		t.Fatalf("best-effort container created on %q, want the shared pool 0,2-3", got)
@@ -83,7 +77,7 @@ func TestCPUManagerStaticPolicy(t *testing.T) {
 	h.stop()
 	h.cri.ResetCalls()
 	h.start(deps)
-	h.write("big.yaml", strings.Replace(podYAML(guaranteedPod, "big", "3"), "name: big\n", "name: big\n  uid: big-uid\n", 1))
+	h.write("big.yaml", strings.Replace(guaranteedPod("big", "3"), "name: big\n", "name: big\n  uid: big-uid\n", 1))
 	h.eventually("big refused", func() bool {
 		s, ok := h.agent.statuses.GetPodStatus("big-uid")
 		return ok && s.Phase == v1.PodFailed && s.Reason == "UnexpectedAdmissionError" &&
@@ -132,14 +126,6 @@ func TestCPUManagerPolicyChangeIsRefused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `configured policy "static" differs from state checkpoint policy "none", please drain this node and delete the CPU manager checkpoint file`) {
 		t.Fatalf("New: %v", err)
 	}
-}
-
-func podYAML(tmpl string, args ...any) string {
-	s := tmpl
-	for _, a := range args {
-		s = strings.Replace(s, "%s", a.(string), 1)
-	}
-	return s
 }
 
 // single-numa-node is accepted only where every allocation is on one NUMA node.
