@@ -29,6 +29,7 @@ import (
 	"github.com/nodelet/nodelet/agent/agentconfig"
 	"github.com/nodelet/nodelet/agent/allocation"
 	"github.com/nodelet/nodelet/agent/cm"
+	"github.com/nodelet/nodelet/agent/cm/cpumanager"
 	"github.com/nodelet/nodelet/agent/cm/qos"
 	"github.com/nodelet/nodelet/agent/config"
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
@@ -85,6 +86,8 @@ type Deps struct {
 	// Cgroups overrides this host's cgroup hierarchies for node allocatable, QoS and pod cgroups
 	// (tests pass a tree of plain folders).
 	Cgroups *cm.Cgroups
+	// CPUTopology overrides this machine's CPUs for the CPU manager.
+	CPUTopology *cpumanager.Topology
 }
 
 // Agent is the assembled agent: New builds every part, Run starts them.
@@ -129,6 +132,7 @@ type Agent struct {
 	rotator    *logs.Rotator
 	cm         *cm.Manager
 	qos        *qos.Manager // nil when the runtime places pods (no cgroup root)
+	cpus       *cpumanager.Manager
 	alloc      *allocation.Manager
 
 	runtimeName atomic.Value // string
@@ -186,6 +190,9 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 		return nil, a.closeWith(err)
 	}
 	allocatable := a.cm.Allocatable
+	if a.cpus, err = newCPUManager(cfg, a, log); err != nil {
+		return nil, a.closeWith(err)
+	}
 	vols := &volumemanager.Manager{Client: a.client, RootDir: cfg.RootDir, Recorder: a.events, Allocatable: allocatable}
 	if a.client == nil && cfg.PodManifestPath != "" {
 		// Standalone: secrets and config maps sit beside the static pod manifests.
@@ -222,6 +229,9 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 		ImagePulls: images.Options{SerializeImagePulls: &serialize, MaxParallelImagePulls: cfg.MaxParallelImagePulls,
 			Used: a.imageGC.MarkUsed},
 	})
+	if a.cpus.Policy() == cpumanager.PolicyStatic {
+		a.manager.CPUs = a.cpus
+	}
 	if a.client != nil {
 		a.manager.RuntimeClasses = kuberuntime.APIRuntimeClasses{Client: a.client}
 		// Containers get the cluster's Service variables; only a cluster has Services.
@@ -348,6 +358,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}()
 	}
 	goRun("node allocatable", func(ctx context.Context) error { a.cm.Run(ctx); return nil })
+	goRun("CPU manager", func(ctx context.Context) error { a.cpus.Run(ctx); return nil })
 	if a.qos != nil {
 		goRun("QoS cgroups", func(ctx context.Context) error { a.qos.Run(ctx); return nil })
 	}
@@ -462,6 +473,18 @@ func (a *Agent) admit(pod *v1.Pod, active []*v1.Pod) error {
 	}
 	if r := a.admission.Admit(pod, running); !r.Admit {
 		return &syncloop.AdmitError{Reason: r.Reason, Message: r.Message}
+	}
+	// Last, as the kubelet's topology admit handler: it takes CPUs, which a later refusal would
+	// have to give back.
+	if a.cpus == nil { // nil only in tests that assemble an Agent by hand
+		return nil
+	}
+	if err := a.cpus.Admit(pod); err != nil {
+		var ae *cpumanager.AdmitError
+		if errors.As(err, &ae) {
+			return &syncloop.AdmitError{Reason: ae.Reason, Message: ae.Message}
+		}
+		return err
 	}
 	return nil
 }

@@ -16,7 +16,7 @@ die() { printf 'install.sh: %s\n' "$*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "run as root (it installs packages): sudo $0"
 
 apt_packages=(runc crun conmon catatonit containernetworking-plugins busybox-static iptables iproute2
-  util-linux procps runsc containerd ca-certificates git curl
+  util-linux mount e2fsprogs procps runsc containerd ca-certificates git curl
   gcc make libc6-dev bzip2)
 missing=()
 for p in "${apt_packages[@]}"; do

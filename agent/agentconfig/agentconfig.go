@@ -139,6 +139,18 @@ type Config struct {
 	// PodPidsLimit (> 0) caps the processes of each pod's cgroup (podPidsLimit, --pod-max-pids).
 	PodPidsLimit int64
 
+	// The CPU manager (cpuManagerPolicy, cpuManagerPolicyOptions, cpuManagerReconcilePeriod,
+	// reservedSystemCPUs): "none" (the default) or "static". ReservedSystemCPUs, a cpuset list,
+	// also replaces the cpu of systemReserved and kubeReserved by its size, as in the kubelet.
+	CPUManagerPolicy          string
+	CPUManagerPolicyOptions   map[string]string
+	CPUManagerReconcilePeriod time.Duration
+	ReservedSystemCPUs        string
+	// The topology manager (topologyManagerPolicy, topologyManagerScope): none, or
+	// single-numa-node, which a machine with one NUMA node always satisfies.
+	TopologyManagerPolicy string
+	TopologyManagerScope  string
+
 	// FailSwapOn and FailCgroupV1 refuse to start on a host with swap on, or with cgroup v1.
 	FailSwapOn   bool
 	FailCgroupV1 bool
@@ -173,9 +185,14 @@ func Default() Config {
 		ImageGCHighThresholdPercent: 85,
 		ImageGCLowThresholdPercent:  80,
 		ImageMinimumGCAge:           2 * time.Minute,
-		PodInfraContainerImage:      DefaultPodInfraContainerImage,
-		MaxPerPodContainer:          1,
-		MaxContainers:               -1,
+
+		CPUManagerPolicy:          "none",
+		CPUManagerReconcilePeriod: 10 * time.Second,
+		TopologyManagerPolicy:     "none",
+		TopologyManagerScope:      "container",
+		PodInfraContainerImage:    DefaultPodInfraContainerImage,
+		MaxPerPodContainer:        1,
+		MaxContainers:             -1,
 
 		KubeAPIQPS:   50,
 		KubeAPIBurst: 100,
@@ -256,6 +273,12 @@ func AddFlags(fs *pflag.FlagSet) *Flags {
 	fs.Int64Var(&c.PodPidsLimit, "pod-max-pids", c.PodPidsLimit, "the most processes in each pod (-1 or 0: no limit)")
 	fs.BoolVar(&c.FailSwapOn, "fail-swap-on", c.FailSwapOn, "refuse to start while swap is on")
 	fs.BoolVar(&c.FailCgroupV1, "fail-cgroupv1", c.FailCgroupV1, "refuse to start on a cgroup v1 host")
+	fs.StringVar(&c.CPUManagerPolicy, "cpu-manager-policy", c.CPUManagerPolicy, "none, or static: Guaranteed pods' containers asking for whole CPUs get CPUs of their own")
+	fs.StringToStringVar(&c.CPUManagerPolicyOptions, "cpu-manager-policy-options", nil, "options of the static policy (full-pcpus-only=true)")
+	fs.DurationVar(&c.CPUManagerReconcilePeriod, "cpu-manager-reconcile-period", c.CPUManagerReconcilePeriod, "how often every container's cpuset is checked")
+	fs.StringVar(&c.ReservedSystemCPUs, "reserved-cpus", "", "CPUs kept for the system and Kubernetes daemons (a cpuset list such as 0-1); replaces the cpu of --system-reserved and --kube-reserved")
+	fs.StringVar(&c.TopologyManagerPolicy, "topology-manager-policy", c.TopologyManagerPolicy, "none, or single-numa-node (a machine with one NUMA node only)")
+	fs.StringVar(&c.TopologyManagerScope, "topology-manager-scope", c.TopologyManagerScope, "container or pod")
 	fs.StringSliceVar(&f.taints, "register-with-taints", nil, "taints of the Node when it registers (key=value:Effect or key:Effect, comma-separated)")
 	return f
 }
@@ -377,6 +400,18 @@ func (f *Flags) Config() (Config, error) {
 			cfg.FailSwapOn = c.FailSwapOn
 		case "fail-cgroupv1":
 			cfg.FailCgroupV1 = c.FailCgroupV1
+		case "cpu-manager-policy":
+			cfg.CPUManagerPolicy = c.CPUManagerPolicy
+		case "cpu-manager-policy-options":
+			cfg.CPUManagerPolicyOptions = c.CPUManagerPolicyOptions
+		case "cpu-manager-reconcile-period":
+			cfg.CPUManagerReconcilePeriod = c.CPUManagerReconcilePeriod
+		case "reserved-cpus":
+			cfg.ReservedSystemCPUs = c.ReservedSystemCPUs
+		case "topology-manager-policy":
+			cfg.TopologyManagerPolicy = c.TopologyManagerPolicy
+		case "topology-manager-scope":
+			cfg.TopologyManagerScope = c.TopologyManagerScope
 		case "register-with-taints":
 			var perr error
 			if cfg.RegisterWithTaints, perr = parseTaints(f.taints); perr != nil {
@@ -655,6 +690,22 @@ func ApplyKubeletConfiguration(c *Config, data []byte) error {
 	}
 	if kc.FailCgroupV1 != nil {
 		c.FailCgroupV1 = *kc.FailCgroupV1
+	}
+	if kc.CPUManagerPolicy != "" {
+		c.CPUManagerPolicy = kc.CPUManagerPolicy
+	}
+	if len(kc.CPUManagerPolicyOptions) > 0 {
+		c.CPUManagerPolicyOptions = kc.CPUManagerPolicyOptions
+	}
+	set(&c.CPUManagerReconcilePeriod, kc.CPUManagerReconcilePeriod.Duration)
+	if kc.ReservedSystemCPUs != "" {
+		c.ReservedSystemCPUs = kc.ReservedSystemCPUs
+	}
+	if kc.TopologyManagerPolicy != "" {
+		c.TopologyManagerPolicy = kc.TopologyManagerPolicy
+	}
+	if kc.TopologyManagerScope != "" {
+		c.TopologyManagerScope = kc.TopologyManagerScope
 	}
 	return nil
 }

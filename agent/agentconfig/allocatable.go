@@ -2,7 +2,12 @@ package agentconfig
 
 import (
 	"errors"
+	"fmt"
 	"slices"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/cpuset"
 
 	"github.com/nodelet/nodelet/agent/eviction"
 
@@ -19,6 +24,9 @@ func completeAllocatable(c *Config) error {
 		errs = append(errs, err)
 	}
 	if c.KubeReservedList, err = cm.ParseReservation("kubeReserved", c.KubeReserved); err != nil {
+		errs = append(errs, err)
+	}
+	if err := completeCPUManager(c); err != nil {
 		errs = append(errs, err)
 	}
 	if c.EnforceNodeAllocatable == nil {
@@ -38,6 +46,45 @@ func completeAllocatable(c *Config) error {
 	}
 	if c.PodPidsLimit > 0 && c.CgroupRoot == "" {
 		errs = append(errs, errors.New("podPidsLimit needs the pods' cgroups (cgroupsPerQOS true, a non-empty --cgroup-root)"))
+	}
+	return errors.Join(errs...)
+}
+
+// completeCPUManager checks the CPU and topology manager settings that need no look at the
+// machine (agent.New checks the rest against it). reservedSystemCPUs replaces the cpu of both
+// reservations by its size, as the kubelet does, so allocatable counts the CPUs it keeps.
+func completeCPUManager(c *Config) error {
+	var errs []error
+	switch c.CPUManagerPolicy {
+	case "none", "static":
+	default:
+		errs = append(errs, fmt.Errorf("cpuManagerPolicy: %q: not supported (none or static)", c.CPUManagerPolicy))
+	}
+	if c.CPUManagerReconcilePeriod <= 0 {
+		errs = append(errs, fmt.Errorf("cpuManagerReconcilePeriod: %s: must be positive", c.CPUManagerReconcilePeriod))
+	}
+	if c.ReservedSystemCPUs != "" {
+		set, err := cpuset.Parse(c.ReservedSystemCPUs)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("reservedSystemCPUs: %q: %w", c.ReservedSystemCPUs, err))
+		} else {
+			delete(c.KubeReservedList, v1.ResourceCPU)
+			if c.SystemReservedList == nil {
+				c.SystemReservedList = v1.ResourceList{}
+			}
+			c.SystemReservedList[v1.ResourceCPU] = *resource.NewQuantity(int64(set.Size()), resource.DecimalSI)
+		}
+	}
+	switch c.TopologyManagerPolicy {
+	case "none", "single-numa-node":
+	default:
+		errs = append(errs, fmt.Errorf("topologyManagerPolicy: %q: not supported (none, or single-numa-node on a machine with one NUMA node; "+
+			"best-effort and restricted need hints from NUMA-aware managers nodelet does not have)", c.TopologyManagerPolicy))
+	}
+	switch c.TopologyManagerScope {
+	case "container", "pod":
+	default:
+		errs = append(errs, fmt.Errorf("topologyManagerScope: %q: not supported (container or pod)", c.TopologyManagerScope))
 	}
 	return errors.Join(errs...)
 }

@@ -169,3 +169,34 @@ func TestLocalStorageCapacityIsolationOnlyTrue(t *testing.T) {
 		t.Errorf("false: %v, want a refusal naming the field", err)
 	}
 }
+
+// reservedSystemCPUs replaces the cpu of both reservations by its size, as the kubelet does, so
+// allocatable counts the CPUs it keeps; the CPU manager's fields arrive from file and flags.
+func TestCPUManagerSettings(t *testing.T) {
+	cfg, err := load(t, header+`cpuManagerPolicy: static
+cpuManagerPolicyOptions: {full-pcpus-only: "true"}
+cpuManagerReconcilePeriod: 5s
+reservedSystemCPUs: "0,2"
+systemReserved: {cpu: 500m, memory: 1Gi}
+kubeReserved: {cpu: 200m}
+topologyManagerPolicy: single-numa-node
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys, kube := cfg.SystemReservedList["cpu"], cfg.KubeReservedList
+	if sys.String() != "2" || len(kube) != 0 || cfg.CPUManagerPolicy != "static" || cfg.CPUManagerReconcilePeriod != 5*time.Second ||
+		cfg.CPUManagerPolicyOptions["full-pcpus-only"] != "true" || cfg.TopologyManagerPolicy != "single-numa-node" {
+		t.Errorf("file: system %v kube %v %+v", sys, kube, cfg)
+	}
+	cfg, err = load(t, "", "--cpu-manager-policy=static", "--reserved-cpus=1", "--topology-manager-scope=pod")
+	if sys := cfg.SystemReservedList["cpu"]; err != nil || sys.String() != "1" || cfg.TopologyManagerScope != "pod" {
+		t.Errorf("flags: %v %v %+v", err, sys, cfg)
+	}
+	if cfg, err = load(t, ""); err != nil || cfg.CPUManagerPolicy != "none" || cfg.TopologyManagerPolicy != "none" {
+		t.Errorf("default: %v %q %q", err, cfg.CPUManagerPolicy, cfg.TopologyManagerPolicy)
+	}
+	if _, err := load(t, "", "--cpu-manager-policy=dynamic"); err == nil || !strings.Contains(err.Error(), "cpuManagerPolicy") {
+		t.Errorf("an unknown policy: %v", err)
+	}
+}

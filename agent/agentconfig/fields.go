@@ -225,21 +225,25 @@ var kubeletConfigFields = map[string]fieldRule{
 	"memoryThrottlingFactor": only("memory.high throttling (MemoryQoS) is not implemented"),
 	"singleProcessOOMKill": only("the kernel's OOM killer picks the process (no memory.oom.group); " +
 		"explicitly asking for either is refused"),
-	"protectKernelDefaults":        only("the kernel's sysctls are not checked against the kubelet's expectations", false),
-	"makeIPTablesUtilChains":       only("no iptables chains are made", false),
-	"iptablesMasqueradeBit":        only("no iptables chains are made"),
-	"iptablesDropBit":              only("no iptables chains are made"),
-	"oomScoreAdj":                  only("the agent's own OOM score is left as started (a negative one needs CAP_SYS_RESOURCE)"),
-	"maxOpenFiles":                 only("the agent's open-file limit is left as started"),
-	"cpuManagerPolicy":             only("there is no CPU manager yet (the behaviour of none)", "none"),
-	"cpuManagerPolicyOptions":      only("there is no CPU manager yet"),
-	"cpuManagerReconcilePeriod":    only("there is no CPU manager yet", dur(10*time.Second)),
-	"reservedSystemCPUs":           only("there is no CPU manager yet"),
-	"memoryManagerPolicy":          only("there is no memory manager (the behaviour of None)", kubeletv1beta1.NoneMemoryManagerPolicy),
-	"reservedMemory":               only("there is no memory manager"),
-	"memoryReservationPolicy":      only("there is no memory manager", kubeletv1beta1.NoneMemoryReservationPolicy),
-	"topologyManagerPolicy":        only("there is no topology manager (the behaviour of none)", kubeletv1beta1.NoneTopologyManagerPolicy),
-	"topologyManagerScope":         only("there is no topology manager", kubeletv1beta1.ContainerTopologyManagerScope),
+	"protectKernelDefaults":  only("the kernel's sysctls are not checked against the kubelet's expectations", false),
+	"makeIPTablesUtilChains": only("no iptables chains are made", false),
+	"iptablesMasqueradeBit":  only("no iptables chains are made"),
+	"iptablesDropBit":        only("no iptables chains are made"),
+	"oomScoreAdj":            only("the agent's own OOM score is left as started (a negative one needs CAP_SYS_RESOURCE)"),
+	"maxOpenFiles":           only("the agent's open-file limit is left as started"),
+	"cpuManagerPolicy": honoured("none, or static: the containers of Guaranteed pods asking for whole CPUs get CPUs of their own, " +
+		"checkpointed in cpu_manager_state under the root dir (--cpu-manager-policy)"),
+	"cpuManagerPolicyOptions":   honoured("full-pcpus-only (static): exclusive CPUs as whole physical cores; other options are refused"),
+	"cpuManagerReconcilePeriod": honoured("how often every running container's cpuset is checked and corrected"),
+	"reservedSystemCPUs": honoured("CPUs never given exclusively; its size replaces the cpu of systemReserved and kubeReserved " +
+		"(--reserved-cpus)"),
+	"memoryManagerPolicy": only("there is no memory manager (the behaviour of None); Static, which pins Guaranteed pods' memory "+
+		"to NUMA nodes, is not implemented", kubeletv1beta1.NoneMemoryManagerPolicy),
+	"reservedMemory":          only("there is no memory manager"),
+	"memoryReservationPolicy": only("there is no memory manager", kubeletv1beta1.NoneMemoryReservationPolicy),
+	"topologyManagerPolicy": honoured("none, or single-numa-node, accepted only on a machine with one NUMA node, where every " +
+		"allocation is on that node; best-effort and restricted are refused"),
+	"topologyManagerScope":         honoured("container or pod; on one NUMA node both place every container on it"),
 	"topologyManagerPolicyOptions": only("there is no topology manager"),
 
 	// Node shutdown and restarts.

@@ -99,7 +99,11 @@ func TestKubeletConfigurationValues(t *testing.T) {
 		yaml string
 		want string // "" accepted
 	}{
-		"cpu manager static":      {"cpuManagerPolicy: static\n", "cpuManagerPolicy"},
+		"cpu manager dynamic":     {"cpuManagerPolicy: dynamic\n", "cpuManagerPolicy"},
+		"cpu manager static":      {"cpuManagerPolicy: static\nreservedSystemCPUs: \"0\"\n", ""},
+		"reserved cpus":           {"reservedSystemCPUs: 0-x\n", "reservedSystemCPUs"},
+		"topology single":         {"topologyManagerPolicy: single-numa-node\ntopologyManagerScope: pod\n", ""},
+		"topology scope":          {"topologyManagerScope: node\n", "topologyManagerScope"},
 		"cpu manager none":        {"cpuManagerPolicy: none\n", ""},
 		"memory manager static":   {"memoryManagerPolicy: Static\n", "memoryManagerPolicy"},
 		"memory manager None":     {"memoryManagerPolicy: None\n", ""},

@@ -15,6 +15,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/nodelet/nodelet/internal/atomicfile"
 )
 
 // ServingCert returns the API's certificate: certFile/keyFile when given; otherwise a self-signed
@@ -38,10 +40,10 @@ func ServingCert(certFile, keyFile, dir string, hosts []string) (tls.Certificate
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return tls.Certificate{}, err
 	}
-	if err := writeAtomic(keyFile, keyPEM, 0o600); err != nil {
+	if err := atomicfile.Write(keyFile, keyPEM, 0o600); err != nil {
 		return tls.Certificate{}, err
 	}
-	if err := writeAtomic(certFile, certPEM, 0o644); err != nil {
+	if err := atomicfile.Write(certFile, certPEM, 0o644); err != nil {
 		return tls.Certificate{}, err
 	}
 	return tls.X509KeyPair(certPEM, keyPEM)
@@ -102,12 +104,4 @@ func LoadCAPool(file string) (*x509.CertPool, error) {
 		return nil, fmt.Errorf("%s: no PEM certificates", file)
 	}
 	return pool, nil
-}
-
-func writeAtomic(path string, b []byte, mode os.FileMode) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, mode); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

@@ -23,6 +23,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodelet/nodelet/internal/atomicfile"
 )
 
 // CSRClient is the apiserver's CertificateSigningRequests as the serving certificate needs them
@@ -231,7 +233,7 @@ func (m *CertManager) awaitIssued(ctx context.Context, name string) ([]byte, err
 // it, each step atomic, so a crash leaves the old or the new pair current, never half of one.
 func (m *CertManager) store(pairPEM []byte) error {
 	name := servingPairPrefix + "-" + time.Now().UTC().Format("2006-01-02-15-04-05") + ".pem"
-	if err := writeAtomic(filepath.Join(m.dir, name), pairPEM, 0o600); err != nil {
+	if err := atomicfile.Write(filepath.Join(m.dir, name), pairPEM, 0o600); err != nil {
 		return err
 	}
 	tmp := m.currentPath() + ".tmp"

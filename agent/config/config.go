@@ -91,6 +91,19 @@ func (c *PodConfig) SeenAllSources(sources []string) bool {
 	return true
 }
 
+// Has reports whether a source lists the pod now. The pods of an update are listed before the
+// update is sent, so a pod still waiting in the SyncLoop's queue is already listed.
+func (c *PodConfig) Has(uid types.UID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, pods := range c.pods {
+		if _, ok := pods[uid]; ok {
+			return true
+		}
+	}
+	return false
+}
+
 // Set replaces the source's pods and sends the differences. It blocks while the SyncLoop is behind.
 func (c *PodConfig) Set(source string, pods []*v1.Pod) {
 	c.mu.Lock()

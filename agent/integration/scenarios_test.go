@@ -35,7 +35,12 @@ func cgroupRoot(t testing.TB) string {
 }
 
 func newEnv(t testing.TB, start func(t testing.TB, dir, reg string) *criRuntime) *env {
-	dir := t.TempDir()
+	return newEnvIn(t, t.TempDir(), start)
+}
+
+// newEnvIn is newEnv with the runtime's and the agent's folders in dir (a filesystem of the
+// test's own, say).
+func newEnvIn(t testing.TB, dir string, start func(t testing.TB, dir, reg string) *criRuntime) *env {
 	testutil.CheckNoLeaks(t, dir)
 	// A stopped agent leaves its running pods' volumes mounted (their API volumes are tmpfs), as
 	// the kubelet does; once the runtime's cleanup has removed the pods, they go too.

@@ -121,6 +121,9 @@ func (m *Manager) startContainerTargeting(ctx context.Context, sandboxID string,
 		}
 	}
 	targetPIDNamespace(cfg, targetID)
+	if m.CPUs != nil {
+		cfg.Linux.Resources.CpusetCpus = m.CPUs.CPUSet(pod, c.Name)
+	}
 	logDir, err := podpath.ContainerLogDir(sandboxCfg.LogDirectory, c.Name)
 	if err == nil {
 		err = makeLogDir(logDir)
@@ -140,6 +143,9 @@ func (m *Manager) startContainerTargeting(ctx context.Context, sandboxID string,
 		return fmt.Errorf("%w: %v", kubecontainer.ErrCreateContainer, err)
 	}
 	m.Recorder.Eventf(pod, v1.EventTypeNormal, "Created", "Created container %s", c.Name)
+	if m.CPUs != nil {
+		m.CPUs.Created(created.ContainerId, cfg.Linux.Resources.CpusetCpus)
+	}
 	_, err = m.Runtime.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: created.ContainerId})
 	metrics.ContainerStarted(containerKind(pod, c), err)
 	if err != nil {

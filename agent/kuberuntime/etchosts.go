@@ -2,7 +2,6 @@ package kuberuntime
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/nodelet/nodelet/agent/internal/podpath"
 	"github.com/nodelet/nodelet/agent/internal/regularfile"
+	"github.com/nodelet/nodelet/internal/atomicfile"
 )
 
 const etcHostsPath = "/etc/hosts"
@@ -151,26 +151,5 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 			return nil
 		}
 	}
-	f, err := os.CreateTemp(dir, ".etc-hosts-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(mode)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		return errors.Join(err, os.Remove(tmp))
-	}
-	return nil
+	return atomicfile.Write(path, data, mode)
 }

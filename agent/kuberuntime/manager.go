@@ -77,6 +77,17 @@ type Deps struct {
 	// Allocatable is the node's allocatable resources: what a downward API limits.cpu or
 	// limits.memory shows when the container sets no limit. Nil makes such a reference an error.
 	Allocatable func() v1.ResourceList
+	// CPUs gives each container its cpuset at creation (the CPU manager's static policy); nil
+	// leaves it to the runtime.
+	CPUs CPUSets
+}
+
+// CPUSets places containers on CPUs (*cpumanager.Manager).
+type CPUSets interface {
+	// CPUSet is the container's cpuset list, "" for the runtime's default.
+	CPUSet(pod *v1.Pod, container string) string
+	// Created tells which cpuset a new container got, so it is not written again needlessly.
+	Created(containerID, cpus string)
 }
 
 // VolumePaths finds the host folder of a pod's volume made by the volume manager.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nodelet/nodelet/agent/cm"
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
+	"github.com/nodelet/nodelet/test/harness/fakecri"
 )
 
 // reqs builds requirements from cpu and memory requests and limits ("" leaves one out).
@@ -253,6 +254,16 @@ func newResizeFixture(t *testing.T) *resizeFixture {
 	return f
 }
 
+// updates are the UpdateContainerResources calls as "<name> cpu=<shares>/<quota> mem=<limit>".
+func updates(cri *fakecri.Server) []string {
+	var out []string
+	for _, c := range cri.CallsWithPrefix("UpdateContainerResources ") {
+		f := strings.Fields(c) // UpdateContainerResources <id> <name> cpu=… mem=… cpuset=…
+		out = append(out, strings.Join(f[2:len(f)-1], " "))
+	}
+	return out
+}
+
 // steps interleaves the pod cgroup writes with the runtime's resize calls.
 func (f *resizeFixture) steps() []string {
 	var out []string
@@ -294,11 +305,11 @@ func TestSyncPodResizesInPlace(t *testing.T) {
 	var log []string
 	f.cg.log = func(s string) { log = append(log, s) }
 	f.mustSync(grown)
-	calls := f.cri.CallsWithPrefix("UpdateContainerResources")
+	calls := updates(f.cri)
 	want := []string{
-		"UpdateContainerResources a cpu=102/20000 mem=268435456", // memory up: cpu as it was
-		"UpdateContainerResources b cpu=51/10000 mem=134217728",  // cpu: the decrease first
-		"UpdateContainerResources a cpu=307/40000 mem=268435456"} // then the increase, keeping the new memory
+		"a cpu=102/20000 mem=268435456", // memory up: cpu as it was
+		"b cpu=51/10000 mem=134217728",  // cpu: the decrease first
+		"a cpu=307/40000 mem=268435456"} // then the increase, keeping the new memory
 	if !slices.Equal(calls, want) {
 		t.Fatalf("updates %q, want %q", calls, want)
 	}

@@ -46,6 +46,10 @@ var (
 	httpInflight            *prometheus.GaugeVec
 	evictions               *prometheus.CounterVec
 	imagePull               *prometheus.HistogramVec
+	cpuPinning              prometheus.Counter
+	cpuPinningErrors        prometheus.Counter
+	cpuSharedPool           prometheus.Gauge
+	cpuExclusive            prometheus.Gauge
 )
 
 // Registry is what /metrics serves: the agent's metrics plus Go and process figures.
@@ -149,7 +153,16 @@ func build() {
 		Help:    "Duration in seconds to pull an image.",
 		Buckets: []float64{0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240, 300, 360, 480, 600, 900, 1200, 1800, 2700, 3600},
 	}, []string{"image_size_in_bytes"})
+	cpuPinning = prometheus.NewCounter(prometheus.CounterOpts{Subsystem: subsystem, Name: "cpu_manager_pinning_requests_total",
+		Help: "The number of cpu core allocations which required pinning."})
+	cpuPinningErrors = prometheus.NewCounter(prometheus.CounterOpts{Subsystem: subsystem, Name: "cpu_manager_pinning_errors_total",
+		Help: "The number of cpu core allocations which required pinning failed."})
+	cpuSharedPool = prometheus.NewGauge(prometheus.GaugeOpts{Subsystem: subsystem, Name: "cpu_manager_shared_pool_size_millicores",
+		Help: "The size of the shared CPU pool for non-guaranteed QoS pods, in millicores."})
+	cpuExclusive = prometheus.NewGauge(prometheus.GaugeOpts{Subsystem: subsystem, Name: "cpu_manager_exclusive_cpu_allocation_count",
+		Help: "The total number of CPUs exclusively allocated to containers running on this node"})
 	registry.MustRegister(
+		cpuPinning, cpuPinningErrors, cpuSharedPool, cpuExclusive,
 		podStartSLI, podStart, podWorker, runningPods, runningContainers,
 		plegRelist, plegInterval, plegLastSeen,
 		runtimeOps, runtimeOpsDuration, runtimeOpsErrors,
@@ -219,6 +232,22 @@ func SetNodeName(name string) {
 	once.Do(build)
 	nodeName.Reset()
 	nodeName.WithLabelValues(name).Set(1)
+}
+
+// CPUPinning counts one container's request for exclusive CPUs, and whether it failed.
+func CPUPinning(failed bool) {
+	once.Do(build)
+	cpuPinning.Inc()
+	if failed {
+		cpuPinningErrors.Inc()
+	}
+}
+
+// SetCPUPools publishes the shared pool's size and how many CPUs are held exclusively.
+func SetCPUPools(sharedCPUs, exclusiveCPUs int) {
+	once.Do(build)
+	cpuSharedPool.Set(float64(sharedCPUs * 1000))
+	cpuExclusive.Set(float64(exclusiveCPUs))
 }
 
 // Evicted counts one pod evicted for signal (e.g. "memory.available").

@@ -180,3 +180,20 @@ func TestEvictedCountsByEvictionSignal(t *testing.T) {
 		t.Errorf("%s = %q, want %d", series, got, before+2)
 	}
 }
+
+func TestCPUManagerMetrics(t *testing.T) {
+	before := mustAtoi(t, valueOf(scrape(Registry()), "kubelet_cpu_manager_pinning_errors_total"))
+	CPUPinning(false)
+	CPUPinning(true)
+	SetCPUPools(3, 1)
+	out := scrape(Registry())
+	if got := valueOf(out, "kubelet_cpu_manager_pinning_errors_total"); got != fmt.Sprint(before+1) {
+		t.Errorf("pinning errors %q, want %d", got, before+1)
+	}
+	if got := valueOf(out, "kubelet_cpu_manager_shared_pool_size_millicores"); got != "3000" {
+		t.Errorf("shared pool %q", got)
+	}
+	if got := valueOf(out, "kubelet_cpu_manager_exclusive_cpu_allocation_count"); got != "1" {
+		t.Errorf("exclusive %q", got)
+	}
+}

@@ -49,8 +49,9 @@ type Volumes interface {
 	Prepare(ctx context.Context, pod *v1.Pod) error
 	// TearDown unmounts what the pod's folder holds (memory emptyDirs, subPath binds) and removes it.
 	TearDown(uid types.UID) error
-	// Unmount releases the mounts of a pod that finished but stays (its files are kept).
-	Unmount(uid types.UID) error
+	// TearDownVolumes removes the volumes of a pod that finished but stays (the kubelet's volume
+	// manager does so once a pod has terminated); the rest of its folder is kept.
+	TearDownVolumes(uid types.UID) error
 	Forget(uid types.UID)
 }
 
@@ -258,11 +259,12 @@ func (s *Syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, grace *int
 }
 
 // SyncTerminatedPod removes a deleted pod's containers, sandboxes and volumes, confirms the deletion
-// to the apiserver, and deletes its mirror; a pod that merely finished keeps its containers.
+// to the apiserver, and deletes its mirror; a pod that merely finished (or was evicted) keeps its
+// containers and loses its volumes.
 func (s *Syncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, deleted bool) error {
 	if !deleted {
 		if s.Volumes != nil {
-			return s.Volumes.Unmount(pod.UID)
+			return s.Volumes.TearDownVolumes(pod.UID)
 		}
 		return nil
 	}

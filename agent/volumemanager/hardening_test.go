@@ -111,6 +111,9 @@ func TestClimbingUIDTearDownRemovesNothing(t *testing.T) {
 			if err := m.Unmount(uid); !errors.Is(err, podpath.ErrUnsafe) {
 				t.Fatalf("unmount: %v", err)
 			}
+			if err := m.TearDownVolumes(uid); !errors.Is(err, podpath.ErrUnsafe) {
+				t.Fatalf("teardown of volumes: %v", err)
+			}
 			checkDecoy(t, root, decoy)
 		})
 	}

@@ -189,9 +189,39 @@ func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod) error {
 	return nil
 }
 
-// Unmount releases what the pod's folder holds mounted (memory emptyDirs, subPath binds) and keeps
-// the files: a pod that finished but is not deleted gives its memory back, as with the kubelet.
-// Call it once the pod's containers are gone: a running container may still use the mounts.
+// TearDownVolumes unmounts and removes the pod's volumes (emptyDirs on disk and in memory, API
+// volumes, subPath binds) and keeps the rest of its folder (/etc/hosts, termination messages): a
+// pod that finished but is not deleted gives its memory and disk back, as the kubelet's volume
+// manager does once a pod has terminated; an evicted pod's emptyDir is what relieved the disk.
+// Call it once the pod's containers are gone: a running container may still use them.
+func (m *Manager) TearDownVolumes(uid types.UID) error {
+	if err := m.Unmount(uid); err != nil {
+		return err
+	}
+	volumes, err := podpath.VolumesDir(m.RootDir, uid)
+	if err != nil {
+		return err
+	}
+	subPaths, err := podpath.SubPathsDir(m.RootDir, uid)
+	if err != nil {
+		return err
+	}
+	for _, dir := range []string{subPaths, volumes} {
+		// Checked again: RemoveAll must never walk into a mount it failed to see go.
+		if mps, err := m.mounter().MountPoints(dir); err != nil {
+			return err
+		} else if len(mps) > 0 {
+			return fmt.Errorf("pod %s: %s: %w", uid, mps[0], ErrMounted)
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Unmount releases what the pod's folder holds mounted (memory emptyDirs, API volumes, subPath
+// binds) and keeps the files.
 func (m *Manager) Unmount(uid types.UID) error {
 	dir, err := m.PodDir(uid)
 	if err != nil {

@@ -441,3 +441,50 @@ func TestWriteAtomicFSGroup(t *testing.T) {
 		t.Fatalf("a new fsGroup left the files as they were: changed %v err %v", changed, err)
 	}
 }
+
+// A pod that finished but stays gives back its volumes, on disk and in memory, subPath mounts
+// included, and keeps the rest of its folder.
+func TestTearDownVolumesOfAFinishedPod(t *testing.T) {
+	testutil.Require(t)
+	root := t.TempDir()
+	m := &Manager{RootDir: root}
+	limit := resource.MustParse("1Mi")
+	pod := testPod("uid-done",
+		v1.Volume{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
+		v1.Volume{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory, SizeLimit: &limit}}})
+	if err := m.SetUp(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.TearDown(pod.UID) })
+	data := emptyDir(t, m, pod, "data")
+	if err := os.WriteFile(filepath.Join(data, "big"), make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.SubPath(pod, "c", 0, "data", data, "sub"); err != nil {
+		t.Fatal(err)
+	}
+	kept := filepath.Join(podDir(t, m, pod), "etc-hosts")
+	if err := os.WriteFile(kept, []byte("127.0.0.1 localhost\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if mps := testutil.MountsUnder(root); len(mps) != 2 {
+		t.Fatalf("mounts before: %v, want the memory emptyDir and the subPath", mps)
+	}
+	if err := m.TearDownVolumes(pod.UID); err != nil {
+		t.Fatal(err)
+	}
+	if mps := testutil.MountsUnder(root); len(mps) > 0 {
+		t.Errorf("mounts left: %v", mps)
+	}
+	for _, gone := range []string{"volumes", "volume-subpaths"} {
+		if _, err := os.Stat(filepath.Join(podDir(t, m, pod), gone)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s still there: %v", gone, err)
+		}
+	}
+	if _, err := os.Stat(kept); err != nil {
+		t.Errorf("the rest of the pod's folder went too: %v", err)
+	}
+	if err := m.TearDownVolumes(pod.UID); err != nil {
+		t.Errorf("a second teardown: %v", err)
+	}
+}

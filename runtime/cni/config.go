@@ -12,6 +12,7 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 
+	"github.com/nodelet/nodelet/internal/atomicfile"
 	"github.com/nodelet/nodelet/runtime/errdefs"
 )
 
@@ -162,30 +163,5 @@ func writeDefault(dir string, d DefaultNetwork) (bool, error) {
 	if err != nil || len(files) > 0 {
 		return false, err
 	}
-	return true, writeFileAtomic(dir, defaultConfName, d.ConfList())
-}
-
-// writeFileAtomic writes dir/name under a name the loader ignores, then renames it: the watcher
-// must never see half a file.
-func writeFileAtomic(dir, name string, data []byte) error {
-	tmp, err := os.CreateTemp(dir, ".nodelet-default-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), filepath.Join(dir, name))
+	return true, atomicfile.Write(filepath.Join(dir, defaultConfName), d.ConfList(), 0o644)
 }

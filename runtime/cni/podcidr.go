@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/nodelet/nodelet/internal/atomicfile"
 	"github.com/nodelet/nodelet/runtime/errdefs"
 )
 
@@ -60,7 +61,7 @@ func (m *Manager) SetPodCIDR(cidrs string) (bool, error) {
 	if want == written {
 		return false, nil
 	}
-	if err := writeFileAtomic(m.opts.ConfDir, defaultConfName, want.ConfList()); err != nil {
+	if err := atomicfile.Write(filepath.Join(m.opts.ConfDir, defaultConfName), want.ConfList(), 0o644); err != nil {
 		return false, err
 	}
 	m.log.Info("default network now hands out the node's pod CIDR", "file", path, "subnet", want.Subnet, "subnet6", want.Subnet6)

@@ -24,6 +24,7 @@ import (
 	"github.com/moby/go-archive/chrootarchive"
 	"golang.org/x/sys/unix"
 
+	"github.com/nodelet/nodelet/internal/atomicfile"
 	"github.com/nodelet/nodelet/internal/ctxio"
 	"github.com/nodelet/nodelet/runtime/errdefs"
 )
@@ -156,7 +157,7 @@ func (s *Store) unpackLayer(ctx context.Context, chainID, diffID string, compres
 	}
 	meta := layerMeta{ChainID: chainID, DiffID: diffID, Link: link, Bytes: bytesUsed, Inodes: inodes}
 	b, _ := json.Marshal(meta)
-	if err := writeFileAtomic(filepath.Join(tmp, "layer.json"), b, 0o600); err != nil {
+	if err := atomicfile.Write(filepath.Join(tmp, "layer.json"), b, 0o600); err != nil {
 		return err
 	}
 	if err := syncTree(diff); err != nil {

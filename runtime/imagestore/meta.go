@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/nodelet/nodelet/internal/atomicfile"
 	"github.com/nodelet/nodelet/runtime/errdefs"
 )
 
@@ -106,7 +107,7 @@ func (s *Store) writeRecord(img *Image) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(s.recordPath(img.ID), b, 0o600)
+	return atomicfile.Write(s.recordPath(img.ID), b, 0o600)
 }
 
 // List returns every stored image.
@@ -224,7 +225,7 @@ func (s *Store) writeBlob(digest string, b []byte) error {
 	if _, err := os.Stat(p); err == nil {
 		return nil
 	}
-	return writeFileAtomic(p, b, 0o600)
+	return atomicfile.Write(p, b, 0o600)
 }
 
 // commit records img under tag (may be "") and repoDigest, moving the tag off any other image.

@@ -18,6 +18,7 @@ import (
 	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 
+	"github.com/nodelet/nodelet/internal/atomicfile"
 	"github.com/nodelet/nodelet/runtime/errdefs"
 	"github.com/nodelet/nodelet/runtime/internal/fileid"
 )
@@ -79,7 +80,7 @@ func (s *Store) PrepareRootfs(ctx context.Context, containerID, image string) (_
 			}
 		}()
 		b, _ := json.Marshal(rec)
-		if err := writeFileAtomic(filepath.Join(dir, "rootfs.json"), b, 0o600); err != nil {
+		if err := atomicfile.Write(filepath.Join(dir, "rootfs.json"), b, 0o600); err != nil {
 			return nil, err
 		}
 	default:

@@ -209,41 +209,6 @@ func (l *fileLock) unlock() {
 func (s *Store) sharedLock() (*fileLock, error) { return s.lock("lock", unix.LOCK_SH) }
 func (s *Store) metaLock() (*fileLock, error)   { return s.lock("meta.lock", unix.LOCK_EX) }
 
-// writeFileAtomic writes data to path so that readers see the old or the new content, never a mix,
-// even across a crash: temp file in the same dir, fsync, rename, fsync the dir.
-func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(path)+"-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if _, err := f.Write(data); err != nil {
-		return err
-	}
-	if err := f.Chmod(perm); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	ok = true
-	return syncDir(dir)
-}
-
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {

@@ -292,8 +292,14 @@ func ApplyResources(r *specs.LinuxResources, res *runtimeapi.LinuxContainerResou
 		u := uint64(v)
 		r.CPU.Period = &u
 	}
-	r.CPU.Cpus = res.GetCpusetCpus()
-	r.CPU.Mems = res.GetCpusetMems()
+	// Empty keeps what is there: an update (the CPU manager's) may carry nothing but a cpuset,
+	// or no cpuset at all (a resize), and must not reset the rest.
+	if v := res.GetCpusetCpus(); v != "" {
+		r.CPU.Cpus = v
+	}
+	if v := res.GetCpusetMems(); v != "" {
+		r.CPU.Mems = v
+	}
 	if v := res.GetMemoryLimitInBytes(); v != 0 {
 		if r.Memory == nil {
 			r.Memory = &specs.LinuxMemory{}
@@ -306,6 +312,9 @@ func ApplyResources(r *specs.LinuxResources, res *runtimeapi.LinuxContainerResou
 	// The kubelet sends a limit for every huge page size the node has; a runtime refuses them
 	// when the hugetlb controller is not where it manages cgroups (here: bound to v2 on a v1
 	// host), so they are kept only when they can be applied.
+	if hp := hugepageLimits(res); len(hp) > 0 {
+		r.HugepageLimits = nil
+	}
 	for _, h := range hugepageLimits(res) {
 		r.HugepageLimits = append(r.HugepageLimits, specs.LinuxHugepageLimit{Pagesize: h.GetPageSize(), Limit: h.GetLimit()})
 	}

@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"encoding/json"
+	"os"
+	"strings"
 	"testing"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -58,6 +60,22 @@ func TestContainerResourcesAndStats(t *testing.T) {
 			}
 			if r := e.Status(id).Resources.GetLinux(); r.GetMemoryLimitInBytes() != 128<<20 {
 				t.Fatalf("status resources after update: %v", r)
+			}
+			// The kubelet's CPU manager sends a cpuset and nothing else: the other limits stay.
+			online, err := os.ReadFile("/sys/devices/system/cpu/online")
+			if err != nil {
+				t.Fatal(err)
+			}
+			all := strings.TrimSpace(string(online))
+			if _, err := e.Runtime.UpdateContainerResources(e.Ctx(), &runtimeapi.UpdateContainerResourcesRequest{
+				ContainerId: id, Linux: &runtimeapi.LinuxContainerResources{CpusetCpus: all}}); err != nil {
+				t.Fatal(err)
+			}
+			if l, err = cgroups.ReadLimits(cg); err != nil || l.CpusetCpus != all || l.CPUShares != 256 || l.MemoryLimit != 128<<20 {
+				t.Fatalf("limits after a cpuset-only update: %+v %v", l, err)
+			}
+			if r := e.Status(id).Resources.GetLinux(); r.GetCpusetCpus() != all || r.GetMemoryLimitInBytes() != 128<<20 || r.GetCpuShares() != 256 {
+				t.Fatalf("status resources after a cpuset-only update: %v", r)
 			}
 
 			st, err := e.Runtime.ContainerStats(e.Ctx(), &runtimeapi.ContainerStatsRequest{ContainerId: id})

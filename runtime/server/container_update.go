@@ -40,17 +40,26 @@ func (s *Server) UpdateContainerResources(ctx context.Context, req *runtimeapi.U
 	if err := rt.Update(ctx, c.ID, c.Bundle, &r); err != nil {
 		return nil, err
 	}
+	// What was not in the request stays as it was, in the spec and in the status: an update may
+	// name only the fields it changes (the kubelet's CPU manager sends only a cpuset).
 	if spec, err := oci.ReadSpec(c.Bundle); err == nil && spec.Linux != nil {
 		if spec.Linux.Resources == nil {
 			spec.Linux.Resources = &specs.LinuxResources{}
 		}
-		devices := spec.Linux.Resources.Devices
-		*spec.Linux.Resources = r
-		spec.Linux.Resources.Devices = devices
-		_ = oci.WriteBundle(c.Bundle, spec)
+		if err := oci.ApplyResources(spec.Linux.Resources, res); err == nil {
+			_ = oci.WriteBundle(c.Bundle, spec)
+		}
 	}
 	c.Lock()
-	c.Status.Resources = proto.Clone(res).(*runtimeapi.LinuxContainerResources)
+	merged := proto.Clone(res).(*runtimeapi.LinuxContainerResources)
+	if c.Status.Resources != nil {
+		merged = proto.Clone(c.Status.Resources).(*runtimeapi.LinuxContainerResources)
+		if len(res.GetHugepageLimits()) > 0 {
+			merged.HugepageLimits = nil // a list is replaced, not appended to
+		}
+		proto.Merge(merged, res)
+	}
+	c.Status.Resources = merged
 	err = s.containerDB.Put(c.ID, c)
 	c.Unlock()
 	if err != nil {

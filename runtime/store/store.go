@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/nodelet/nodelet/internal/atomicfile"
 	"github.com/nodelet/nodelet/runtime/errdefs"
 )
 
@@ -116,37 +117,7 @@ func (d *Dir[T]) IDs() (map[string]bool, error) {
 // WriteFileAtomic replaces path with data so that readers and crash recovery see either the old
 // or the new content, never a mix.
 func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(path)+"-")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if tmp != "" {
-			_ = os.Remove(tmp)
-		}
-	}()
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	tmp = ""
-	return syncDir(dir)
+	return atomicfile.Write(path, data, mode)
 }
 
 func syncDir(dir string) error {

@@ -84,6 +84,15 @@ func VolumeDir(root string, uid types.UID, plugin, name string) (string, error) 
 	return filepath.Join(dir, name), nil
 }
 
+// SubPathsDir is <root>/pods/<uid>/volume-subpaths, below which every subPath mount point is.
+func SubPathsDir(root string, uid types.UID) (string, error) {
+	dir, err := PodDir(root, uid)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, subPathsDir), nil
+}
+
 // SubPathDir is <root>/pods/<uid>/volume-subpaths/<volume>/<container>/<index>, the mount point of
 // one volumeMount's subPath.
 func SubPathDir(root string, uid types.UID, volume, container string, index int) (string, error) {

@@ -319,3 +319,32 @@ func (s *Server) UpdateRuntimeConfig(_ context.Context, r *runtimeapi.UpdateRunt
 	s.record("UpdateRuntimeConfig %s", r.GetRuntimeConfig().GetNetworkConfig().GetPodCidr())
 	return &runtimeapi.UpdateRuntimeConfigResponse{}, nil
 }
+
+// UpdateContainerResources merges the fields set into what the container reports, as runtimes
+// do: an update names only what it changes. It records "UpdateContainerResources <id> <name>
+// cpu=<shares>/<quota> mem=<limit> cpuset=<cpus>"; FailUpdate makes it fail.
+func (s *Server) UpdateContainerResources(_ context.Context, r *runtimeapi.UpdateContainerResourcesRequest) (*runtimeapi.UpdateContainerResourcesResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.containers[r.GetContainerId()]
+	if !ok {
+		s.record("UpdateContainerResources %s cpuset=%s", r.GetContainerId(), r.GetLinux().GetCpusetCpus())
+		return nil, notFound("container", r.GetContainerId())
+	}
+	l := r.GetLinux()
+	s.record("UpdateContainerResources %s %s cpu=%d/%d mem=%d cpuset=%s", c.Id, c.Metadata.GetName(),
+		l.GetCpuShares(), l.GetCpuQuota(), l.GetMemoryLimitInBytes(), l.GetCpusetCpus())
+	if err := s.updateErrs[c.Metadata.GetName()]; err != nil {
+		return nil, status.Error(codes.Unknown, err.Error())
+	}
+	if c.Resources == nil {
+		c.Resources = &runtimeapi.ContainerResources{Linux: &runtimeapi.LinuxContainerResources{}}
+		if cfg := s.configs[c.Id]; cfg.GetLinux().GetResources() != nil {
+			c.Resources.Linux = proto.Clone(cfg.Linux.Resources).(*runtimeapi.LinuxContainerResources)
+		}
+	}
+	if r.GetLinux() != nil {
+		proto.Merge(c.Resources.Linux, r.Linux)
+	}
+	return &runtimeapi.UpdateContainerResourcesResponse{}, nil
+}
