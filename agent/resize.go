@@ -5,6 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodelet/nodelet/agent/allocation"
+	"github.com/nodelet/nodelet/agent/cm/cpumanager"
 	"github.com/nodelet/nodelet/agent/podworkers"
 )
 
@@ -13,11 +14,12 @@ import (
 // allocations and their own is recorded; workers sync pods as allocated; the runtime manager
 // records what each container was given and resizes pod cgroups with them.
 //
-// The CPU manager's static policy makes a Guaranteed pod's cpu resize Infeasible; it is wired
-// with the CPU manager (allocation.Deps.StaticCPUPolicy).
+// Under the CPU manager's static policy a Guaranteed pod's cpu resize is Infeasible, as in the
+// kubelet (its exclusive CPUs are not resized).
 func (a *Agent) wireAllocation() error {
 	alloc, err := allocation.New(allocation.Deps{RootDir: a.cfg.RootDir, Admit: a.admit, ActivePods: a.activePods,
-		Allocatable: a.cm.AllocatableAbsolute, Recorder: a.events, Log: a.log})
+		Allocatable: a.cm.AllocatableAbsolute, Recorder: a.events, Log: a.log,
+		StaticCPUPolicy: func() bool { return a.cpus != nil && a.cpus.Policy() == cpumanager.PolicyStatic }})
 	if err != nil {
 		return err
 	}

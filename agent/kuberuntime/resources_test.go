@@ -58,3 +58,17 @@ func TestSharesRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+type fixedCPUs string
+
+func (f fixedCPUs) CPUSet(*v1.Pod, string) string { return string(f) }
+func (fixedCPUs) Created(string, string)          {}
+
+// An in-place update carries the container's cpuset as its creation did, so a runtime that
+// replaces rather than merges the figures does not widen a pinned container.
+func TestResizeKeepsTheCPUSet(t *testing.T) {
+	m := NewManager(Deps{CPUs: fixedCPUs("1")})
+	if r := m.containerLinuxResources(&v1.Pod{}, &v1.Container{}); r.CpusetCpus != "1" {
+		t.Fatalf("cpuset %q, want the CPU manager's 1", r.CpusetCpus)
+	}
+}
