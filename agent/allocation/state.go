@@ -11,6 +11,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodelet/nodelet/internal/atomicfile"
 )
 
 // The checkpoint files under the root dir, named as the kubelet names its own (our format is not
@@ -170,44 +172,8 @@ func (s *store) saveLocked() error {
 	if err != nil {
 		return err
 	}
-	return writeFileSync(s.path, b)
-}
-
-// writeFileSync replaces path with b so that a crash leaves either the old or the new content.
-func writeFileSync(path string, b []byte) (err error) {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	if err := os.MkdirAll(filepath.Dir(s.path), 0o750); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			os.Remove(f.Name())
-		}
-	}()
-	if _, err = f.Write(b); err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	if err = os.Chmod(f.Name(), 0o600); err != nil {
-		return err
-	}
-	if err = os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	d, derr := os.Open(dir)
-	if derr != nil {
-		return nil
-	}
-	defer d.Close()
-	_ = d.Sync()
-	return nil
+	return atomicfile.Write(s.path, b, 0o600)
 }
