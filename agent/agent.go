@@ -557,8 +557,10 @@ func imageFsMountpoint(svc interface {
 	}
 }
 
-// reject fails a pod admission refused, with the kubelet's wording.
+// reject fails a pod admission refused, with the kubelet's wording, and records the refusal as an
+// event as the kubelet does (standalone: a log line, which outlives the status of a pod in no list).
 func (a *Agent) reject(pod *v1.Pod, reason, message string) {
+	a.events.Eventf(pod, v1.EventTypeWarning, reason, "%s", message)
 	a.statuses.SetPodStatus(pod, v1.PodStatus{Phase: v1.PodFailed, Reason: reason, Message: "Pod was rejected: " + message,
 		StartTime: &metav1.Time{Time: time.Now()}})
 }
