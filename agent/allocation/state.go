@@ -12,6 +12,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodelet/nodelet/agent/internal/regularfile"
 	"github.com/nodelet/nodelet/internal/atomicfile"
 )
 
@@ -42,6 +43,9 @@ type store struct {
 	pods map[types.UID]podResources
 }
 
+// maxStateSize bounds what is read of the checkpoint: a few hundred bytes per container.
+const maxStateSize = 16 << 20
+
 // errCorrupt: the checkpoint could not be read back; the caller starts afresh.
 var errCorrupt = errors.New("corrupt checkpoint")
 
@@ -52,7 +56,7 @@ func openStore(path string) (*store, error) {
 	if path == "" {
 		return s, nil
 	}
-	b, err := os.ReadFile(path)
+	b, err := regularfile.Read(path, maxStateSize)
 	if errors.Is(err, os.ErrNotExist) {
 		return s, nil
 	}

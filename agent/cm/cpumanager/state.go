@@ -1,18 +1,18 @@
 package cpumanager
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"io/fs"
-	"os"
 	"strings"
-	"syscall"
 
 	"k8s.io/utils/cpuset"
 	"k8s.io/utils/dump"
 
+	"github.com/nodelet/nodelet/agent/internal/regularfile"
 	"github.com/nodelet/nodelet/internal/atomicfile"
 )
 
@@ -70,22 +70,18 @@ var errNoState = errors.New("no CPU manager state")
 // another policy is refused as the kubelet refuses it: its exclusive CPUs would otherwise be
 // forgotten while their containers still run on them.
 func readState(path, policy string) (*state, error) {
-	// Not following a symlink: the file is the agent's own, in a folder only root writes.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	b, err := regularfile.Read(path, maxStateSize)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, errNoState
+	}
+	if errors.Is(err, regularfile.ErrNotRegular) || errors.Is(err, regularfile.ErrTooLarge) {
+		return nil, restoreError(path, err)
 	}
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil {
-		return nil, err
-	} else if !fi.Mode().IsRegular() || fi.Size() > maxStateSize {
-		return nil, restoreError(path, fmt.Errorf("not a regular file of at most %d bytes", maxStateSize))
-	}
 	var cp checkpoint
-	if err := json.NewDecoder(f).Decode(&cp); err != nil {
+	if err := json.NewDecoder(bytes.NewReader(b)).Decode(&cp); err != nil {
 		return nil, restoreError(path, err)
 	}
 	if cp.Checksum != 0 && cp.Checksum != cp.sum() {
