@@ -171,19 +171,7 @@ func diskPressureScenario(t *testing.T, start func(t testing.TB, dir, reg string
 	if ph := podPhase(ctx, client, "small"); ph != v1.PodRunning {
 		t.Errorf("the small pod is %s, want Running: only the writing pod should go", ph)
 	}
-	evs, err := client.CoreV1().Events("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var reasons []string
-	for _, ev := range evs.Items {
-		reasons = append(reasons, ev.Reason+"/"+ev.InvolvedObject.Name)
-	}
-	for _, want := range []string{"Evicted/writer", "EvictionThresholdMet/e2e", "NodeHasDiskPressure/e2e"} {
-		if !strings.Contains(strings.Join(reasons, " "), want) {
-			t.Errorf("no %s event; events: %v", want, reasons)
-		}
-	}
+	expectEvents(t, ctx, client, "Evicted/writer", "EvictionThresholdMet/e2e", "NodeHasDiskPressure/e2e")
 	for _, name := range []string{"small", "writer"} {
 		client.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 	}

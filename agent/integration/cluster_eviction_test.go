@@ -79,21 +79,7 @@ func evictionScenario(t *testing.T, e *env) {
 	if ph := podPhase(ctx, client, "small"); ph != v1.PodRunning {
 		t.Errorf("the Burstable pod under its requests is %s, want Running: only the BestEffort pod should go", ph)
 	}
-	evs, err := client.CoreV1().Events("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var reasons []string
-	for _, ev := range evs.Items {
-		if ev.Reason == "Evicted" || ev.Reason == "EvictionThresholdMet" || ev.Reason == "NodeHasInsufficientMemory" {
-			reasons = append(reasons, ev.Reason+"/"+ev.InvolvedObject.Name)
-		}
-	}
-	for _, want := range []string{"Evicted/hog", "EvictionThresholdMet/e2e", "NodeHasInsufficientMemory/e2e"} {
-		if !strings.Contains(strings.Join(reasons, " "), want) {
-			t.Errorf("no %s event; events: %v", want, reasons)
-		}
-	}
+	expectEvents(t, ctx, client, "Evicted/hog", "EvictionThresholdMet/e2e", "NodeHasInsufficientMemory/e2e")
 
 	// Local storage: an emptyDir on disk written past its sizeLimit gets its pod evicted, whatever
 	// the node's state.
@@ -240,4 +226,22 @@ func pidAvailable(t testing.TB) int64 {
 		t.Fatal(err)
 	}
 	return limit - n
+}
+
+// expectEvents fails the test for each wanted event ("Reason/object name") the apiserver lacks.
+func expectEvents(t *testing.T, ctx context.Context, client kubernetes.Interface, want ...string) {
+	t.Helper()
+	evs, err := client.CoreV1().Events("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reasons []string
+	for _, ev := range evs.Items {
+		reasons = append(reasons, ev.Reason+"/"+ev.InvolvedObject.Name)
+	}
+	for _, w := range want {
+		if !strings.Contains(strings.Join(reasons, " "), w) {
+			t.Errorf("no %s event; events: %v", w, reasons)
+		}
+	}
 }
