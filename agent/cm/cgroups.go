@@ -7,11 +7,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
-	cgroups "github.com/containerd/cgroups/v3"
-	"github.com/containerd/cgroups/v3/cgroup1"
-	"github.com/containerd/cgroups/v3/cgroup2"
-	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 )
 
 // DefaultCgroupMount is where the cgroup hierarchies are mounted.
@@ -20,6 +18,10 @@ const DefaultCgroupMount = "/sys/fs/cgroup"
 // Cgroups writes limits on cgroups named as with the cgroupfs driver ("/kubepods"): on cgroup v1 in
 // the cpu, memory, pids and hugetlb hierarchies under Mount, on cgroup v2 in the unified hierarchy
 // at Mount, with the controllers enabled on the way down.
+//
+// The files are written here rather than through a cgroup library: what the agent writes is a few
+// numbers in flat files, and containerd/cgroups, the library used before, linked eBPF, D-Bus and
+// systemd clients whose package inits every mode of the binary paid for in resident memory.
 type Cgroups struct {
 	Mount   string
 	Unified bool
@@ -28,7 +30,22 @@ type Cgroups struct {
 // HostCgroups are this host's: cgroup v2 only when the unified hierarchy holds the controllers
 // (a hybrid host like a v1 one).
 func HostCgroups() Cgroups {
-	return Cgroups{Mount: DefaultCgroupMount, Unified: cgroups.Mode() == cgroups.Unified}
+	return Cgroups{Mount: DefaultCgroupMount, Unified: hostUnified()}
+}
+
+var hostMode struct {
+	once    sync.Once
+	unified bool
+}
+
+// hostUnified reports whether DefaultCgroupMount is itself a cgroup2 mount (cgroup v2 only). On a
+// hybrid host cgroup2 is mounted below it (unified/) and holds no controllers.
+func hostUnified() bool {
+	hostMode.once.Do(func() {
+		var st unix.Statfs_t
+		hostMode.unified = unix.Statfs(DefaultCgroupMount, &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC
+	})
+	return hostMode.unified
 }
 
 func checkName(name string) error {
@@ -43,10 +60,16 @@ func (c Cgroups) Apply(name string, l Limits) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
+	var err error
 	if c.Unified {
-		return c.applyV2(name, l)
+		err = c.applyV2(name, l)
+	} else {
+		err = c.applyV1(name, l)
 	}
-	return c.applyV1(name, l)
+	if err != nil {
+		return fmt.Errorf("cgroup %s: %w", name, err)
+	}
+	return nil
 }
 
 // Exists reports the cgroup in every hierarchy limits are written in.
@@ -77,82 +100,162 @@ func (c Cgroups) v1Subsystems() []string {
 	return out
 }
 
+// setting is one control file and the value written to it.
+type setting struct{ file, value string }
+
+// applyV1 makes the cgroup in each hierarchy, then writes that controller's files: cpu.shares,
+// cpu.cfs_period_us and cpu.cfs_quota_us (when shares or a quota are set), memory.limit_in_bytes,
+// pids.max (a positive limit only: v1 has no "max" to go back to) and hugetlb.<size>.limit_in_bytes.
 func (c Cgroups) applyV1(name string, l Limits) error {
-	hierarchy := func() ([]cgroup1.Subsystem, error) {
-		var subs []cgroup1.Subsystem
-		for _, s := range c.v1Subsystems() {
-			switch s {
-			case "cpu":
-				subs = append(subs, cgroup1.NewCpu(c.Mount))
-			case "memory":
-				subs = append(subs, cgroup1.NewMemory(c.Mount))
-			case "pids":
-				subs = append(subs, cgroup1.NewPids(c.Mount))
-			case "hugetlb":
-				h, err := cgroup1.NewHugetlb(c.Mount)
-				if err != nil {
-					return nil, err
+	subs := c.v1Subsystems()
+	if len(subs) == 0 {
+		return fmt.Errorf("no cpu, memory, pids or hugetlb cgroup hierarchy under %s", c.Mount)
+	}
+	for _, sub := range subs {
+		var set []setting
+		switch sub {
+		case "cpu":
+			if l.CPUShares != nil || l.CPUQuota != nil {
+				set = appendUint(set, "cpu.shares", l.CPUShares)
+				set = appendUint(set, "cpu.cfs_period_us", l.CPUPeriod)
+				if l.CPUQuota != nil {
+					set = append(set, setting{"cpu.cfs_quota_us", strconv.FormatInt(*l.CPUQuota, 10)})
 				}
-				subs = append(subs, h)
+			}
+		case "memory":
+			if l.Memory != nil {
+				set = append(set, setting{"memory.limit_in_bytes", strconv.FormatInt(*l.Memory, 10)})
+			}
+		case "pids":
+			if l.Pids != nil && *l.Pids > 0 {
+				set = append(set, setting{"pids.max", strconv.FormatInt(*l.Pids, 10)})
+			}
+		case "hugetlb":
+			for size, limit := range l.HugePages {
+				set = append(set, setting{"hugetlb." + pageSizeName(size) + ".limit_in_bytes", strconv.FormatUint(uint64(limit), 10)})
 			}
 		}
-		if len(subs) == 0 {
-			return nil, fmt.Errorf("no cpu, memory, pids or hugetlb cgroup hierarchy under %s", c.Mount)
+		dir := filepath.Join(c.Mount, sub, name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
 		}
-		return subs, nil
-	}
-	res := &specs.LinuxResources{}
-	if l.CPUShares != nil || l.CPUQuota != nil {
-		res.CPU = &specs.LinuxCPU{Shares: l.CPUShares, Quota: l.CPUQuota, Period: l.CPUPeriod}
-	}
-	if l.Memory != nil {
-		res.Memory = &specs.LinuxMemory{Limit: l.Memory}
-	}
-	if l.Pids != nil {
-		res.Pids = &specs.LinuxPids{Limit: l.Pids}
-	}
-	for size, limit := range l.HugePages {
-		res.HugepageLimits = append(res.HugepageLimits, specs.LinuxHugepageLimit{Pagesize: pageSizeName(size), Limit: uint64(limit)})
-	}
-	if _, err := cgroup1.New(cgroup1.StaticPath(name), res, cgroup1.WithHierarchy(hierarchy)); err != nil {
-		return fmt.Errorf("cgroup %s: %w", name, err)
+		if err := write(dir, set); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
+func appendUint(set []setting, file string, v *uint64) []setting {
+	if v == nil {
+		return set
+	}
+	return append(set, setting{file, strconv.FormatUint(*v, 10)})
+}
+
+// applyV2 makes the cgroup, enables the controllers its limits need in the subtree_control of
+// every cgroup above it (the root's included), then writes cpu.weight, cpu.max, memory.max,
+// pids.max and hugetlb.<size>.max. A cgroup it made is removed again when that fails.
 func (c Cgroups) applyV2(name string, l Limits) error {
-	res := &cgroup2.Resources{}
+	var controllers []string
+	var set []setting
 	if l.CPUShares != nil || l.CPUQuota != nil {
-		res.CPU = &cgroup2.CPU{}
+		controllers = append(controllers, "cpu")
 		if l.CPUShares != nil {
-			w := SharesToWeight(*l.CPUShares)
-			res.CPU.Weight = &w
+			set = append(set, setting{"cpu.weight", strconv.FormatUint(SharesToWeight(*l.CPUShares), 10)})
 		}
 		if l.CPUQuota != nil {
-			quota := l.CPUQuota
-			if *quota < 0 {
-				quota = nil // "max"
+			quota, period := "max", strconv.Itoa(QuotaPeriod)
+			if *l.CPUQuota >= 0 {
+				quota = strconv.FormatInt(*l.CPUQuota, 10)
 			}
-			res.CPU.Max = cgroup2.NewCPUMax(quota, l.CPUPeriod)
+			if l.CPUPeriod != nil {
+				period = strconv.FormatUint(*l.CPUPeriod, 10)
+			}
+			set = append(set, setting{"cpu.max", quota + " " + period})
 		}
 	}
 	if l.Memory != nil {
-		res.Memory = &cgroup2.Memory{Max: l.Memory}
+		controllers = append(controllers, "memory")
+		set = append(set, setting{"memory.max", strconv.FormatInt(*l.Memory, 10)})
 	}
 	if l.Pids != nil {
-		res.Pids = &cgroup2.Pids{Max: *l.Pids}
+		controllers = append(controllers, "pids")
+		switch {
+		case *l.Pids > 0:
+			set = append(set, setting{"pids.max", strconv.FormatInt(*l.Pids, 10)})
+		case *l.Pids < 0:
+			set = append(set, setting{"pids.max", "max"})
+		}
 	}
 	if len(l.HugePages) > 0 {
-		var h cgroup2.HugeTlb
+		controllers = append(controllers, "hugetlb")
 		for size, limit := range l.HugePages {
-			h = append(h, cgroup2.HugeTlbEntry{HugePageSize: pageSizeName(size), Limit: uint64(limit)})
+			set = append(set, setting{"hugetlb." + pageSizeName(size) + ".max", strconv.FormatUint(uint64(limit), 10)})
 		}
-		res.HugeTlb = &h
 	}
-	if _, err := cgroup2.NewManager(c.Mount, name, res); err != nil {
-		return fmt.Errorf("cgroup %s: %w", name, err)
+	dir := filepath.Join(c.Mount, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	err := c.enableControllers(name, controllers)
+	if err == nil {
+		err = write(dir, set)
+	}
+	if err != nil {
+		os.Remove(dir) // only when empty: a cgroup that was there and holds processes stays
+		return err
 	}
 	return nil
+}
+
+// enableControllers writes "+cpu +memory …" into the subtree_control of the root and of every
+// cgroup down to name's parent. Only the lowest level's error counts: a level above may refuse
+// (a delegated subtree) while already having the controllers on.
+func (c Cgroups) enableControllers(name string, controllers []string) error {
+	if len(controllers) == 0 {
+		return nil
+	}
+	toggles := make([]string, len(controllers))
+	for i, ctrl := range controllers {
+		toggles[i] = "+" + ctrl
+	}
+	line := strings.Join(toggles, " ")
+	var err error
+	dir := c.Mount
+	parts := strings.Split(strings.Trim(name, "/"), "/")
+	for i := range parts {
+		err = writeExisting(filepath.Join(dir, "cgroup.subtree_control"), line)
+		if err != nil {
+			err = fmt.Errorf("enable controllers %s in %s: %w", line, dir, err)
+		}
+		dir = filepath.Join(dir, parts[i])
+	}
+	return err
+}
+
+// write writes each setting into its file in dir, in order.
+func write(dir string, set []setting) error {
+	for _, s := range set {
+		if err := os.WriteFile(filepath.Join(dir, s.file), []byte(s.value), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeExisting writes into a file that must exist, without truncating it (the kernel's control
+// files take one write each; plain files in tests keep what was written last at the start).
+func writeExisting(p, value string) error {
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(value)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // errNoCgroup: a reserved cgroup to enforce on must exist; the agent does not make it, since

@@ -92,6 +92,63 @@ func TestApplyV2(t *testing.T) {
 	}
 }
 
+// A pod cgroup two levels down: the quota and period on both versions, pids "max" on v2 (v1 has no
+// way back to unlimited and is left alone), the controllers enabled at every level above it, and a
+// cgroup whose controllers cannot be enabled removed again.
+func TestApplyNestedQuota(t *testing.T) {
+	l := Limits{CPUShares: u64(2), CPUQuota: i64(50000), CPUPeriod: u64(100000), Memory: i64(64 << 20), Pids: i64(-1)}
+	v1 := fakeV1(t)
+	if err := v1.Apply("/kubepods/burstable/podx", l); err != nil {
+		t.Fatal(err)
+	}
+	for file, want := range map[string]string{
+		"cpu/kubepods/burstable/podx/cpu.shares":               "2",
+		"cpu/kubepods/burstable/podx/cpu.cfs_quota_us":         "50000",
+		"cpu/kubepods/burstable/podx/cpu.cfs_period_us":        "100000",
+		"memory/kubepods/burstable/podx/memory.limit_in_bytes": fmt.Sprint(64 << 20),
+	} {
+		if got := readFile(t, filepath.Join(v1.Mount, file)); got != want {
+			t.Errorf("v1 %s = %s, want %s", file, got, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(v1.Mount, "pids/kubepods/burstable/podx/pids.max")); err == nil {
+		t.Error("v1 wrote pids.max for no limit")
+	}
+
+	v2 := fakeV2(t)
+	writeFiles(t, v2.Mount, map[string]string{"kubepods/cgroup.subtree_control": "", "kubepods/burstable/cgroup.subtree_control": ""})
+	if err := v2.Apply("/kubepods/burstable/podx", l); err != nil {
+		t.Fatal(err)
+	}
+	for file, want := range map[string]string{
+		"kubepods/burstable/podx/cpu.weight":        "1",
+		"kubepods/burstable/podx/cpu.max":           "50000 100000",
+		"kubepods/burstable/podx/memory.max":        fmt.Sprint(64 << 20),
+		"kubepods/burstable/podx/pids.max":          "max",
+		"cgroup.subtree_control":                    "+cpu +memory +pids",
+		"kubepods/cgroup.subtree_control":           "+cpu +memory +pids",
+		"kubepods/burstable/cgroup.subtree_control": "+cpu +memory +pids",
+	} {
+		if got := readFile(t, filepath.Join(v2.Mount, file)); got != want {
+			t.Errorf("v2 %s = %q, want %q", file, got, want)
+		}
+	}
+	if err := v2.Apply("/kubepods/burstable/pody", Limits{CPUQuota: i64(-1)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := readFile(t, filepath.Join(v2.Mount, "kubepods/burstable/pody/cpu.max")); got != "max 100000" {
+		t.Errorf("no quota: cpu.max = %q", got)
+	}
+
+	// No subtree_control in the parent: a cgroup2 mount would always have one.
+	if err := v2.Apply("/other/pod", l); err == nil {
+		t.Error("applied without enabling the controllers")
+	}
+	if _, err := os.Stat(filepath.Join(v2.Mount, "other/pod")); err == nil {
+		t.Error("the cgroup made for a failed Apply is left")
+	}
+}
+
 type recorded struct{ typ, reason, msg string }
 
 type recorder struct {

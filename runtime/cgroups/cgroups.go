@@ -10,15 +10,28 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
-	cg "github.com/containerd/cgroups/v3"
+	"golang.org/x/sys/unix"
 )
 
 // Root is where the hierarchies are mounted.
 const Root = "/sys/fs/cgroup"
 
-// Unified reports whether the host runs cgroup v2 only.
-func Unified() bool { return cg.Mode() == cg.Unified }
+// Unified reports whether the host runs cgroup v2 only: Root itself is a cgroup2 mount. (A hybrid
+// host mounts cgroup2 below it, without controllers, and counts as v1.)
+func Unified() bool {
+	mode.once.Do(func() {
+		var st unix.Statfs_t
+		mode.unified = unix.Statfs(Root, &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC
+	})
+	return mode.unified
+}
+
+var mode struct {
+	once    sync.Once
+	unified bool
+}
 
 // HasController reports whether the hierarchy the runtimes manage has the controller: its own v1
 // hierarchy, or the v2 root's controllers on a unified host.
@@ -55,8 +68,8 @@ func Read(path string) (*Stats, error) {
 	return readV1(Root, path)
 }
 
-// readV1 reads the v1 controllers' files. (containerd/cgroups' cgroup1 package would pull systemd
-// and D-Bus clients into the binary for what are a few reads of flat files.)
+// readV1 reads the v1 controllers' files. (A cgroup library would link systemd, D-Bus and eBPF
+// clients into the binary, whose inits every mode pays for in memory, for a few reads of flat files.)
 func readV1(root, path string) (*Stats, error) {
 	var s Stats
 	usage, err := readInt(filepath.Join(root, "cpuacct", path, "cpuacct.usage"))
