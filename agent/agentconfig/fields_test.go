@@ -20,11 +20,11 @@ func TestEveryKubeletConfigurationFieldIsClassified(t *testing.T) {
 	for i := range typ.NumField() {
 		name := jsonName(typ.Field(i))
 		seen[name] = true
-		if _, ok := kubeletConfigFields[name]; !ok {
+		if _, ok := kubeletConfigFields.Get()[name]; !ok {
 			t.Errorf("KubeletConfiguration field %s (%s) is not classified in kubeletConfigFields: honour it or refuse its non-default values", name, typ.Field(i).Name)
 		}
 	}
-	for name := range kubeletConfigFields {
+	for name := range kubeletConfigFields.Get() {
 		if !seen[name] {
 			t.Errorf("kubeletConfigFields classifies %s, which KubeletConfiguration does not have", name)
 		}
@@ -37,7 +37,7 @@ func TestUnhonouredFieldsRefuseOtherValues(t *testing.T) {
 	typ := reflect.TypeOf(kubeletv1beta1.KubeletConfiguration{})
 	for i := range typ.NumField() {
 		name := jsonName(typ.Field(i))
-		rule := kubeletConfigFields[name]
+		rule := kubeletConfigFields.Get()[name]
 		if rule.honoured {
 			continue
 		}
@@ -247,7 +247,7 @@ fields (address, port, TLS, authentication, authorization, serverTLSBootstrap) a
 	typ := reflect.TypeOf(kubeletv1beta1.KubeletConfiguration{})
 	for i := range typ.NumField() {
 		name := jsonName(typ.Field(i))
-		r := kubeletConfigFields[name]
+		r := kubeletConfigFields.Get()[name]
 		status, accepted := "fixed", "left out"
 		switch {
 		case r.honoured:

@@ -41,14 +41,18 @@ func checkTaints(taints []v1.Taint) error {
 	return errors.Join(errs...)
 }
 
-// kubeletLabels are the kubernetes.io labels a node may set on itself (the NodeRestriction admission
+// kubeletLabel tells the kubernetes.io labels a node may set on itself (the NodeRestriction admission
 // plugin refuses others); kubelet.kubernetes.io/ and node.kubernetes.io/ keys are its own too.
-var kubeletLabels = map[string]bool{
-	"kubernetes.io/hostname": true, "kubernetes.io/os": true, "kubernetes.io/arch": true,
-	"beta.kubernetes.io/os": true, "beta.kubernetes.io/arch": true, "beta.kubernetes.io/instance-type": true,
-	"node.kubernetes.io/instance-type": true,
-	"topology.kubernetes.io/region":    true, "topology.kubernetes.io/zone": true,
-	"failure-domain.beta.kubernetes.io/region": true, "failure-domain.beta.kubernetes.io/zone": true,
+func kubeletLabel(key string) bool {
+	switch key {
+	case "kubernetes.io/hostname", "kubernetes.io/os", "kubernetes.io/arch",
+		"beta.kubernetes.io/os", "beta.kubernetes.io/arch", "beta.kubernetes.io/instance-type",
+		"node.kubernetes.io/instance-type",
+		"topology.kubernetes.io/region", "topology.kubernetes.io/zone",
+		"failure-domain.beta.kubernetes.io/region", "failure-domain.beta.kubernetes.io/zone":
+		return true
+	}
+	return false
 }
 
 // checkNodeLabels refuses what the apiserver would refuse at registration, before the agent starts.
@@ -63,7 +67,7 @@ func checkNodeLabels(labels map[string]string) error {
 			errs = append(errs, fmt.Errorf("node label %s value %q: %s", k, v, strings.Join(msgs, "; ")))
 		}
 		prefix, _, ok := strings.Cut(k, "/")
-		if !ok || kubeletLabels[k] || strings.HasPrefix(k, "kubelet.kubernetes.io/") || strings.HasPrefix(k, "node.kubernetes.io/") {
+		if !ok || kubeletLabel(k) || strings.HasPrefix(k, "kubelet.kubernetes.io/") || strings.HasPrefix(k, "node.kubernetes.io/") {
 			continue
 		}
 		if prefix == "kubernetes.io" || prefix == "k8s.io" || strings.HasSuffix(prefix, ".kubernetes.io") || strings.HasSuffix(prefix, ".k8s.io") {

@@ -24,21 +24,21 @@ const (
 
 // Errors a sync step returns; the reason cache and the status manager turn them into waiting reasons.
 var (
-	ErrCrashLoopBackOff  = errors.New(ReasonCrashLoopBackOff)
-	ErrImagePull         = errors.New(ReasonErrImagePull)
-	ErrImagePullBackOff  = errors.New(ReasonImagePullBackOff)
-	ErrImageNeverPull    = errors.New(ReasonErrImageNeverPull)
-	ErrInvalidImageName  = errors.New(ReasonInvalidImageName)
-	ErrCreateContainer   = errors.New(ReasonCreateContainerErr)
-	ErrCreateConfig      = errors.New(ReasonCreateConfigError)
-	ErrRunContainer      = errors.New(ReasonRunContainerError)
-	errorsInReasonsOrder = []error{ErrCrashLoopBackOff, ErrImagePullBackOff, ErrImagePull, ErrImageNeverPull,
-		ErrInvalidImageName, ErrCreateConfig, ErrCreateContainer, ErrRunContainer}
+	ErrCrashLoopBackOff = errors.New(ReasonCrashLoopBackOff)
+	ErrImagePull        = errors.New(ReasonErrImagePull)
+	ErrImagePullBackOff = errors.New(ReasonImagePullBackOff)
+	ErrImageNeverPull   = errors.New(ReasonErrImageNeverPull)
+	ErrInvalidImageName = errors.New(ReasonInvalidImageName)
+	ErrCreateContainer  = errors.New(ReasonCreateContainerErr)
+	ErrCreateConfig     = errors.New(ReasonCreateConfigError)
+	ErrRunContainer     = errors.New(ReasonRunContainerError)
 )
 
 // ReasonFor names the reason an error carries, or "" when it carries none of the known ones.
 func ReasonFor(err error) string {
-	for _, e := range errorsInReasonsOrder {
+	// In this order (a list of variables at package level would take code at init to fill).
+	for _, e := range [...]error{ErrCrashLoopBackOff, ErrImagePullBackOff, ErrImagePull, ErrImageNeverPull,
+		ErrInvalidImageName, ErrCreateConfig, ErrCreateContainer, ErrRunContainer} {
 		if errors.Is(err, e) {
 			return e.Error()
 		}

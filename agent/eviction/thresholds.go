@@ -35,10 +35,14 @@ const (
 
 // known are the signals the agent measures. The kubelet's others are refused by name rather than
 // accepted and never acted on.
-var known = map[Signal]bool{
-	SignalMemoryAvailable: true, SignalNodeFsAvailable: true, SignalNodeFsInodesFree: true,
-	SignalImageFsAvailable: true, SignalImageFsInodesFree: true, SignalPIDAvailable: true,
-	SignalAllocatableMemoryAvailable: true,
+func known(sig Signal) bool {
+	switch sig {
+	case SignalMemoryAvailable, SignalNodeFsAvailable, SignalNodeFsInodesFree,
+		SignalImageFsAvailable, SignalImageFsInodesFree, SignalPIDAvailable,
+		SignalAllocatableMemoryAvailable:
+		return true
+	}
+	return false
 }
 
 // Threshold is one "signal<value" rule. Exactly one of Quantity and Percentage is set.
@@ -219,7 +223,7 @@ func WithAllocatable(ts []Threshold, podsCapped bool) ([]Threshold, error) {
 }
 
 func checkSignal(sig Signal) error {
-	if known[sig] {
+	if known(sig) {
 		return nil
 	}
 	switch sig {

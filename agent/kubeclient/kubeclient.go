@@ -14,7 +14,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
@@ -32,12 +31,16 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/nodelet/nodelet/internal/lazy"
 )
 
 // Scheme knows the agent's API groups only; event recording uses it to name objects' kinds. It is
 // built on first use rather than in an init, so the modes that never reach an apiserver
 // (`nodelet runtime`, standalone `nodelet up`) do not register these types at start.
-var Scheme = sync.OnceValue(func() *runtime.Scheme {
+func Scheme() *runtime.Scheme { return scheme.Get() }
+
+var scheme = lazy.Value[*runtime.Scheme]{New: func() *runtime.Scheme {
 	s := runtime.NewScheme()
 	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
 	utilruntime.Must(v1.AddToScheme(s))
@@ -47,11 +50,11 @@ var Scheme = sync.OnceValue(func() *runtime.Scheme {
 	utilruntime.Must(authzv1.AddToScheme(s))
 	utilruntime.Must(certificatesv1.AddToScheme(s))
 	return s
-})
+}}
 
 var (
-	codecs     = sync.OnceValue(func() serializer.CodecFactory { return serializer.NewCodecFactory(Scheme()) })
-	parameters = sync.OnceValue(func() runtime.ParameterCodec { return runtime.NewParameterCodec(Scheme()) })
+	codecs     = lazy.Value[serializer.CodecFactory]{New: func() serializer.CodecFactory { return serializer.NewCodecFactory(Scheme()) }}
+	parameters = lazy.Value[runtime.ParameterCodec]{New: func() runtime.ParameterCodec { return runtime.NewParameterCodec(Scheme()) }}
 )
 
 // Client reaches the apiserver of one kubeconfig. All groups share one HTTP client (so one
@@ -101,7 +104,7 @@ func groupClient(cfg rest.Config, hc *http.Client, gv schema.GroupVersion) (rest
 	if gv.Group == "" {
 		cfg.APIPath = "/api"
 	}
-	cfg.NegotiatedSerializer = codecs().WithoutConversion()
+	cfg.NegotiatedSerializer = codecs.Get().WithoutConversion()
 	return rest.RESTClientForConfigAndClient(&cfg, hc)
 }
 
@@ -255,27 +258,27 @@ type resource[T object, L runtime.Object] struct {
 func (r resource[T, L]) Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error) {
 	out := r.newObj()
 	err := r.client.Get().NamespaceIfScoped(r.namespace, r.namespace != "").Resource(r.name).Name(name).
-		VersionedParams(&opts, parameters()).Do(ctx).Into(out)
+		VersionedParams(&opts, parameters.Get()).Do(ctx).Into(out)
 	return out, err
 }
 
 func (r resource[T, L]) List(ctx context.Context, opts metav1.ListOptions) (L, error) {
 	out := r.newList()
 	err := r.client.Get().NamespaceIfScoped(r.namespace, r.namespace != "").Resource(r.name).
-		VersionedParams(&opts, parameters()).Timeout(timeout(opts)).Do(ctx).Into(out)
+		VersionedParams(&opts, parameters.Get()).Timeout(timeout(opts)).Do(ctx).Into(out)
 	return out, err
 }
 
 func (r resource[T, L]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	opts.Watch = true
 	return r.client.Get().NamespaceIfScoped(r.namespace, r.namespace != "").Resource(r.name).
-		VersionedParams(&opts, parameters()).Timeout(timeout(opts)).Watch(ctx)
+		VersionedParams(&opts, parameters.Get()).Timeout(timeout(opts)).Watch(ctx)
 }
 
 func (r resource[T, L]) Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error) {
 	out := r.newObj()
 	err := r.client.Post().NamespaceIfScoped(r.namespace, r.namespace != "").Resource(r.name).
-		VersionedParams(&opts, parameters()).Body(obj).Do(ctx).Into(out)
+		VersionedParams(&opts, parameters.Get()).Body(obj).Do(ctx).Into(out)
 	return out, err
 }
 
@@ -293,7 +296,7 @@ func (r resource[T, L]) put(ctx context.Context, obj T, opts metav1.UpdateOption
 	if sub != "" {
 		req = req.SubResource(sub)
 	}
-	err := req.VersionedParams(&opts, parameters()).Body(obj).Do(ctx).Into(out)
+	err := req.VersionedParams(&opts, parameters.Get()).Body(obj).Do(ctx).Into(out)
 	return out, err
 }
 
@@ -305,7 +308,7 @@ func (r resource[T, L]) Delete(ctx context.Context, name string, opts metav1.Del
 func (r resource[T, L]) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error) {
 	out := r.newObj()
 	err := r.client.Patch(pt).NamespaceIfScoped(r.namespace, r.namespace != "").Resource(r.name).Name(name).
-		SubResource(subresources...).VersionedParams(&opts, parameters()).Body(data).Do(ctx).Into(out)
+		SubResource(subresources...).VersionedParams(&opts, parameters.Get()).Body(data).Do(ctx).Into(out)
 	return out, err
 }
 
@@ -317,7 +320,7 @@ type serviceAccounts struct {
 func (s serviceAccounts) CreateToken(ctx context.Context, name string, tr *authnv1.TokenRequest, opts metav1.CreateOptions) (*authnv1.TokenRequest, error) {
 	out := &authnv1.TokenRequest{}
 	err := s.client.Post().Namespace(s.namespace).Resource("serviceaccounts").Name(name).SubResource("token").
-		VersionedParams(&opts, parameters()).Body(tr).Do(ctx).Into(out)
+		VersionedParams(&opts, parameters.Get()).Body(tr).Do(ctx).Into(out)
 	return out, err
 }
 

@@ -25,13 +25,14 @@ type podStartState struct {
 	done                bool
 }
 
-// NewPodStartTracker returns an empty tracker.
 // PodStarts is the tracker the agent's parts share: pod workers report pods as they arrive, image
-// pulls report their span, and the status manager reports the pod's status as it changes.
-var PodStarts = NewPodStartTracker()
+// pulls report their span, and the status manager reports the pod's status as it changes. (Its
+// map is made with the first pod: a map made here would be made at init, in every mode.)
+var PodStarts = &PodStartTracker{now: time.Now}
 
+// NewPodStartTracker returns an empty tracker.
 func NewPodStartTracker() *PodStartTracker {
-	return &PodStartTracker{pods: map[types.UID]*podStartState{}, now: time.Now}
+	return &PodStartTracker{now: time.Now}
 }
 
 // ObservedPod is called with a pod and its latest status whenever either changes (the status
@@ -44,7 +45,7 @@ func (t *PodStartTracker) ObservedPod(pod *v1.Pod) {
 	started := allContainersRunning(pod)
 	if !ok {
 		st = &podStartState{firstSeen: now, done: started}
-		t.pods[pod.UID] = st
+		t.add(pod.UID, st)
 	}
 	if st.done || !started {
 		return
@@ -91,9 +92,16 @@ func (t *PodStartTracker) state(uid types.UID) *podStartState {
 	st, ok := t.pods[uid]
 	if !ok {
 		st = &podStartState{firstSeen: t.now()}
-		t.pods[uid] = st
+		t.add(uid, st)
 	}
 	return st
+}
+
+func (t *PodStartTracker) add(uid types.UID, st *podStartState) {
+	if t.pods == nil {
+		t.pods = map[types.UID]*podStartState{}
+	}
+	t.pods[uid] = st
 }
 
 func allContainersRunning(pod *v1.Pod) bool {

@@ -296,11 +296,18 @@ func (m *Manager) UpdateStatus(ctx context.Context) error {
 // pressureTypes are the conditions Pressure gives, in the kubelet's order.
 var pressureTypes = []v1.NodeConditionType{v1.NodeMemoryPressure, v1.NodeDiskPressure, v1.NodePIDPressure}
 
-// pressureEvents are the kubelet's event reasons for a pressure condition becoming False or True.
-var pressureEvents = map[v1.NodeConditionType][2]string{
-	v1.NodeMemoryPressure: {"NodeHasSufficientMemory", "NodeHasInsufficientMemory"},
-	v1.NodeDiskPressure:   {"NodeHasNoDiskPressure", "NodeHasDiskPressure"},
-	v1.NodePIDPressure:    {"NodeHasSufficientPID", "NodeHasInsufficientPID"},
+// pressureEvents are the kubelet's event reasons for a pressure condition becoming False or True;
+// false for a condition that is not a pressure condition.
+func pressureEvents(t v1.NodeConditionType) ([2]string, bool) {
+	switch t {
+	case v1.NodeMemoryPressure:
+		return [2]string{"NodeHasSufficientMemory", "NodeHasInsufficientMemory"}, true
+	case v1.NodeDiskPressure:
+		return [2]string{"NodeHasNoDiskPressure", "NodeHasDiskPressure"}, true
+	case v1.NodePIDPressure:
+		return [2]string{"NodeHasSufficientPID", "NodeHasInsufficientPID"}, true
+	}
+	return [2]string{}, false
 }
 
 // fillStatus refreshes s and returns the events its changes call for, to be recorded once the
@@ -365,7 +372,7 @@ func (m *Manager) fillStatus(ctx context.Context, s *v1.NodeStatus) []event {
 			c.LastTransitionTime = o.LastTransitionTime
 			continue
 		}
-		if reasons, isPressure := pressureEvents[c.Type]; isPressure {
+		if reasons, isPressure := pressureEvents(c.Type); isPressure {
 			// As the kubelet: a pressure condition's first appearance is a transition from Unknown.
 			switch c.Status {
 			case v1.ConditionFalse:
@@ -384,7 +391,7 @@ func (m *Manager) fillStatus(ctx context.Context, s *v1.NodeStatus) []event {
 	// Conditions others set (a node problem detector's) stay; the four of the agent are its own,
 	// so a pressure condition is dropped once nothing measures it.
 	for _, c := range s.Conditions {
-		if _, ours := pressureEvents[c.Type]; !ours && c.Type != v1.NodeReady {
+		if _, ours := pressureEvents(c.Type); !ours && c.Type != v1.NodeReady {
 			conds = append(conds, c)
 		}
 	}

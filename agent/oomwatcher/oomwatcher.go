@@ -18,6 +18,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/nodelet/nodelet/internal/lazy"
 )
 
 // Recorder records the node's events; a record.EventRecorder is one.
@@ -152,9 +154,11 @@ func recordText(rec []byte) (string, bool) {
 
 var (
 	// oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0,global_oom,task_memcg=/user.slice,task=stress,pid=1234,uid=0
-	oomKillRE = regexp.MustCompile(`^oom-kill:(.*)$`)
+	oomKillRE = lazy.Value[*regexp.Regexp]{New: func() *regexp.Regexp { return regexp.MustCompile(`^oom-kill:(.*)$`) }}
 	// Out of memory: Killed process 1234 (stress) total-vm:…   and   Memory cgroup out of memory: Killed process …
-	killedRE = regexp.MustCompile(`^(Memory cgroup out of memory|Out of memory)[^:]*: Kill(?:ed)? process (\d+) \(([^)]*)\)`)
+	killedRE = lazy.Value[*regexp.Regexp]{New: func() *regexp.Regexp {
+		return regexp.MustCompile(`^(Memory cgroup out of memory|Out of memory)[^:]*: Kill(?:ed)? process (\d+) \(([^)]*)\)`)
+	}}
 )
 
 // parser pairs the kernel's oom-kill summary line (cgroup, victim) with the "Killed process"
@@ -165,7 +169,7 @@ type parser struct {
 
 // line reads one kernel message; done is true when it completes a kill.
 func (p *parser) line(msg string) (Kill, bool) {
-	if m := oomKillRE.FindStringSubmatch(msg); m != nil {
+	if m := oomKillRE.Get().FindStringSubmatch(msg); m != nil {
 		k := Kill{}
 		for _, field := range strings.Split(m[1], ",") {
 			key, val, _ := strings.Cut(field, "=")
@@ -183,7 +187,7 @@ func (p *parser) line(msg string) (Kill, bool) {
 		p.pending = &k
 		return Kill{}, false
 	}
-	m := killedRE.FindStringSubmatch(msg)
+	m := killedRE.Get().FindStringSubmatch(msg)
 	if m == nil {
 		return Kill{}, false
 	}

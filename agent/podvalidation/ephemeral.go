@@ -8,17 +8,21 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/nodelet/nodelet/internal/lazy"
 )
 
 // ephemeralAllowed names the fields of EphemeralContainerCommon a debug container may set. It is
 // an allow list, as the API server keeps it, so that a field added to the API later is refused
 // until someone decides a debug container may use it: ports, probes, lifecycle hooks, resources
 // and restart policies would make the debug container part of the workload, which it must not be.
-var ephemeralAllowed = sets.New(
-	"Name", "Image", "Command", "Args", "WorkingDir", "EnvFrom", "Env", "VolumeMounts", "VolumeDevices",
-	"TerminationMessagePath", "TerminationMessagePolicy", "ImagePullPolicy", "SecurityContext",
-	"Stdin", "StdinOnce", "TTY",
-)
+var ephemeralAllowed = lazy.Value[sets.Set[string]]{New: func() sets.Set[string] {
+	return sets.New(
+		"Name", "Image", "Command", "Args", "WorkingDir", "EnvFrom", "Env", "VolumeMounts", "VolumeDevices",
+		"TerminationMessagePath", "TerminationMessagePolicy", "ImagePullPolicy", "SecurityContext",
+		"Stdin", "StdinOnce", "TTY",
+	)
+}}
 
 // ValidateEphemeralContainers checks a pod's ephemeral containers as the API server checks the
 // ephemeralcontainers subresource. The agent runs it on pods from the API server before it starts
@@ -84,7 +88,7 @@ func onlyAllowedFields(common v1.EphemeralContainerCommon, fld *field.Path) fiel
 	v, t := reflect.ValueOf(common), reflect.TypeOf(common)
 	for i := 0; i < t.NumField(); i++ {
 		// restartPolicy has its own error from validateContainer.
-		if ephemeralAllowed.Has(t.Field(i).Name) || t.Field(i).Name == "RestartPolicy" || v.Field(i).IsZero() {
+		if ephemeralAllowed.Get().Has(t.Field(i).Name) || t.Field(i).Name == "RestartPolicy" || v.Field(i).IsZero() {
 			continue
 		}
 		name := t.Field(i).Name

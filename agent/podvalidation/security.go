@@ -7,10 +7,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/nodelet/nodelet/internal/lazy"
 )
 
 // sysctlPattern is the API server's syntax for a sysctl name (dots or slashes as separators).
-var sysctlPattern = regexp.MustCompile(`^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?$`)
+var sysctlPattern = lazy.Value[*regexp.Regexp]{New: func() *regexp.Regexp {
+	return regexp.MustCompile(`^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?$`)
+}}
 
 // maxSysctlNameLength is the kernel's limit on a sysctl name, as the API server applies it.
 const maxSysctlNameLength = 253
@@ -34,8 +38,8 @@ func validatePodSecurityContext(sc *v1.PodSecurityContext, fld *field.Path) fiel
 			errs = append(errs, field.Required(f, ""))
 		case len(s.Name) > maxSysctlNameLength:
 			errs = append(errs, field.TooLong(f, s.Name, maxSysctlNameLength))
-		case !sysctlPattern.MatchString(s.Name):
-			errs = append(errs, field.Invalid(f, s.Name, validation.RegexError("must have at most 253 characters and match regex", sysctlPattern.String())))
+		case !sysctlPattern.Get().MatchString(s.Name):
+			errs = append(errs, field.Invalid(f, s.Name, validation.RegexError("must have at most 253 characters and match regex", sysctlPattern.Get().String())))
 		case names.Has(s.Name):
 			errs = append(errs, field.Duplicate(f, s.Name))
 		}

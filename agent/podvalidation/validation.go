@@ -17,13 +17,15 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/nodelet/nodelet/internal/lazy"
 )
 
 // MaxUIDLength bounds an explicit static pod UID; a UUID is 36 characters, the derived hash 32.
 const MaxUIDLength = 128
 
 // uidPattern keeps an explicit UID a single path element the agent can join under its root dir.
-var uidPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+var uidPattern = lazy.Value[*regexp.Regexp]{New: func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`) }}
 
 // ValidateStaticPod validates a defaulted pod read from a file or URL. The errors name the field
 // path as the API server does (spec.volumes[0].name: Invalid value: ...).
@@ -43,9 +45,9 @@ func ValidateUID(uid string, fld *field.Path) field.ErrorList {
 		return field.ErrorList{field.Required(fld, "")}
 	case len(uid) > MaxUIDLength:
 		return field.ErrorList{field.TooLong(fld, uid, MaxUIDLength)}
-	case !uidPattern.MatchString(uid):
+	case !uidPattern.Get().MatchString(uid):
 		return field.ErrorList{field.Invalid(fld, uid,
-			validation.RegexError("a static pod uid must be a single path element", uidPattern.String(), "3f2a9c1e-8b4d-4c2e-9f1a-1234567890ab", "web-1"))}
+			validation.RegexError("a static pod uid must be a single path element", uidPattern.Get().String(), "3f2a9c1e-8b4d-4c2e-9f1a-1234567890ab", "web-1"))}
 	}
 	return nil
 }

@@ -32,7 +32,18 @@ const (
 // Kinds lists every kind a Manager may pin.
 var Kinds = []Kind{Net, IPC, UTS, PID, User}
 
-var cloneFlag = map[Kind]int{Net: unix.CLONE_NEWNET, IPC: unix.CLONE_NEWIPC, UTS: unix.CLONE_NEWUTS}
+// cloneFlag is the unshare flag of a namespace kind a bind mount can pin without a process.
+func cloneFlag(k Kind) (int, bool) {
+	switch k {
+	case Net:
+		return unix.CLONE_NEWNET, true
+	case IPC:
+		return unix.CLONE_NEWIPC, true
+	case UTS:
+		return unix.CLONE_NEWUTS, true
+	}
+	return 0, false
+}
 
 // Manager keeps pins as <dir>/<kind>/<id>.
 type Manager struct {
@@ -92,7 +103,7 @@ func (m *Manager) Pin(req Request) (map[Kind]string, error) {
 	}
 	flags := 0
 	for _, k := range req.Kinds {
-		f, ok := cloneFlag[k]
+		f, ok := cloneFlag(k)
 		if !ok {
 			return nil, fmt.Errorf("nsmgr: cannot pin %s namespace without a process", k)
 		}

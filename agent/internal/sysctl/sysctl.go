@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodelet/nodelet/internal/lazy"
 )
 
 // ForbiddenReason is the pod status reason of a rejected pod, as the kubelet's.
@@ -86,7 +88,9 @@ func dotted(name string) string {
 
 const maxNameLength = 253
 
-var patternRE = regexp.MustCompile(`^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[./])*([a-z0-9]([-_a-z0-9]*[a-z0-9])?\*?|\*)$`)
+var patternRE = lazy.Value[*regexp.Regexp]{New: func() *regexp.Regexp {
+	return regexp.MustCompile(`^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[./])*([a-z0-9]([-_a-z0-9]*[a-z0-9])?\*?|\*)$`)
+}}
 
 // Allowlist admits pods by their sysctls.
 type Allowlist struct {
@@ -98,7 +102,7 @@ type Allowlist struct {
 func New(allowedUnsafe []string) (*Allowlist, error) {
 	w := &Allowlist{names: map[string]namespace{}, prefixes: map[string]namespace{}}
 	for _, p := range append(Safe(), allowedUnsafe...) {
-		if len(p) > maxNameLength || !patternRE.MatchString(p) {
+		if len(p) > maxNameLength || !patternRE.Get().MatchString(p) {
 			return nil, fmt.Errorf("sysctl %q must have at most %d characters and be dot- or slash-separated lower-case segments, optionally ending in *: %w",
 				p, maxNameLength, ErrInvalidPattern)
 		}
