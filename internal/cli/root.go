@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -25,7 +26,8 @@ type globalFlags struct {
 
 var global globalFlags
 
-func newRootCmd() *cobra.Command {
+// newRootCmd builds the command line for args (the arguments after the program name).
+func newRootCmd(args []string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:           "nodelet",
 		Short:         "A Kubernetes node agent and its own container runtime, in one binary",
@@ -39,32 +41,45 @@ func newRootCmd() *cobra.Command {
 	f.StringVar(&global.root, "root", "/var/lib/nodelet", "directory for all persistent state")
 	f.StringVar(&global.state, "state", "/run/nodelet", "directory for runtime state (sockets, pinned namespaces)")
 	f.StringVar(&global.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	// Only the verbs args names are built, or all of them when it names none (the root's help,
+	// an unknown verb and its suggestions). Building a verb makes its flags and their defaults —
+	// the agent's are the kubelet's hundred — and every mode would otherwise pay for that work and
+	// the memory it touches: `nodelet runtime` built `nodelet agent` and `nodelet up` too.
+	named := false
 	for _, sub := range subcommands {
-		cmd.AddCommand(sub())
+		named = named || slices.Contains(args, sub.name)
+	}
+	for _, sub := range subcommands {
+		if !named || slices.Contains(args, sub.name) {
+			cmd.AddCommand(sub.build())
+		}
 	}
 	return cmd
 }
 
-// subcommands lists the constructors of nodelet's verbs; each lives in its own file.
-var subcommands = []func() *cobra.Command{
-	newRuntimeCmd,
-	newAgentCmd,
-	newUpCmd,
-	newImageCmd,
-	newGetCmd,
-	newDescribeCmd,
-	newLogsCmd,
-	newExecCmd,
-	newAttachCmd,
-	newPortForwardCmd,
-	newTopCmd,
+// subcommands lists nodelet's verbs by name with their constructors; each lives in its own file.
+var subcommands = []struct {
+	name  string
+	build func() *cobra.Command
+}{
+	{"runtime", newRuntimeCmd},
+	{"agent", newAgentCmd},
+	{"up", newUpCmd},
+	{"image", newImageCmd},
+	{"get", newGetCmd},
+	{"describe", newDescribeCmd},
+	{"logs", newLogsCmd},
+	{"exec", newExecCmd},
+	{"attach", newAttachCmd},
+	{"port-forward", newPortForwardCmd},
+	{"top", newTopCmd},
 }
 
 // Execute runs the command line and returns the process exit code.
 func Execute() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := newRootCmd().ExecuteContext(ctx); err != nil {
+	if err := newRootCmd(os.Args[1:]).ExecuteContext(ctx); err != nil {
 		fmt.Fprintf(os.Stderr, "nodelet: %v\n", err)
 		var ee exitError
 		if errors.As(err, &ee) {

@@ -1,0 +1,47 @@
+package cli
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func verbs(t *testing.T, args ...string) []string {
+	t.Helper()
+	var out []string
+	for _, c := range newRootCmd(args).Commands() {
+		if c.Name() != "help" && c.Name() != "completion" {
+			out = append(out, c.Name())
+		}
+	}
+	return out
+}
+
+// The table's names are the commands' own, the root's help lists every verb, and a command line
+// that names a verb builds only that one.
+func TestRootBuildsTheNamedVerbOnly(t *testing.T) {
+	for _, sub := range subcommands {
+		if got := sub.build().Name(); got != sub.name {
+			t.Errorf("subcommands names %q for the command %q", sub.name, got)
+		}
+	}
+	if got := verbs(t, "--help"); len(got) != len(subcommands) {
+		t.Errorf("root help builds %v, want all %d verbs", got, len(subcommands))
+	}
+	if got := verbs(t, "--log-level", "debug", "runtime", "--listen", "unix:///x.sock"); len(got) != 1 || got[0] != "runtime" {
+		t.Errorf("nodelet runtime builds %v", got)
+	}
+
+	var help bytes.Buffer
+	root := newRootCmd([]string{"--help"})
+	root.SetOut(&help)
+	root.SetArgs([]string{"--help"})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	for _, sub := range subcommands {
+		if !strings.Contains(help.String(), "\n  "+sub.name+" ") {
+			t.Errorf("root help does not list %s:\n%s", sub.name, help.String())
+		}
+	}
+}
