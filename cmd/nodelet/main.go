@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/nodelet/nodelet/internal/cli"
+	_ "github.com/nodelet/nodelet/internal/initstack" // grows the stack before the other inits run
 )
 
 func main() {
