@@ -67,8 +67,9 @@ var handlerDefaults = []struct {
 }{
 	{"runc", nil},
 	{"crun", nil},
-	// gVisor keeps its own network stack unless told to use the pod's namespace as is.
-	{"runsc", []string{"--network=host", "--ignore-cgroups"}},
+	// gVisor: one sandbox per pod, its own network stack in the pod's namespace and the pod's
+	// cgroup (runsc's defaults; the runtime adds --network=host for host-network pods).
+	{"runsc", nil},
 }
 
 // config resolves the flags into the runtime's configuration.

@@ -56,7 +56,7 @@ func (m *Monitor) Create(ctx context.Context) (pid int, err error) {
 		"-c", m.ID,
 		"-u", m.ID,
 		"-n", m.ID,
-		"-r", m.Runtime.cgroupBinary(),
+		"-r", m.Runtime.monitorBinary(),
 		"-p", filepath.Join(m.Bundle, "pidfile"),
 		"-P", filepath.Join(m.Bundle, ConmonPid),
 		"-l", "k8s-file:" + m.LogPath,

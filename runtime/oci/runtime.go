@@ -32,6 +32,8 @@ type Runtime struct {
 	// CgroupPath, when set, replaces Path for the verbs that create, change or join cgroups
 	// (create, update, exec, delete): see HybridWrapper.
 	CgroupPath string
+	// MonitorPath, when set, is what conmon runs in place of the runtime: see GvisorWaitWrapper.
+	MonitorPath string
 }
 
 func (r *Runtime) cgroupBinary() string {
@@ -39,6 +41,13 @@ func (r *Runtime) cgroupBinary() string {
 		return r.CgroupPath
 	}
 	return r.Path
+}
+
+func (r *Runtime) monitorBinary() string {
+	if r.MonitorPath != "" {
+		return r.MonitorPath
+	}
+	return r.cgroupBinary()
 }
 
 // GlobalArgs come before the verb on every invocation.
@@ -106,8 +115,30 @@ func (r *Runtime) exists(id string) bool {
 
 // Start runs the created container's process.
 func (r *Runtime) Start(ctx context.Context, id string) error {
+	if r.sandboxed() {
+		return r.startSandboxed(ctx, id)
+	}
 	_, err := r.run(ctx, nil, "start", id)
 	return err
+}
+
+// startSandboxed runs runsc's start with its output in a file: starting a container in a gVisor
+// sandbox starts the container's gofer, which inherits runsc's stdio and would hold a pipe open
+// for the container's life.
+func (r *Runtime) startSandboxed(ctx context.Context, id string) error {
+	errf, err := os.CreateTemp("", "runsc-start-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(errf.Name())
+	defer errf.Close()
+	cmd := r.command(ctx, "start", id)
+	cmd.Stderr = errf
+	if err := cmd.Run(); err != nil {
+		msg, _ := os.ReadFile(errf.Name())
+		return fmt.Errorf("%s start: %w: %s", filepath.Base(r.Path), err, bytes.TrimSpace(tail(msg, 4096)))
+	}
+	return nil
 }
 
 // Kill signals the container's init, or every process in it when all is set.

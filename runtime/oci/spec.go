@@ -41,6 +41,8 @@ type SpecInput struct {
 	// MinOOMScoreAdj is the lowest oom_score_adj the daemon may set (its own); requests below it
 	// are raised to it, since without CAP_SYS_RESOURCE the kernel refuses them.
 	MinOOMScoreAdj int
+	// Gvisor, when set, makes the container a subcontainer of its pod's gVisor sandbox.
+	Gvisor *GvisorPlacement
 }
 
 // ociVersion is the spec version written: the oldest one the runtimes here (crun 1.8 refuses
@@ -91,8 +93,9 @@ func Generate(in SpecInput) (*specs.Spec, error) {
 	for k, v := range cfg.GetAnnotations() {
 		s.Annotations[k] = v
 	}
-	// No io.kubernetes.cri.container-type/sandbox-id annotations: with them runsc would look for
-	// a pod-level gVisor sandbox, but each container here is its own.
+	if in.Gvisor != nil {
+		in.Gvisor.annotate(s.Annotations)
+	}
 
 	caps, err := capabilities(sc, privileged)
 	if err != nil {
@@ -104,6 +107,10 @@ func Generate(in SpecInput) (*specs.Spec, error) {
 	}
 	if err := setNamespaces(s, in); err != nil {
 		return nil, err
+	}
+	if in.Gvisor != nil {
+		in.Gvisor.setPIDNamespace(s, in.Config.GetLinux().GetSecurityContext().GetNamespaceOptions())
+		in.Gvisor.setHostname(s)
 	}
 	if err := setMounts(s, in, privileged); err != nil {
 		return nil, err

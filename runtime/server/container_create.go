@@ -18,11 +18,6 @@ import (
 	"github.com/nodelet/nodelet/runtime/store"
 )
 
-// runscDefaultArgs: gVisor under conmon. Its own cgroup handling does not match the pod cgroups
-// made through cgroupfs, so the host's runtime leaves cgroups to the pod; the network is the pod's
-// namespace, used through the host stack.
-var runscDefaultArgs = []string{"--ignore-cgroups", "--network=host"}
-
 // Limits on what one CreateContainer may ask for; far above real pods, far below what would hurt.
 const (
 	maxCtrNameLen       = 253
@@ -266,10 +261,15 @@ func (cc *containerCreate) writeSpec() error {
 	if err != nil {
 		return err
 	}
+	gvisor, err := cc.gvisorPlacement()
+	if err != nil {
+		return err
+	}
 	spec, err := oci.Generate(oci.SpecInput{
 		ID: cc.id, Config: cc.specCfg, Sandbox: cc.sbCfg, Rootfs: cc.rootfs.Path, Image: cc.rootfs.Config,
 		NetNSPath: sb.NetNSPath, IPCNSPath: sb.IPCNSPath, UTSNSPath: sb.UTSNSPath, PIDNSPath: sb.PIDNSPath, UserNSPath: sb.UserNSPath,
 		TargetPIDNSPath: targetPIDNS, ShmPath: sb.ShmPath, SandboxDir: sb.Dir, CgroupsPath: cc.cgroupPath, MinOOMScoreAdj: s.ctr.minOOM,
+		Gvisor: gvisor,
 	})
 	if err != nil {
 		return err
@@ -325,6 +325,11 @@ func (cc *containerCreate) createUnderConmon() error {
 			s.undo("remove exit file", err)
 		}
 	})
+	if cc.sb.Gvisor {
+		if err := oci.MakeStartGate(cc.bundle); err != nil {
+			return err
+		}
+	}
 	var err error
 	cc.pid, err = cc.mon.Create(cc.ctx)
 	return err

@@ -42,7 +42,7 @@ func (s *Server) StartContainer(ctx context.Context, req *runtimeapi.StartContai
 	if err != nil {
 		return nil, err
 	}
-	if err := rt.Start(ctx, c.ID); err != nil {
+	if err := s.ctr.startInRuntime(ctx, rt, c); err != nil {
 		// A container that failed to start is over: record it so the kubelet sees why, and
 		// free its monitor (which waits for a process that will never run).
 		_ = rt.Kill(context.WithoutCancel(ctx), c.ID, 9, false)

@@ -235,21 +235,18 @@ func (m *containerManager) runtimeFor(handler string) (*oci.Runtime, error) {
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, err
 	}
-	rt := &oci.Runtime{Path: h.Path, Root: root, Args: handlerArgs(h)}
+	rt := &oci.Runtime{Path: h.Path, Root: root, Args: h.Args}
 	if oci.NeedsHybridWrapper(h.Path) {
 		if rt.CgroupPath, err = oci.HybridWrapper(m.handlersDir, h.Path); err != nil {
 			return nil, err
 		}
 	}
+	if rt.Sandboxed() {
+		// conmon must wait for a gVisor subcontainer's exit through runsc (see oci/gvisor.go).
+		if rt.MonitorPath, err = oci.GvisorWaitWrapper(m.handlersDir, h.Path); err != nil {
+			return nil, err
+		}
+	}
 	m.runtimes[handler] = rt
 	return rt, nil
-}
-
-// handlerArgs adds what gVisor needs to run under conmon with cgroupfs-managed pods when the
-// handler's config names no arguments of its own.
-func handlerArgs(h Handler) []string {
-	if len(h.Args) > 0 || filepath.Base(h.Path) != "runsc" {
-		return h.Args
-	}
-	return runscDefaultArgs
 }

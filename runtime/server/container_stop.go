@@ -73,6 +73,7 @@ func (m *containerManager) stopContainer(ctx context.Context, c *store.Container
 		if err := rt.Delete(ctx, c.ID); err != nil {
 			m.log.Debug("delete of a created container", "id", c.ID, "err", err)
 		}
+		m.openStartGate(rt, c)
 	} else if !killOwnPIDNamespace(rt, c) {
 		if err := rt.Kill(ctx, c.ID, unix.SIGKILL, true); err != nil {
 			m.log.Debug("kill", "id", c.ID, "err", err)

@@ -95,7 +95,8 @@ func procStartTime(pid int) (uint64, error) {
 	return strconv.ParseUint(f[19], 10, 64)
 }
 
-// infraAlive reports whether pid is still the catatonit started at startTime.
+// infraAlive reports whether pid is still the pod init started at startTime: catatonit, or the
+// process of a gVisor sandbox.
 func infraAlive(pid int, startTime uint64) bool {
 	if pid <= 0 {
 		return false
@@ -116,7 +117,7 @@ func infraAlive(pid int, startTime uint64) bool {
 		return false
 	}
 	argv0, _, _ := bytes.Cut(cmdline, []byte{0})
-	return bytes.HasSuffix(argv0, []byte("catatonit"))
+	return bytes.HasSuffix(argv0, []byte("catatonit")) || bytes.HasSuffix(argv0, []byte("runsc-sandbox"))
 }
 
 // killInfra kills the pod's init, if pid still is it, and waits until it has exited. exited is

@@ -63,6 +63,7 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 		r.makeNamespaces,
 		r.mountShm,
 		r.setUpNetwork,
+		r.startGvisor,
 		r.recordReady,
 	} {
 		if err := step(); err != nil {
@@ -123,6 +124,7 @@ func (r *sandboxRun) plan() error {
 		Handler:   r.handler,
 		Dir:       s.sb.dir(id),
 		Creating:  true,
+		Gvisor:    s.gvisorHandler(r.handler),
 	}
 	r.sb = sb
 	r.daemonParent = s.sb.daemonCgroupParent()
@@ -137,7 +139,8 @@ func (r *sandboxRun) plan() error {
 	if sb.CgroupCreated, err = missingCgroups(sb.CgroupParent, r.daemonParent); err != nil {
 		return err
 	}
-	if r.sharedPID {
+	if r.sharedPID || sb.Gvisor {
+		// The pod's init (catatonit, or the gVisor sandbox) lives in a cgroup of its own.
 		sb.CgroupCreated = append(sb.CgroupCreated, path.Join(sb.CgroupParent, infraCgroup))
 	}
 	return nil
@@ -190,7 +193,8 @@ func (r *sandboxRun) makeCgroups() error {
 
 func (r *sandboxRun) makeNamespaces() error {
 	s, sb := r.s, r.sb
-	if err := s.sb.makeNamespaces(sb, r.hostname, !r.hostNet, !r.hostIPC, r.sharedPID); err != nil {
+	// A gVisor pod's shared PID namespace is the Sentry's, not the host's.
+	if err := s.sb.makeNamespaces(sb, r.hostname, !r.hostNet, !r.hostIPC, r.sharedPID && !sb.Gvisor); err != nil {
 		return err
 	}
 	r.undo.push(func() {

@@ -177,7 +177,7 @@ func lostNamespaces(sb *store.Sandbox) string {
 		}
 	}
 	if sb.InfraPID != 0 && !infraAlive(sb.InfraPID, sb.InfraStartTime) {
-		return fmt.Sprintf("catatonit (pid %d)", sb.InfraPID)
+		return fmt.Sprintf("pod init (pid %d)", sb.InfraPID)
 	}
 	return ""
 }

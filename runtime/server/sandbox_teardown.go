@@ -46,6 +46,12 @@ func hostNetwork(cfg *runtimeapi.PodSandboxConfig) bool {
 // returns the changed record even on error, so that what did happen (a DEL done) is persisted.
 func (s *Server) stopSandboxParts(ctx context.Context, sb *store.Sandbox) (*store.Sandbox, error) {
 	sb = sb.Clone()
+	if sb.Gvisor {
+		// runsc's delete ends the sandbox; killInit below is the backstop when runsc lost it.
+		if err := s.deleteGvisorSandbox(ctx, sb); err != nil {
+			return sb, err
+		}
+	}
 	if err := s.sb.killInit(sb); err != nil {
 		return sb, err
 	}

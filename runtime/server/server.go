@@ -26,7 +26,7 @@ type Handler struct {
 	// Root is the runtime's own state dir (its --root), under Config.State so two daemons
 	// never see each other's containers.
 	Root string
-	// Args are extra global arguments for the binary (e.g. runsc's --ignore-cgroups).
+	// Args are extra global arguments for the binary (e.g. runsc's --platform=kvm).
 	Args []string
 }
 

@@ -159,6 +159,7 @@ func (s *Server) sweepSandboxes(ctx context.Context) error {
 	var errs []error
 	for _, id := range slices.Sorted(maps.Keys(orphans)) {
 		s.log.Warn("removing what a sandbox cut short left behind", "id", id)
+		errs = append(errs, s.deleteOrphanGvisorSandbox(ctx, id))
 		errs = append(errs, unmount(filepath.Join(s.sb.stateDir(id), "shm")))
 		errs = append(errs, os.RemoveAll(s.sb.stateDir(id)))
 		errs = append(errs, removeCgroupTree(roots, path.Join(parent, id)))

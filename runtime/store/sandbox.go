@@ -31,7 +31,12 @@ type Sandbox struct {
 	// PIDNSPath is the pod's shared PID namespace (held by catatonit, InfraPID) when the pod
 	// shares one; empty otherwise.
 	PIDNSPath string `json:"pidnsPath,omitempty"`
-	InfraPID  int    `json:"infraPid,omitempty"`
+	// InfraPID is the pod's init on the host: catatonit holding PIDNSPath, or the gVisor
+	// sandbox's process when Gvisor is set.
+	InfraPID int `json:"infraPid,omitempty"`
+	// Gvisor marks a pod that is one gVisor sandbox: its root container, whose runsc ID is the
+	// sandbox's ID, holds every container of the pod.
+	Gvisor bool `json:"gvisor,omitempty"`
 	// ShmPath is the pod's /dev/shm, a tmpfs shared by its containers; empty with host IPC.
 	ShmPath      string   `json:"shmPath,omitempty"`
 	CgroupParent string   `json:"cgroupParent"`
