@@ -69,7 +69,7 @@ func (m *containerManager) stats(c *store.Container) *runtimeapi.ContainerStats 
 		Cpu:    &runtimeapi.CpuUsage{Timestamp: ts, UsageCoreNanoSeconds: &runtimeapi.UInt64Value{}, UsageNanoCores: &runtimeapi.UInt64Value{}},
 		Memory: &runtimeapi.MemoryUsage{Timestamp: ts, WorkingSetBytes: &runtimeapi.UInt64Value{}},
 	}
-	if st := c.Snapshot(); st.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+	if st := c.Snapshot(); st.State == runtimeapi.ContainerState_CONTAINER_RUNNING && !m.gvisorStats(c, out, now) {
 		if cs, err := cgroups.Read(c.CgroupPath); err == nil {
 			out.Cpu.UsageCoreNanoSeconds.Value = cs.CPUUsageNanos
 			out.Cpu.UsageNanoCores.Value = m.cpuRate(c.ID, now, cs.CPUUsageNanos)
@@ -214,6 +214,7 @@ func (s *Server) sandboxStats(sb *store.Sandbox) *runtimeapi.PodSandboxStats {
 		linux.Network = networkUsage(netPid, ts)
 	}
 	linux.Process = &runtimeapi.ProcessUsage{Timestamp: ts, ProcessCount: &runtimeapi.UInt64Value{Value: procs}}
+	s.gvisorPodStats(sb, linux, time.Unix(0, ts))
 	md := sb.Config.GetMetadata()
 	return &runtimeapi.PodSandboxStats{
 		Attributes: &runtimeapi.PodSandboxAttributes{Id: sb.ID, Metadata: md, Labels: sb.Config.GetLabels(), Annotations: sb.Config.GetAnnotations()},
