@@ -35,12 +35,16 @@ func (s *Server) readySandbox(id string) (string, error) {
 }
 
 // PortForward connects to the port on the pod's loopback inside its network namespace (the host's
-// for a host-network pod, whose NetNSPath is empty).
+// for a host-network pod, whose NetNSPath is empty). A gVisor pod's loopback is inside the
+// Sentry, out of the host's reach: the port is reached on the pod's IP instead.
 func (r streamRuntime) PortForward(ctx context.Context, sandboxID string, port int32, stream io.ReadWriteCloser) error {
 	netns, err := r.s.readySandbox(sandboxID)
 	if err != nil {
 		stream.Close()
 		return err
+	}
+	if sb, err := r.s.sandboxes.Get(sandboxID); err == nil && sb.Gvisor && netns != "" {
+		return streaming.PortForwardToPodIPs(ctx, sb.IPs, port, stream)
 	}
 	return streaming.PortForwardInNetNS(ctx, netns, port, stream)
 }

@@ -26,6 +26,35 @@ func PortForwardInNetNS(ctx context.Context, netnsPath string, port int32, strea
 	if err != nil {
 		return err
 	}
+	return forward(ctx, conn, port, stream)
+}
+
+// PortForwardToPodIPs connects from the host's network namespace to port on the first of the pod's
+// addresses that answers, and copies bytes both ways. It is for pods whose loopback the host
+// cannot reach (gVisor keeps the pod's network stack, loopback included, in its own kernel):
+// a server there listening on the pod's loopback only is not reachable.
+func PortForwardToPodIPs(ctx context.Context, ips []string, port int32, stream io.ReadWriteCloser) error {
+	defer stream.Close()
+	if port <= 0 || port > 65535 {
+		return fmt.Errorf("invalid port %d", port)
+	}
+	if len(ips) == 0 {
+		return errors.New("the pod has no IP to forward to")
+	}
+	var errs []error
+	for _, ip := range ips {
+		d := net.Dialer{Timeout: dialTimeout}
+		conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(ip, fmt.Sprint(port)))
+		if err == nil {
+			return forward(ctx, conn, port, stream)
+		}
+		errs = append(errs, err)
+	}
+	return fmt.Errorf("connect to port %d of the pod: %w", port, errors.Join(errs...))
+}
+
+// forward copies between the stream and conn until either side is done; it closes conn.
+func forward(ctx context.Context, conn net.Conn, port int32, stream io.ReadWriteCloser) error {
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
@@ -39,7 +68,7 @@ func PortForwardInNetNS(ctx context.Context, netnsPath string, port int32, strea
 		}
 		errc <- err
 	}()
-	_, err = io.Copy(stream, conn)
+	_, err := io.Copy(stream, conn)
 	if err != nil && !errors.Is(err, net.ErrClosed) {
 		return fmt.Errorf("port-forward %d: %w", port, err)
 	}
