@@ -361,6 +361,10 @@ func StartThroughGate(ctx context.Context, bundle string) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		// conmon ends with its waiter: a waiter that died without answering ends the wait.
+		if pid := ConmonPIDOf(bundle); pid > 0 && errors.Is(unix.Kill(pid, 0), unix.ESRCH) {
+			return fmt.Errorf("runsc start: the container's monitor exited before the container started: %w", errdefs.ErrFailedPrecondition)
+		}
 	}
 	b, err := os.ReadFile(filepath.Join(bundle, "start.status"))
 	if err != nil {

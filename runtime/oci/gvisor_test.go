@@ -177,3 +177,30 @@ func TestGvisorWaitWrapper(t *testing.T) {
 		t.Errorf("runsc calls:\n%s", b)
 	}
 }
+
+// TestStartThroughGateMonitorGone: a waiter that took the word and died without answering (its
+// conmon gone with it) fails the start instead of hanging it.
+func TestStartThroughGateMonitorGone(t *testing.T) {
+	bundle := t.TempDir()
+	if err := MakeStartGate(bundle); err != nil {
+		t.Fatal(err)
+	}
+	// A reader that never answers stands in for the dead waiter.
+	gate, err := os.OpenFile(filepath.Join(bundle, GvisorStartGate), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gate.Close()
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bundle, ConmonPid), []byte(strconv.Itoa(gone.Process.Pid)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := StartThroughGate(ctx, bundle); err == nil || ctx.Err() != nil {
+		t.Fatalf("start with the monitor gone: %v (context %v)", err, ctx.Err())
+	}
+}
