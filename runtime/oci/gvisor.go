@@ -31,19 +31,20 @@ import (
 //     stack with --network=sandbox, taking the addresses off the host side), in the pod's cgroup.
 //     It runs as a plain detached process of the daemon, not under conmon: its exit is the end of
 //     the sandbox, which the pod's record notices by pid and start time as for catatonit.
-//   - Each CRI container is a subcontainer: runsc create starts a gofer for its rootfs and the
-//     Sentry starts its process in the sandbox on runsc start.
+//   - Each CRI container is a subcontainer: runsc start starts a gofer for its rootfs and the
+//     Sentry starts its process in the sandbox, with the stdio of whoever ran runsc start.
 //   - PID namespaces inside the Sentry are matched by the path in the spec: two containers whose
 //     PID namespace names the same path share one. The path is only a key here (nothing is
 //     opened at it): the pod's namespace is named after the pod dir, a container's own after its
 //     bundle, so a pod sharing its PID namespace, and a debug container targeting another, work as
 //     with runc.
-//   - conmon waits for its container's init as its child. A subcontainer's process lives in the
-//     Sentry, and runsc reports the sandbox's pid for it, so conmon runs runsc through a small
-//     wrapper (GvisorWaitWrapper) whose `create` leaves a waiter behind: a child of conmon that,
-//     once the daemon opens the container's start gate (after runsc start), runs `runsc wait` and
-//     exits with the container's exit status. conmon then logs, records the exit code and exits
-//     as it does for runc.
+//   - conmon waits for its container's init as its child and hands it its stdio at create. A
+//     subcontainer's process lives in the Sentry, runsc reports the sandbox's pid for it and gives
+//     it the stdio of runsc start, so conmon runs runsc through a small wrapper
+//     (GvisorWaitWrapper) whose `create` leaves a waiter behind: a child of conmon holding the
+//     container's stdio that runs runsc start when StartContainer tells it through a fifo in the
+//     bundle (StartThroughGate), then `runsc wait`, and exits with the container's exit status.
+//     conmon then logs, records the exit code and exits as it does for runc.
 
 // Annotations runsc reads to place a container in a sandbox.
 const (
