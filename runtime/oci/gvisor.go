@@ -72,6 +72,30 @@ func (g *GvisorPlacement) annotate(a map[string]string) {
 	a[GvisorSandboxID] = g.SandboxID
 }
 
+// gvisorUnknownCaps are the capabilities newer than this runsc (Linux 5.8 and 5.9): runsc fails
+// to create a container whose spec names one ("cannot read client sync file"), and the Sentry has
+// nothing they would allow. A privileged container, or one adding ALL, gets them from the host's
+// list.
+var gvisorUnknownCaps = map[string]bool{"CAP_PERFMON": true, "CAP_BPF": true, "CAP_CHECKPOINT_RESTORE": true}
+
+// dropUnknownCaps removes gvisorUnknownCaps from every capability set of the process.
+func (g *GvisorPlacement) dropUnknownCaps(p *specs.Process) {
+	c := p.Capabilities
+	if c == nil {
+		return
+	}
+	for _, set := range []*[]string{&c.Bounding, &c.Effective, &c.Inheritable, &c.Permitted, &c.Ambient} {
+		// A new slice: the sets may share one array.
+		var kept []string
+		for _, name := range *set {
+			if !gvisorUnknownCaps[name] {
+				kept = append(kept, name)
+			}
+		}
+		*set = kept
+	}
+}
+
 func (g *GvisorPlacement) setHostname(s *specs.Spec) {
 	if s.Hostname == "" {
 		s.Hostname = g.Hostname

@@ -204,3 +204,36 @@ func TestStartThroughGateMonitorGone(t *testing.T) {
 		t.Fatalf("start with the monitor gone: %v (context %v)", err, ctx.Err())
 	}
 }
+
+// TestGvisorDropsUnknownCaps: a privileged gVisor container gets every capability this runsc
+// knows, none it would refuse to start with.
+func TestGvisorDropsUnknownCaps(t *testing.T) {
+	rootfs := t.TempDir()
+	in := SpecInput{
+		ID: "c1", Rootfs: rootfs,
+		Config: &runtimeapi.ContainerConfig{
+			Metadata: &runtimeapi.ContainerMetadata{Name: "c"}, Command: []string{"true"},
+			Linux: &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{Privileged: true}},
+		},
+		Sandbox: &runtimeapi.PodSandboxConfig{Linux: &runtimeapi.LinuxPodSandboxConfig{
+			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{Privileged: true}}},
+		Gvisor: &GvisorPlacement{SandboxID: "sb", OwnPIDKey: "/b/pidns"},
+	}
+	s, err := Generate(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.Process.Capabilities
+	for _, set := range [][]string{c.Bounding, c.Effective, c.Permitted} {
+		has := map[string]bool{}
+		for _, n := range set {
+			has[n] = true
+		}
+		if !has["CAP_SYS_ADMIN"] || has["CAP_BPF"] || has["CAP_PERFMON"] || has["CAP_CHECKPOINT_RESTORE"] || len(has) != len(set) {
+			t.Errorf("capabilities %v", set)
+		}
+	}
+	if s.Annotations[GvisorContainerType] != "container" || s.Annotations[GvisorSandboxID] != "sb" {
+		t.Errorf("annotations %v", s.Annotations)
+	}
+}

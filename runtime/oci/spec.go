@@ -102,6 +102,9 @@ func Generate(in SpecInput) (*specs.Spec, error) {
 		return nil, err
 	}
 	s.Process.Capabilities = caps
+	if in.Gvisor != nil {
+		in.Gvisor.dropUnknownCaps(s.Process)
+	}
 	if v := in.Image.StopSignal; v != "" {
 		s.Annotations["org.opencontainers.image.stopSignal"] = v
 	}
