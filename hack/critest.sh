@@ -38,7 +38,9 @@ command -v critest >/dev/null || nl_die "critest missing: run hack/install.sh"
 command -v ipcmk >/dev/null || nl_die "ipcmk missing: run hack/install-extras.sh"
 nl_registry
 case "$runtime" in
-  nodelet) nl_nodelet nodelet; endpoint=$NL_NODELET_SOCK ;;
+  # NL_NODELET_NAME names the runtime's dir and CNI bridge (nl<name>0), so two runs can share
+  # the machine; give them different NL_NODELET_SUBNETs too.
+  nodelet) nl_nodelet "${NL_NODELET_NAME:-nodelet}"; endpoint=$NL_NODELET_SOCK ;;
   containerd) nl_containerd critest; endpoint=$NL_CONTAINERD_SOCK ;;
   *) nl_die "--runtime $runtime: want nodelet or containerd" ;;
 esac
