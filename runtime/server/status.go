@@ -25,7 +25,7 @@ func (s *Server) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*ru
 	}
 	userns := s.usernsRootfsReachable()
 	features := func(h Handler) *runtimeapi.RuntimeHandlerFeatures {
-		return &runtimeapi.RuntimeHandlerFeatures{RecursiveReadOnlyMounts: true, UserNamespaces: userns && usernsCapable(h)}
+		return &runtimeapi.RuntimeHandlerFeatures{RecursiveReadOnlyMounts: rroCapable(h), UserNamespaces: userns && usernsCapable(h)}
 	}
 	// The default handler is listed under "" too, as containerd does: a client that names no
 	// handler (critest without --runtime-handler, a pod without runtimeClassName) finds its
@@ -78,4 +78,10 @@ func usernsCapable(h Handler) bool {
 		return true
 	}
 	return false
+}
+
+// rroCapable reports whether handler h takes recursive read-only mounts (the "rro" mount option):
+// runc and crun do; runsc of 2022 refuses the option.
+func rroCapable(h Handler) bool {
+	return filepath.Base(h.Path) != "runsc"
 }
