@@ -32,6 +32,19 @@ free_port() { # a loopback TCP port nobody listens on
   die "no free port"
 }
 
+# listening PID PORT: wait until PID listens on PORT. A port picked in advance can be taken by another
+# process before the component binds it; the component then exits, and the caller picks new ports:
+# 1 when PID exited first, 2 when it did not listen within 60 s.
+listening() {
+  local pid=$1 port=$2 deadline=$(( $(date +%s) + 60 ))
+  while kill -0 "$pid" 2>/dev/null; do
+    ss -Hltnp "sport = :$port" | grep -q "pid=$pid," && return 0
+    [ "$(date +%s)" -lt "$deadline" ] || return 2
+    sleep 0.1
+  done
+  return 1
+}
+
 kubeconfig() { # kubeconfig FILE ADDR PORT USER TOKEN
   cat >"$1" <<EOK
 apiVersion: v1
@@ -62,12 +75,11 @@ kubelet_client_cert() { # kubelet_client_cert DIR: a CA for nodes to trust and t
 }
 
 start() {
-  local dir=$1 node=${2:-nodelet-test-node} addr=${3:-127.0.0.1} bin ep pp api cm sch admin nodetok
+  local dir=$1 node=${2:-nodelet-test-node} addr=${3:-127.0.0.1} bin ep pp api admin nodetok
   [ ! -e "$dir" ] || die "$dir exists"
   bin=$("$here/build.sh" etcd kube-apiserver kube-controller-manager kube-scheduler kubectl | tail -1)
   mkdir -p "$dir"
   dir=$(cd "$dir" && pwd)
-  ep=$(free_port) pp=$(free_port) api=$(free_port) cm=$(free_port) sch=$(free_port)
   admin=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
   nodetok=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
   printf '%s,admin,admin,system:masters\n%s,system:node:%s,node-%s,system:nodes\n' \
@@ -76,27 +88,48 @@ start() {
   openssl genrsa -out "$dir/sa.key" 2048 2>/dev/null
   openssl rsa -in "$dir/sa.key" -pubout -out "$dir/sa.pub" 2>/dev/null
   kubelet_client_cert "$dir"
-  kubeconfig "$dir/admin.kubeconfig" "$addr" "$api" admin "$admin"
-  kubeconfig "$dir/node.kubeconfig" "$addr" "$api" "system:node:$node" "$nodetok"
   echo "$bin" >"$dir/bin"
+  : >"$dir/pids"
 
-  say "etcd on 127.0.0.1:$ep"
-  "$bin/etcd" --name nodelet-test --data-dir "$dir/etcd" \
-    --listen-client-urls "http://127.0.0.1:$ep" --advertise-client-urls "http://127.0.0.1:$ep" \
-    --listen-peer-urls "http://127.0.0.1:$pp" --initial-advertise-peer-urls "http://127.0.0.1:$pp" \
-    --initial-cluster "nodelet-test=http://127.0.0.1:$pp" --log-level warn >"$dir/etcd.log" 2>&1 &
-  echo $! >>"$dir/pids"
+  local try pid rc
+  for try in 1 2 3; do
+    ep=$(free_port) pp=$(free_port)
+    say "etcd on 127.0.0.1:$ep"
+    "$bin/etcd" --name nodelet-test --data-dir "$dir/etcd" \
+      --listen-client-urls "http://127.0.0.1:$ep" --advertise-client-urls "http://127.0.0.1:$ep" \
+      --listen-peer-urls "http://127.0.0.1:$pp" --initial-advertise-peer-urls "http://127.0.0.1:$pp" \
+      --initial-cluster "nodelet-test=http://127.0.0.1:$pp" --log-level warn >>"$dir/etcd.log" 2>&1 &
+    pid=$! rc=0
+    listening "$pid" "$ep" || rc=$?
+    [ "$rc" -ne 2 ] || { kill -KILL "$pid"; stop "$dir"; die "etcd did not listen in 60 s (see its log)"; }
+    [ "$rc" -ne 0 ] || break
+    say "etcd exited at start (attempt $try): $(tail -1 "$dir/etcd.log")"
+    rm -rf "$dir/etcd"
+  done
+  [ "$rc" -eq 0 ] || { stop "$dir"; die "etcd exited at start three times"; }
+  echo "$pid" >>"$dir/pids"
 
-  say "kube-apiserver on https://$addr:$api"
-  "$bin/kube-apiserver" --etcd-servers "http://127.0.0.1:$ep" --bind-address "$addr" \
-    --advertise-address "$addr" --secure-port "$api" --cert-dir "$dir/pki" \
-    --token-auth-file "$dir/tokens.csv" --authorization-mode Node,RBAC \
-    --service-account-issuer https://kubernetes.default.svc --service-account-key-file "$dir/sa.pub" \
-    --service-account-signing-key-file "$dir/sa.key" --service-cluster-ip-range 10.96.0.0/16 \
-    --enable-admission-plugins NodeRestriction \
-    --kubelet-client-certificate "$dir/kubelet-client.crt" --kubelet-client-key "$dir/kubelet-client.key" \
-    --kubelet-preferred-address-types InternalIP,Hostname >"$dir/apiserver.log" 2>&1 &
-  echo $! >>"$dir/pids"
+  for try in 1 2 3; do
+    api=$(free_port)
+    kubeconfig "$dir/admin.kubeconfig" "$addr" "$api" admin "$admin"
+    kubeconfig "$dir/node.kubeconfig" "$addr" "$api" "system:node:$node" "$nodetok"
+    say "kube-apiserver on https://$addr:$api"
+    "$bin/kube-apiserver" --etcd-servers "http://127.0.0.1:$ep" --bind-address "$addr" \
+      --advertise-address "$addr" --secure-port "$api" --cert-dir "$dir/pki" \
+      --token-auth-file "$dir/tokens.csv" --authorization-mode Node,RBAC \
+      --service-account-issuer https://kubernetes.default.svc --service-account-key-file "$dir/sa.pub" \
+      --service-account-signing-key-file "$dir/sa.key" --service-cluster-ip-range 10.96.0.0/16 \
+      --enable-admission-plugins NodeRestriction \
+      --kubelet-client-certificate "$dir/kubelet-client.crt" --kubelet-client-key "$dir/kubelet-client.key" \
+      --kubelet-preferred-address-types InternalIP,Hostname >>"$dir/apiserver.log" 2>&1 &
+    pid=$! rc=0
+    listening "$pid" "$api" || rc=$?
+    [ "$rc" -ne 2 ] || { kill -KILL "$pid"; tail -20 "$dir/apiserver.log" >&2; stop "$dir"; die "kube-apiserver did not listen in 60 s"; }
+    [ "$rc" -ne 0 ] || break
+    say "kube-apiserver exited at start (attempt $try): $(tail -1 "$dir/apiserver.log")"
+  done
+  [ "$rc" -eq 0 ] || { tail -20 "$dir/apiserver.log" >&2; stop "$dir"; die "kube-apiserver exited at start three times"; }
+  echo "$pid" >>"$dir/pids"
 
   # The API server writes its self-signed certificate at start; service account volumes carry it.
   local deadline=$(( $(date +%s) + 60 ))
@@ -104,14 +137,15 @@ start() {
     [ "$(date +%s)" -lt "$deadline" ] || { tail -20 "$dir/apiserver.log" >&2; stop "$dir"; die "kube-apiserver wrote no certificate in 60 s"; }
     sleep 0.1
   done
+  # Neither serves anything a test reads, so neither listens (--secure-port 0): no port to lose.
   say "kube-controller-manager and kube-scheduler"
   "$bin/kube-controller-manager" --kubeconfig "$dir/admin.kubeconfig" --bind-address 127.0.0.1 \
-    --secure-port "$cm" --service-account-private-key-file "$dir/sa.key" --use-service-account-credentials \
+    --secure-port 0 --service-account-private-key-file "$dir/sa.key" --use-service-account-credentials \
     --root-ca-file "$dir/pki/apiserver.crt" \
     --leader-elect=false --controllers '*,-nodeipam' >"$dir/controller-manager.log" 2>&1 &
   echo $! >>"$dir/pids"
   "$bin/kube-scheduler" --kubeconfig "$dir/admin.kubeconfig" --bind-address 127.0.0.1 \
-    --secure-port "$sch" --leader-elect=false >"$dir/scheduler.log" 2>&1 &
+    --secure-port 0 --leader-elect=false >"$dir/scheduler.log" 2>&1 &
   echo $! >>"$dir/pids"
 
   deadline=$(( $(date +%s) + 60 ))
@@ -125,6 +159,9 @@ start() {
       die "control plane not ready after 60 s"
     fi
     sleep 0.3
+  done
+  for pid in $(tail -2 "$dir/pids"); do
+    kill -0 "$pid" 2>/dev/null || { tail -5 "$dir/controller-manager.log" "$dir/scheduler.log" >&2; stop "$dir"; die "kube-controller-manager or kube-scheduler exited at start"; }
   done
   "$bin/kubectl" --kubeconfig "$dir/admin.kubeconfig" create clusterrolebinding kube-apiserver-kubelet-client \
     --clusterrole system:kubelet-api-admin --user kube-apiserver-kubelet-client >/dev/null
