@@ -6,6 +6,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -157,6 +158,10 @@ func TestMain(m *testing.M) {
 // startNodeletRuntime runs `nodelet runtime` with its own root, state and socket under dir, pulling
 // the mirrored registries' images from the loopback registry, without pod networking.
 func startNodeletRuntime(t testing.TB, dir, reg string, mirrored ...string) *criRuntime {
+	return startNodeletRuntimeWith(t, dir, reg, []string{"--no-network"}, mirrored...)
+}
+
+func startNodeletRuntimeWith(t testing.TB, dir, reg string, netArgs []string, mirrored ...string) *criRuntime {
 	t.Helper()
 	testutil.Require(t, "runc", "conmon")
 	bin := crirt.Binary(t)
@@ -164,8 +169,8 @@ func startNodeletRuntime(t testing.TB, dir, reg string, mirrored ...string) *cri
 		t.Fatal(err)
 	}
 	sock := filepath.Join(dir, "nodelet.sock")
-	args := []string{"runtime", "--root", filepath.Join(dir, "root"), "--state", filepath.Join(dir, "state"),
-		"--listen", "unix://" + sock, "--no-network", "--cgroup-parent", "/nodelet-e2e-runtime"}
+	args := append([]string{"runtime", "--root", filepath.Join(dir, "root"), "--state", filepath.Join(dir, "state"),
+		"--listen", "unix://" + sock, "--cgroup-parent", "/nodelet-e2e-runtime"}, netArgs...)
 	for _, h := range mirrored {
 		args = append(args, "--registry-mirror", h+"=http://"+reg)
 	}
@@ -202,6 +207,27 @@ func onContainerd(t testing.TB, dir, reg string) *criRuntime {
 
 func onNodelet(t testing.TB, dir, reg string) *criRuntime {
 	return startNodeletRuntime(t, dir, reg, "registry.k8s.io")
+}
+
+// onNodeletWithNetwork is onNodelet with a CNI bridge of the test's own (name and subnet from the
+// test process's PID, so parallel test binaries do not meet), without masquerading or port
+// mappings, so nothing is added to the host's iptables; the bridge goes at cleanup.
+func onNodeletWithNetwork(t testing.TB, dir, reg string) *criRuntime {
+	testutil.Require(t, "cni:bridge", "cni:host-local", "cni:loopback", "ip")
+	id := os.Getpid() % 250
+	bridge, subnet := fmt.Sprintf("nle2e%d", id), fmt.Sprintf("10.251.%d.0/24", id)
+	conf := filepath.Join(dir, "cni")
+	if err := os.MkdirAll(conf, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	list := fmt.Sprintf(`{"cniVersion": "1.0.0", "name": "nodelet-e2e-%[1]s", "plugins": [{"type": "bridge", "bridge": %[1]q,
+  "isGateway": true, "ipMasq": false, "ipam": {"type": "host-local", "ranges": [[{"subnet": %[2]q}]], "dataDir": %[3]q}}]}`,
+		bridge, subnet, filepath.Join(dir, "ipam"))
+	if err := os.WriteFile(filepath.Join(conf, "10-e2e.conflist"), []byte(list), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { exec.Command("ip", "link", "del", bridge).Run() })
+	return startNodeletRuntimeWith(t, dir, reg, []string{"--cni-conf-dir", conf, "--no-default-network"}, "registry.k8s.io")
 }
 
 func bg() context.Context { return context.Background() }

@@ -37,7 +37,7 @@ const shopTmpl = `apiVersion: v1
 kind: Pod
 metadata: {name: shop}
 spec:
-  hostNetwork: true
+%[3]s
   terminationGracePeriodSeconds: 2
   volumes:
   - {name: www, emptyDir: {}}
@@ -62,7 +62,7 @@ spec:
   containers:
   - name: web
     image: %[1]s
-    command: [sh, -c, "exec httpd -f -p 127.0.0.1:%[2]d -h /www"]
+    command: [sh, -c, "exec httpd -f -p %[4]s%[2]d -h /www"]
     ports: [{name: http, containerPort: %[2]d}]
     resources: {limits: {memory: 64Mi}}
     lifecycle:
@@ -122,11 +122,18 @@ func (e *env) podReady(name string) (bool, int32) {
 	return false, restarts
 }
 
+// workloadScenario runs the shop on the host's network, as every runtime can.
 func workloadScenario(t testing.TB, e *env) {
-	port := freeLoopbackPort(t)
+	workloadScenarioOn(t, e, "  hostNetwork: true", "127.0.0.1:", freeLoopbackPort(t), "")
+}
+
+// workloadScenarioOn runs the shop with spec lines of the caller's (network, runtime class) and
+// its web server listening on addr+port; the host reaches it at the pod's IP unless it shares the
+// host's network. A handler other than "" is the one the pod's sandbox must run on.
+func workloadScenarioOn(t testing.TB, e *env, spec, addr string, port int, handler string) {
 	e.cfg.SyncFrequency = 2 * time.Second // the config map edit shows at the next periodic sync
 	writeFile(t, filepath.Join(e.manifests, "objects.yaml"), fmt.Sprintf(objectsTmpl, "hello v1"))
-	writeFile(t, filepath.Join(e.manifests, "shop.yaml"), fmt.Sprintf(shopTmpl, e.reg+"/busybox:1", port))
+	writeFile(t, filepath.Join(e.manifests, "shop.yaml"), fmt.Sprintf(shopTmpl, e.reg+"/busybox:1", port, spec, addr))
 	e.startAgent()
 
 	e.eventually("shop ready", func() bool { ready, _ := e.podReady("shop"); return ready })
@@ -134,7 +141,14 @@ func workloadScenario(t testing.TB, e *env) {
 	if web == "" || tail == "" {
 		t.Fatalf("web %q tail %q not both running", web, tail)
 	}
-	resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(port) + "/index.html")
+	if sbs := e.sandboxes("shop"); handler != "" && (len(sbs) != 1 || sbs[0].RuntimeHandler != handler) {
+		t.Fatalf("want one sandbox on %s: %v", handler, sbs)
+	}
+	host := "127.0.0.1"
+	if p, _ := e.agent.Pod("default", "shop-e2e"); p != nil && !p.Spec.HostNetwork {
+		host = p.Status.PodIP
+	}
+	resp, err := http.Get("http://" + net.JoinHostPort(host, strconv.Itoa(port)) + "/index.html")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,6 +231,18 @@ func TestWorkloadOnNodeletRuntime(t *testing.T) {
 func TestWorkloadOnContainerd(t *testing.T) {
 	e := newEnv(t, onContainerd)
 	workloadScenario(t, e)
+}
+
+// TestWorkloadOnGvisor: the same workload in one gVisor sandbox on a pod network of its own: its
+// readiness probe and the host reach it at the pod IP, exec and the sidecar work inside gVisor,
+// and the liveness restart replaces a container inside the same sandbox.
+func TestWorkloadOnGvisor(t *testing.T) {
+	testutil.Require(t, "runsc")
+	e := newEnv(t, onNodeletWithNetwork)
+	workloadScenarioOn(t, e, "  runtimeClassName: runsc", "", 8080, "runsc")
+	if n := len(e.sandboxes("shop")); n != 0 {
+		t.Fatalf("%d sandboxes left", n)
+	}
 }
 
 // TestImageGCThroughTheAgent: with thresholds that always trigger, the agent's collector removes
