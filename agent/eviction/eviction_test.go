@@ -229,6 +229,26 @@ func TestRankMemoryExceedsRequestsThenPriorityThenUsageAboveRequests(t *testing.
 	assertOrder(t, pods, "over-low-big", "over-low-small", "over-high", "within-low")
 }
 
+func TestRankCountsOverheadOnlyWithRequests(t *testing.T) {
+	overhead := v1.ResourceList{v1.ResourceMemory: *resource.NewQuantity(300*mi, resource.BinarySI)}
+	// 100Mi requested + 300Mi overhead: 350Mi used is within its requests.
+	withReq := pod("sandboxed-requests", 0, 100)
+	withReq.Spec.Overhead = overhead
+	// Nothing requested: the overhead does not count, so 50Mi used exceeds its (zero) requests.
+	bestEffort := pod("sandboxed-besteffort", 0, 0)
+	bestEffort.Spec.Overhead = overhead
+	pods := []*v1.Pod{withReq, bestEffort}
+	usage := map[types.UID]PodUsage{"sandboxed-requests": {Memory: 350 * mi}, "sandboxed-besteffort": {Memory: 50 * mi}}
+	Rank(SignalMemoryAvailable, pods, usage)
+	assertOrder(t, pods, "sandboxed-besteffort", "sandboxed-requests")
+	if got := requests(withReq, v1.ResourceMemory); got != 400*mi {
+		t.Errorf("requests with overhead = %d, want %d", got, 400*mi)
+	}
+	if got := requests(bestEffort, v1.ResourceMemory); got != 0 {
+		t.Errorf("requests of a pod requesting nothing = %d, want 0", got)
+	}
+}
+
 func TestRankPIDsByPriorityThenProcessCount(t *testing.T) {
 	pods := []*v1.Pod{pod("high-many", 10, 0), pod("low-few", 0, 0), pod("low-many", 0, 0)}
 	usage := map[types.UID]PodUsage{"high-many": {Processes: 900}, "low-few": {Processes: 3}, "low-many": {Processes: 40}}

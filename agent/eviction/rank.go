@@ -104,9 +104,14 @@ func priority(a, b *v1.Pod) int {
 	return 0
 }
 
-// requests is the pod's request for r as the scheduler counts it.
+// requests is the pod's request for r as the kubelet's eviction ranks it: its containers' requests
+// plus the RuntimeClass overhead only when they request some. A pod requesting nothing stays at
+// zero, so a sandboxed BestEffort pod is not shielded from eviction by its runtime's overhead.
 func requests(p *v1.Pod, r v1.ResourceName) int64 {
-	q := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})[r]
+	q := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{ExcludeOverhead: true})[r]
+	if o, ok := p.Spec.Overhead[r]; ok && !q.IsZero() {
+		q.Add(o)
+	}
 	return q.Value()
 }
 
