@@ -96,6 +96,12 @@ func TestPodLimits(t *testing.T) {
 			"shares=1536 quota=150000 period=100000 memory=1342177280 pids=- hugepages=map[]"},
 		{"huge pages from the requests", pod("g", ctr{res("cpu", "1", "memory", "1Gi", "hugepages-2Mi", "64Mi"), res("cpu", "1", "memory", "1Gi", "hugepages-2Mi", "64Mi")}), 0,
 			"shares=1024 quota=100000 period=100000 memory=1073741824 pids=- hugepages=map[2097152:67108864]"},
+		{"guaranteed with a RuntimeClass overhead: added to shares, quota and memory", overhead(pod("g", ctr{res("cpu", "1", "memory", "1Gi"), res("cpu", "1", "memory", "1Gi")}), res("cpu", "250m", "memory", "120Mi")), 0,
+			"shares=1280 quota=125000 period=100000 memory=1199570944 pids=- hugepages=map[]"},
+		{"burstable without memory limits: overhead only in shares and quota", overhead(pod("b", ctr{res("cpu", "100m"), res("cpu", "200m")}), res("cpu", "250m", "memory", "120Mi")), 0,
+			"shares=358 quota=45000 period=100000 memory=- pids=- hugepages=map[]"},
+		{"besteffort stays besteffort with an overhead", overhead(pod("be", ctr{}), res("cpu", "250m", "memory", "120Mi")), 0,
+			"shares=2 quota=- period=- memory=- pids=- hugepages=map[]"},
 		{"a tiny limit gets the kernel's 1ms quota", pod("b", ctr{res("cpu", "1m"), res("cpu", "1m")}), 0,
 			"shares=2 quota=1000 period=100000 memory=- pids=- hugepages=map[]"},
 	} {
@@ -105,11 +111,18 @@ func TestPodLimits(t *testing.T) {
 	}
 }
 
+// overhead gives p the overhead a RuntimeClass sets.
+func overhead(p *v1.Pod, o v1.ResourceList) *v1.Pod {
+	p.Spec.Overhead = o
+	return p
+}
+
 func TestBurstableShares(t *testing.T) {
 	g := pod("g", ctr{res("cpu", "1", "memory", "1Gi"), res("cpu", "1", "memory", "1Gi")})
 	b1 := pod("b1", ctr{req: res("cpu", "250m")})
 	b2 := pod("b2", ctr{req: res("cpu", "500m")}, ctr{req: res("memory", "1Gi")})
 	be := pod("be", ctr{})
+	sandboxed := overhead(pod("b3", ctr{req: res("cpu", "250m")}), res("cpu", "250m"))
 	for _, tc := range []struct {
 		pods []*v1.Pod
 		want uint64
@@ -118,6 +131,7 @@ func TestBurstableShares(t *testing.T) {
 		{[]*v1.Pod{g, be}, 2},
 		{[]*v1.Pod{g, b1}, 256},
 		{[]*v1.Pod{b1, b2, be}, 768},
+		{[]*v1.Pod{b1, sandboxed}, 768},
 	} {
 		if got := BurstableShares(tc.pods); got != tc.want {
 			t.Errorf("%d pods: %d, want %d", len(tc.pods), got, tc.want)
