@@ -139,6 +139,7 @@ func (m *Manager) generatePodSandboxConfig(pod *v1.Pod, attempt uint32) (*runtim
 		}
 	}
 	linux := &runtimeapi.LinuxPodSandboxConfig{CgroupParent: m.podCgroupParent(pod), SecurityContext: lsc}
+	linux.Resources, linux.Overhead = sandboxResources(pod)
 	if psc := pod.Spec.SecurityContext; psc != nil && len(psc.Sysctls) > 0 {
 		linux.Sysctls = map[string]string{}
 		for _, s := range psc.Sysctls {
