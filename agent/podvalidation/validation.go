@@ -68,6 +68,12 @@ func validatePodSpec(spec *v1.PodSpec, fld *field.Path) field.ErrorList {
 	errs = append(errs, validateHostAliases(spec.HostAliases, fld.Child("hostAliases"))...)
 	errs = append(errs, validatePodSecurityContext(spec.SecurityContext, fld.Child("securityContext"))...)
 	errs = append(errs, metav1validation.ValidateLabels(spec.NodeSelector, fld.Child("nodeSelector"))...)
+	if n := spec.RuntimeClassName; n != nil {
+		errs = append(errs, dnsSubdomain(*n, fld.Child("runtimeClassName"))...)
+	}
+	if spec.Overhead != nil {
+		errs = append(errs, validateResources(&v1.ResourceRequirements{Limits: spec.Overhead}, fld.Child("overhead"))...)
+	}
 	if spec.ServiceAccountName != "" {
 		errs = append(errs, dnsSubdomain(spec.ServiceAccountName, fld.Child("serviceAccountName"))...)
 	}

@@ -168,6 +168,9 @@ func TestValidateStaticPodRefuses(t *testing.T) {
 			t, f := true, false
 			p.Spec.Containers[0].SecurityContext = &v1.SecurityContext{Privileged: &t, AllowPrivilegeEscalation: &f}
 		}, `spec.containers[0].securityContext: Invalid value`},
+		{"runtimeClassName", func(p *v1.Pod) { n := "../runsc"; p.Spec.RuntimeClassName = &n }, `spec.runtimeClassName: Invalid value: "../runsc"`},
+		{"negative overhead", func(p *v1.Pod) { p.Spec.Overhead = v1.ResourceList{v1.ResourceMemory: resource.MustParse("-1Mi")} },
+			`spec.overhead.limits[memory]: Invalid value: "-1Mi"`},
 		{"sidecar restartPolicy on app container", func(p *v1.Pod) {
 			a := v1.ContainerRestartPolicyAlways
 			p.Spec.Containers[0].RestartPolicy = &a
