@@ -108,14 +108,16 @@ type Agent struct {
 	pods     *podmanager.Manager
 	statuses *status.Manager
 	config   *config.PodConfig
-	pleg     *pleg.GenericPLEG
-	nodes    *nodestatus.Manager
-	oom      *oomwatcher.Watcher
-	mirrors  *podmanager.MirrorClient
-	syncer   *podsync.Syncer
-	events   *eventLog
-	vols     *volumemanager.Manager
-	imageGC  *images.ImageGC
+	// runtimeClasses are the manifest folder's RuntimeClasses, standalone only (nil in a cluster).
+	runtimeClasses *config.RuntimeClassSet
+	pleg           *pleg.GenericPLEG
+	nodes          *nodestatus.Manager
+	oom            *oomwatcher.Watcher
+	mirrors        *podmanager.MirrorClient
+	syncer         *podsync.Syncer
+	events         *eventLog
+	vols           *volumemanager.Manager
+	imageGC        *images.ImageGC
 	// imageGCMu keeps the eviction manager's full image collection apart from the periodic one.
 	imageGCMu sync.Mutex
 	eviction  *eviction.Manager
@@ -231,6 +233,11 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	})
 	if a.cpus.Policy() == cpumanager.PolicyStatic {
 		a.manager.CPUs = a.cpus
+	}
+	if a.client == nil && cfg.PodManifestPath != "" {
+		// Standalone: RuntimeClasses sit beside the static pod manifests too.
+		a.runtimeClasses = config.NewRuntimeClassSet()
+		a.manager.RuntimeClasses = a.runtimeClasses
 	}
 	if a.client != nil {
 		a.manager.RuntimeClasses = kuberuntime.APIRuntimeClasses{Client: a.client}
@@ -398,12 +405,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	goRun("oom watcher", a.oom.Run)
 	if a.cfg.PodManifestPath != "" {
 		src := &config.ManifestDirSource{Path: a.cfg.PodManifestPath, NodeName: a.cfg.NodeName,
-			Period: a.cfg.FileCheckFrequency, Set: a.config.Set, Log: a.log}
+			Period: a.cfg.FileCheckFrequency, Set: a.config.Set, Log: a.log, RuntimeClasses: a.runtimeClasses}
 		goRun("manifest dir", src.Run)
 	}
 	if a.cfg.ManifestURL != "" {
 		src := &config.ManifestURLSource{URL: a.cfg.ManifestURL, Header: a.cfg.ManifestURLHeader, NodeName: a.cfg.NodeName,
-			Period: a.cfg.HTTPCheckFrequency, Set: a.config.Set, Log: a.log}
+			Period: a.cfg.HTTPCheckFrequency, Set: a.config.Set, Log: a.log, RuntimeClasses: a.runtimeClasses}
 		goRun("manifest url", src.Run)
 	}
 	if a.client != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/nodelet/nodelet/test/harness/kubefake"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -287,4 +288,51 @@ func TestLivenessProbeFailureRestartsContainer(t *testing.T) {
 	if n := len(h.cri.CallsWithPrefix("StartContainer")); n != 2 {
 		t.Fatalf("%d starts, want 2 (first run and one restart before the back-off)", n)
 	}
+}
+
+// A standalone agent takes RuntimeClasses from its manifest folder: the pod gets the overhead and
+// the scheduling the apiserver's admission would give it, is admitted on them against this node's
+// labels, and its sandbox runs with the RuntimeClass's handler, whatever the name.
+func TestFolderRuntimeClasses(t *testing.T) {
+	h := newHarness(t)
+	h.cfg.NodeLabels = map[string]string{"sandbox": "vm"}
+	h.write("classes.yaml", `apiVersion: node.k8s.io/v1
+kind: RuntimeClass
+metadata: {name: vm}
+handler: fakevm
+overhead: {podFixed: {cpu: 100m, memory: 32Mi}}
+scheduling: {nodeSelector: {sandbox: vm}}
+---
+apiVersion: node.k8s.io/v1
+kind: RuntimeClass
+metadata: {name: elsewhere}
+handler: fakevm
+scheduling: {nodeSelector: {zone: mars}}
+`)
+	withClass := func(name, class string) string {
+		return fmt.Sprintf(manifest, name, "busybox:1") + "  runtimeClassName: " + class + "\n"
+	}
+	h.write("web.yaml", withClass("web", "vm"))
+	h.write("far.yaml", withClass("far", "elsewhere"))
+	h.start(Deps{})
+	h.eventually("web running", func() bool { return len(h.running()) == 1 })
+	if !slices.Contains(h.cri.Calls(), "handler fakevm") {
+		t.Errorf("no sandbox with the RuntimeClass's handler: %q", h.cri.Calls())
+	}
+	h.eventually("web with its overhead", func() bool {
+		for _, p := range h.agent.Pods() {
+			if p.Name == "web-node1" {
+				return p.Spec.Overhead.Memory().Equal(resource.MustParse("32Mi")) && p.Status.Phase == v1.PodRunning
+			}
+		}
+		return false
+	})
+	h.eventually("far refused on its RuntimeClass's node selector", func() bool {
+		for _, e := range h.agent.events.PodEvents("default", "far-node1") {
+			if e.Reason == "NodeAffinity" {
+				return true
+			}
+		}
+		return false
+	})
 }

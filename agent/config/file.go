@@ -2,6 +2,7 @@ package config
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -12,12 +13,13 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 	v1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 
 	"github.com/nodelet/nodelet/agent/manifest"
 )
 
 // ManifestDirSource reads static pods from a folder (or one file): every regular file not starting with a dot,
-// each holding one or more Pod manifests in at most manifest.MaxSize bytes. It re-reads on every fsnotify
+// each holding one or more Pod manifests (and RuntimeClasses, ConfigMaps, Secrets) in at most manifest.MaxSize bytes. It re-reads on every fsnotify
 // event and every Period as a safety net; a file that is not a bounded regular file, or does not parse
 // or validate, is logged and skipped, the others go on.
 type ManifestDirSource struct {
@@ -28,6 +30,11 @@ type ManifestDirSource struct {
 	Log      *slog.Logger
 	// Errors, when set, receives the error of each bad file (tests and events read it).
 	Errors func(file string, err error)
+	// RuntimeClasses, set on a standalone agent, receives the folder's RuntimeClass objects at every
+	// read, and the folder's pods are admitted against them as the API server's RuntimeClass plugin
+	// admits created pods (manifest.RuntimeClasses.Admit). Unset (in a cluster, whose RuntimeClasses
+	// are the apiserver's and whose kubelet admits static pods unchanged), a file holding one is refused.
+	RuntimeClasses *RuntimeClassSet
 
 	reported map[string]string // file → error last logged, so a bad file is reported once per change
 }
@@ -144,30 +151,86 @@ func (s *ManifestDirSource) read() []*v1.Pod {
 		files = []string{s.Path}
 	}
 	sort.Strings(files)
-	var pods []*v1.Pod
-	reported := map[string]string{}
+
+	type decoded struct {
+		path string
+		pods []*v1.Pod
+	}
+	var good []decoded
+	bad := map[string]error{}
+	rcs := manifest.RuntimeClasses{}
+	definedIn := map[string]string{} // RuntimeClass name → the file defining it
 	for _, f := range files {
-		ps, err := s.readFile(f)
+		ps, rs, err := s.decodeFile(f, definedIn)
 		if err != nil {
-			reported[f] = err.Error()
-			if s.reported[f] != err.Error() {
-				s.Log.Error("skipping bad manifest", "file", f, "err", err)
-				if s.Errors != nil {
-					s.Errors(f, err)
-				}
-			}
+			bad[f] = err
 			continue
 		}
-		pods = append(pods, ps...)
+		for _, rc := range rs {
+			rcs[rc.Name], definedIn[rc.Name] = rc, f
+		}
+		good = append(good, decoded{f, ps})
+	}
+	var admit func(*v1.Pod) error
+	if s.RuntimeClasses != nil {
+		// Stored before the pods are handed on, so a handler lookup for one of them finds the
+		// RuntimeClass it was admitted with.
+		s.RuntimeClasses.store(rcs)
+		admit = rcs.Admit
+	}
+	var pods []*v1.Pod
+	for _, d := range good {
+		if err := manifest.DefaultAll(d.pods, FileSource, d.path, s.NodeName, admit); err != nil {
+			bad[d.path] = err
+			continue
+		}
+		pods = append(pods, d.pods...)
+	}
+
+	reported := map[string]string{}
+	for _, f := range files {
+		err, ok := bad[f]
+		if !ok {
+			continue
+		}
+		reported[f] = err.Error()
+		if s.reported[f] != err.Error() {
+			s.Log.Error("skipping bad manifest", "file", f, "err", err)
+			if s.Errors != nil {
+				s.Errors(f, err)
+			}
+		}
 	}
 	s.reported = reported
 	return pods
 }
 
-func (s *ManifestDirSource) readFile(f string) ([]*v1.Pod, error) {
+// decodeFile reads and decodes one file of the folder. Its RuntimeClasses are refused when the agent
+// does not honour them (in a cluster), or when one of them is defined by an earlier file too: which
+// of the two the pods would get must not depend on file names.
+func (s *ManifestDirSource) decodeFile(f string, definedIn map[string]string) ([]*v1.Pod, []*nodev1.RuntimeClass, error) {
 	data, err := manifest.Read(f)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return manifest.Pods(data, FileSource, f, s.NodeName)
+	pods, rcs, err := manifest.DecodeAll(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	seen := map[string]bool{}
+	for _, rc := range rcs {
+		switch {
+		case s.RuntimeClasses == nil:
+			return nil, nil, fmt.Errorf("RuntimeClass %q: %w", rc.Name, manifest.ErrRuntimeClassOutsideFolder)
+		case definedIn[rc.Name] != "":
+			return nil, nil, fmt.Errorf("RuntimeClass %q: %w in %s", rc.Name, ErrDuplicateRuntimeClass, definedIn[rc.Name])
+		case seen[rc.Name]:
+			return nil, nil, fmt.Errorf("RuntimeClass %q: %w in this file", rc.Name, ErrDuplicateRuntimeClass)
+		}
+		seen[rc.Name] = true
+	}
+	return pods, rcs, nil
 }
+
+// ErrDuplicateRuntimeClass: a RuntimeClass name the manifest folder defines twice.
+var ErrDuplicateRuntimeClass = errors.New("already defined")

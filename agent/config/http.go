@@ -29,8 +29,13 @@ type ManifestURLSource struct {
 	Log      *slog.Logger
 	// Errors, when set, receives each refused body or pod once per change (tests and events read it).
 	Errors func(url string, err error)
+	// RuntimeClasses, set on a standalone agent with a manifest folder, admits the URL's pods against
+	// the folder's RuntimeClasses as the folder's own pods are (the first poll waits for the folder's
+	// first read); unset, pods are not admitted and a runtimeClassName names the handler itself.
+	RuntimeClasses *RuntimeClassSet
 
 	last     []byte
+	lastGen  uint64 // the RuntimeClasses' generation the last body was admitted against
 	reported string // the error last reported, so a bad body is reported once, not every poll
 }
 
@@ -90,7 +95,16 @@ func (s *ManifestURLSource) poll(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if s.last != nil && bytes.Equal(data, s.last) {
+	var admit func(*v1.Pod) error
+	var gen uint64
+	if s.RuntimeClasses != nil {
+		var rcs manifest.RuntimeClasses
+		if rcs, gen, err = s.RuntimeClasses.get(ctx); err != nil {
+			return err
+		}
+		admit = rcs.Admit
+	}
+	if s.last != nil && bytes.Equal(data, s.last) && gen == s.lastGen {
 		return nil
 	}
 	pods, err := manifest.Decode(data)
@@ -100,13 +114,19 @@ func (s *ManifestURLSource) poll(ctx context.Context) error {
 	var good []*v1.Pod
 	var bad []error
 	for i, p := range pods {
+		if admit != nil {
+			if err := admit(p); err != nil {
+				bad = append(bad, fmt.Errorf("pod %d (%s): %w", i, p.Name, err))
+				continue
+			}
+		}
 		if err := manifest.Default(p, HTTPSource, fmt.Sprintf("%s#%d", s.URL, i), s.NodeName); err != nil {
 			bad = append(bad, fmt.Errorf("pod %d: %w", i, err))
 			continue
 		}
 		good = append(good, p)
 	}
-	s.last = data
+	s.last, s.lastGen = data, gen
 	s.Set(HTTPSource, good)
 	return errors.Join(bad...)
 }

@@ -55,6 +55,8 @@ type Deps struct {
 	// EnvData resolves env references to config maps and secrets; nil rejects them.
 	EnvData EnvSource
 	// RuntimeClasses maps a pod's runtimeClassName to a CRI runtime handler; nil uses the name itself.
+	// The agent does not judge the handler: the runtime refuses one it does not have, so a handler
+	// configured only in containerd (kata) needs nothing of the agent.
 	RuntimeClasses RuntimeClasses
 	// Credentials finds registry credentials in the pod's imagePullSecrets; nil pulls anonymously.
 	Credentials PullCredentials
@@ -95,7 +97,8 @@ type VolumePaths interface {
 	Path(pod *v1.Pod, volumeName string) (string, bool)
 }
 
-// RuntimeClasses resolves RuntimeClass names (the apiserver's RuntimeClass objects in a cluster).
+// RuntimeClasses resolves RuntimeClass names: the apiserver's RuntimeClass objects in a cluster, the
+// manifest folder's standalone (config.RuntimeClassSet).
 type RuntimeClasses interface {
 	Handler(ctx context.Context, runtimeClassName string) (string, error)
 }

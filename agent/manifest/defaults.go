@@ -25,20 +25,21 @@ const (
 	ConfigHashAnnotation   = "kubernetes.io/config.hash"
 )
 
-// Pods decodes, defaults and validates every pod of one manifest read from source (the
-// kubernetes.io/config.source value) at origin (a file path or URL). One bad pod refuses the whole
-// manifest, so a half-applied file never runs.
-func Pods(data []byte, source, origin, nodeName string) ([]*v1.Pod, error) {
-	pods, err := Decode(data)
-	if err != nil {
-		return nil, err
-	}
+// DefaultAll admits (when admit is set), defaults and validates every decoded pod of one manifest
+// read from source (the kubernetes.io/config.source value) at origin (a file path or URL). One bad
+// pod refuses the whole manifest, so a half-applied file never runs.
+func DefaultAll(pods []*v1.Pod, source, origin, nodeName string, admit func(*v1.Pod) error) error {
 	for i, p := range pods {
+		if admit != nil {
+			if err := admit(p); err != nil {
+				return fmt.Errorf("pod %d (%s): %w", i, p.Name, err)
+			}
+		}
 		if err := Default(p, source, fmt.Sprintf("%s#%d", origin, i), nodeName); err != nil {
-			return nil, fmt.Errorf("pod %d: %w", i, err)
+			return fmt.Errorf("pod %d: %w", i, err)
 		}
 	}
-	return pods, nil
+	return nil
 }
 
 // Default makes a pod read from a file or URL runnable: it fills what the apiserver would have

@@ -3,6 +3,8 @@ package manifest
 import (
 	"strings"
 	"testing"
+
+	nodev1 "k8s.io/api/node/v1"
 )
 
 // safeElement is the fuzz test's own idea of a name the agent may join under a directory: one
@@ -14,11 +16,20 @@ func safeElement(s string) bool {
 // FuzzPodsFromManifest feeds arbitrary bytes through decoding, defaulting and validation, as the
 // file and URL sources do. It must never panic, and a pod it lets through must have a uid, volume
 // names and container names that are safe path elements. Seeds: testdata/fuzz/FuzzPodsFromManifest.
+func byName(rcs []*nodev1.RuntimeClass) map[string]*nodev1.RuntimeClass {
+	out := map[string]*nodev1.RuntimeClass{}
+	for _, rc := range rcs {
+		out[rc.Name] = rc
+	}
+	return out
+}
+
 func FuzzPodsFromManifest(f *testing.F) {
 	f.Add([]byte("apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: app\n    image: busybox:1\n"))
+	f.Add([]byte("apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata:\n  name: gvisor\nhandler: runsc\noverhead:\n  podFixed:\n    memory: 64Mi\n---\nkind: Pod\nmetadata:\n  name: web\nspec:\n  runtimeClassName: gvisor\n  containers:\n  - name: app\n    image: busybox:1\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		pods, err := Pods(data, "file", "/etc/nodelet/manifests/fuzz.yaml", "node1")
-		if err != nil {
+		pods, rcs, err := DecodeAll(data)
+		if err != nil || DefaultAll(pods, "file", "/etc/nodelet/manifests/fuzz.yaml", "node1", RuntimeClasses(byName(rcs)).Admit) != nil {
 			return
 		}
 		for _, p := range pods {
