@@ -28,8 +28,8 @@ func newUpCmd() *cobra.Command {
 		Use:   "up",
 		Short: "Run the agent and the runtime together, with static pods from a folder (no cluster needed)",
 		Long: `Run nodelet's runtime and agent in one process. Pods come from the manifest folder
-(--manifests; Pod YAML or JSON, several per file), which is watched: add, edit or delete a file and
-the pods follow. Look inside with 'nodelet get pods', 'nodelet logs', 'nodelet exec', or crictl on
+(--manifests; Pod YAML or JSON, several per file, beside the RuntimeClasses, ConfigMaps and Secrets
+they name), which is watched: add, edit or delete a file and the pods follow. Look inside with 'nodelet get pods', 'nodelet logs', 'nodelet exec', or crictl on
 the runtime's socket (--listen).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
