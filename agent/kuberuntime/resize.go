@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -177,7 +179,8 @@ func (m *Manager) doPodResizeAction(ctx context.Context, pod *v1.Pod, plan podAc
 			return err
 		}
 	}
-	// setPod writes l on the pod cgroup when do says so.
+	// setPod writes l on the pod cgroup when do says so, and tells the runtime what the pod cgroup
+	// holds now.
 	setPod := func(do bool, what string, l cm.Limits) error {
 		if !do || m.PodCgroups == nil {
 			return nil
@@ -185,6 +188,8 @@ func (m *Manager) doPodResizeAction(ctx context.Context, pod *v1.Pod, plan podAc
 		if err := m.PodCgroups.SetPodLimits(pod, l); err != nil {
 			return fmt.Errorf("pod cgroup %s: %w", what, err)
 		}
+		cur = mergeLimits(cur, l)
+		m.sandboxResized(ctx, pod, plan.SandboxID, cur)
 		return nil
 	}
 	if doMemory {
@@ -320,4 +325,51 @@ func (m *Manager) checkMemoryDecrease(ctx context.Context, pod *v1.Pod, cur, wan
 		return fmt.Errorf("cannot decrease memory limits: %s", problems[0])
 	}
 	return fmt.Errorf("cannot decrease memory limits: [%s]", strings.Join(problems, ", "))
+}
+
+// mergeLimits is cur with the fields l sets replaced.
+func mergeLimits(cur, l cm.Limits) cm.Limits {
+	if l.CPUShares != nil {
+		cur.CPUShares = l.CPUShares
+	}
+	if l.CPUQuota != nil {
+		cur.CPUQuota = l.CPUQuota
+	}
+	if l.CPUPeriod != nil {
+		cur.CPUPeriod = l.CPUPeriod
+	}
+	if l.Memory != nil {
+		cur.Memory = l.Memory
+	}
+	return cur
+}
+
+// sandboxResized tells the runtime what the pod cgroup holds after a step of a resize, the
+// RuntimeClass overhead apart, as the kubelet does after each pod cgroup write: a runtime that sized
+// something for the whole pod (a VM) can follow. Best effort, as in the kubelet: a runtime without the
+// call, or refusing it, does not stop the resize, whose containers are updated one by one anyway.
+func (m *Manager) sandboxResized(ctx context.Context, pod *v1.Pod, sandboxID string, l cm.Limits) {
+	_, overhead := sandboxResources(pod)
+	res := &runtimeapi.LinuxContainerResources{}
+	if l.CPUPeriod != nil && l.CPUQuota != nil {
+		res.CpuPeriod = int64(*l.CPUPeriod)
+		res.CpuQuota = *l.CPUQuota
+		if q := pod.Spec.Overhead.Cpu().MilliValue(); q > 0 {
+			res.CpuQuota -= cm.MilliCPUToQuota(q, *l.CPUPeriod)
+		}
+	}
+	if l.CPUShares != nil {
+		res.CpuShares = int64(*l.CPUShares)
+		if q := pod.Spec.Overhead.Cpu().MilliValue(); q > 0 {
+			res.CpuShares = int64(cm.MilliCPUToShares(sharesToMilliCPU(res.CpuShares) - q))
+		}
+	}
+	if l.Memory != nil {
+		res.MemoryLimitInBytes = *l.Memory - pod.Spec.Overhead.Memory().Value()
+	}
+	_, err := m.Runtime.UpdatePodSandboxResources(ctx, &runtimeapi.UpdatePodSandboxResourcesRequest{
+		PodSandboxId: sandboxID, Resources: res, Overhead: overhead})
+	if err != nil && status.Code(err) != codes.Unimplemented {
+		m.Log.Warn("UpdatePodSandboxResources failed; the resize goes on", "pod", kubecontainer.FormatPod(pod), "err", err)
+	}
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
@@ -221,6 +223,12 @@ func (f *fakePodCgroups) PodLimits(pod *v1.Pod) cm.Limits {
 		mem += c.Resources.Limits.Memory().Value()
 		quota += c.Resources.Limits.Cpu().MilliValue() * 100
 		shares += cm.MilliCPUToShares(c.Resources.Requests.Cpu().MilliValue())
+	}
+	// The pod cgroup holds the RuntimeClass overhead too, as qos.PodLimits makes it.
+	if o := pod.Spec.Overhead; o != nil {
+		mem += o.Memory().Value()
+		quota += o.Cpu().MilliValue() * 100
+		shares += cm.MilliCPUToShares(o.Cpu().MilliValue())
 	}
 	period := uint64(cpuPeriod)
 	return cm.Limits{Memory: &mem, CPUQuota: &quota, CPUPeriod: &period, CPUShares: &shares}
@@ -436,5 +444,44 @@ func TestSyncPodResizeFailureIsReported(t *testing.T) {
 	}
 	if got := f.alloc.actuated["a"]; !got.Limits.Cpu().Equal(resource.MustParse("200m")) {
 		t.Fatalf("a refused update was recorded as actuated: %v", got)
+	}
+}
+
+// After each pod cgroup write of a resize the runtime hears what the pod holds, overhead apart, as
+// from the kubelet; a runtime without the call, or refusing it, does not stop the resize.
+func TestSyncPodResizeTellsTheSandbox(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"accepted", nil},
+		{"unimplemented", status.Error(codes.Unimplemented, "no")},
+		{"refused", status.Error(codes.Internal, "no")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newResizeFixture(t)
+			pod := resizePod(reqs("100m", "200m", "64Mi", "128Mi"))
+			pod.Spec.Overhead = v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("32Mi")}
+			f.mustSync(pod)
+			f.cri.ResetCalls()
+			f.cri.FailSandboxUpdate(tc.err)
+			f.mustSync(withSpec(pod, reqs("300m", "400m", "64Mi", "256Mi")))
+			var got []string
+			for _, c := range f.cri.CallsWithPrefix("UpdatePodSandboxResources ") {
+				got = append(got, strings.Join(strings.Fields(c)[2:], " "))
+			}
+			const overhead = "overhead cpu=102/10000 mem=33554432"
+			want := []string{
+				"cpu=102/20000 mem=268435456 " + overhead, // memory raised, cpu as it was
+				"cpu=102/40000 mem=268435456 " + overhead, // the quota raised
+				"cpu=307/40000 mem=268435456 " + overhead, // the shares raised
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("UpdatePodSandboxResources %q\nwant %q", got, want)
+			}
+			if len(f.alloc.failed) != 0 {
+				t.Errorf("resize failures %q", f.alloc.failed)
+			}
+		})
 	}
 }

@@ -42,6 +42,7 @@ type Server struct {
 	needAuth   map[string]string // image → user whose credentials a pull needs
 	startErrs  map[string]error  // container name → error on StartContainer
 	updateErrs map[string]error  // container name → error on UpdateContainerResources
+	sandboxErr error             // the error of UpdatePodSandboxResources
 	memUsage   map[string]uint64 // container name → ContainerStats memory usage
 	exitOnStop int32
 	execExit   int32

@@ -33,3 +33,10 @@ func (s *Server) FailUpdate(name string, err error) {
 	defer s.mu.Unlock()
 	s.updateErrs[name] = err
 }
+
+// FailSandboxUpdate makes UpdatePodSandboxResources answer err (nil: succeed).
+func (s *Server) FailSandboxUpdate(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sandboxErr = err
+}

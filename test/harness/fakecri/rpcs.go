@@ -320,6 +320,24 @@ func (s *Server) UpdateRuntimeConfig(_ context.Context, r *runtimeapi.UpdateRunt
 	return &runtimeapi.UpdateRuntimeConfigResponse{}, nil
 }
 
+// UpdatePodSandboxResources records "UpdatePodSandboxResources <id> cpu=<shares>/<quota>
+// mem=<limit> overhead cpu=<shares>/<quota> mem=<limit>"; FailSandboxUpdate makes it fail.
+func (s *Server) UpdatePodSandboxResources(_ context.Context, r *runtimeapi.UpdatePodSandboxResourcesRequest) (*runtimeapi.UpdatePodSandboxResourcesResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	res, over := r.GetResources(), r.GetOverhead()
+	s.record("UpdatePodSandboxResources %s cpu=%d/%d mem=%d overhead cpu=%d/%d mem=%d", r.GetPodSandboxId(),
+		res.GetCpuShares(), res.GetCpuQuota(), res.GetMemoryLimitInBytes(),
+		over.GetCpuShares(), over.GetCpuQuota(), over.GetMemoryLimitInBytes())
+	if s.sandboxErr != nil {
+		return nil, s.sandboxErr
+	}
+	if _, ok := s.sandboxes[r.GetPodSandboxId()]; !ok {
+		return nil, notFound("sandbox", r.GetPodSandboxId())
+	}
+	return &runtimeapi.UpdatePodSandboxResourcesResponse{}, nil
+}
+
 // UpdateContainerResources merges the fields set into what the container reports, as runtimes
 // do: an update names only what it changes. It records "UpdateContainerResources <id> <name>
 // cpu=<shares>/<quota> mem=<limit> cpuset=<cpus>"; FailUpdate makes it fail.
