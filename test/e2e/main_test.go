@@ -42,6 +42,7 @@ func TestMain(m *testing.M) {
 type daemon struct {
 	root, state, endpoint string
 	bridge                string
+	cgroupRoot            string // the agent's pod cgroups (up only)
 	cmd                   *exec.Cmd
 	log                   *os.File
 }
@@ -89,6 +90,7 @@ func startDaemon(t *testing.T, verb, bridge, subnet string, extra ...string) *da
 		// no sandbox of its runtime explains, so no two agents may share one.
 		cgroupRoot = fmt.Sprintf("/nodelet-e2e-up-root-%d-%s", os.Getpid(), bridge)
 		args = append(args, "--cgroup-root", cgroupRoot)
+		d.cgroupRoot = cgroupRoot
 	}
 	args = append(args, extra...)
 	d.cmd = exec.Command(nodeletBin, args...)
