@@ -19,8 +19,8 @@ import (
 )
 
 // ManifestDirSource reads static pods from a folder (or one file): every regular file not starting with a dot,
-// each holding one or more Pod manifests (and RuntimeClasses, ConfigMaps, Secrets) in at most manifest.MaxSize bytes. It re-reads on every fsnotify
-// event and every Period as a safety net; a file that is not a bounded regular file, or does not parse
+// each holding one or more Pod manifests (and RuntimeClasses, ConfigMaps, Secrets) in at most
+// manifest.MaxSize bytes. It re-reads on every fsnotify event and every Period as a safety net; a file that is not a bounded regular file, or does not parse
 // or validate, is logged and skipped, the others go on.
 type ManifestDirSource struct {
 	Path     string
@@ -206,8 +206,8 @@ func (s *ManifestDirSource) read() []*v1.Pod {
 }
 
 // decodeFile reads and decodes one file of the folder. Its RuntimeClasses are refused when the agent
-// does not honour them (in a cluster), or when one of them is defined by an earlier file too: which
-// of the two the pods would get must not depend on file names.
+// does not honour them (in a cluster), or when one of them is defined by an earlier file too: the
+// later definition is refused aloud rather than one of the two silently winning.
 func (s *ManifestDirSource) decodeFile(f string, definedIn map[string]string) ([]*v1.Pod, []*nodev1.RuntimeClass, error) {
 	data, err := manifest.Read(f)
 	if err != nil {
