@@ -1,6 +1,8 @@
 package podvalidation
 
 import (
+	"strings"
+
 	v1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -59,12 +61,12 @@ func ValidateTolerations(ts []v1.Toleration, fld *field.Path) field.ErrorList {
 		}
 		switch t.Operator {
 		case v1.TolerationOpEqual, "":
-			for _, msg := range validation.IsValidLabelValue(t.Value) {
-				errs = append(errs, field.Invalid(f.Child("operator"), t.Value, msg))
+			if msgs := validation.IsValidLabelValue(t.Value); len(msgs) > 0 {
+				errs = append(errs, field.Invalid(f.Child("operator"), t.Value, strings.Join(msgs, ";")))
 			}
 		case v1.TolerationOpExists:
 			if t.Value != "" {
-				errs = append(errs, field.Invalid(f.Child("operator"), t, "value must be empty when `operator` is 'Exists'"))
+				errs = append(errs, field.Invalid(f.Child("operator"), t.Value, "value must be empty when `operator` is 'Exists'"))
 			}
 		default:
 			errs = append(errs, field.NotSupported(f.Child("operator"), t.Operator, []v1.TolerationOperator{v1.TolerationOpEqual, v1.TolerationOpExists}))

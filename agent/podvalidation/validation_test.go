@@ -168,6 +168,15 @@ func TestValidateStaticPodRefuses(t *testing.T) {
 			t, f := true, false
 			p.Spec.Containers[0].SecurityContext = &v1.SecurityContext{Privileged: &t, AllowPrivilegeEscalation: &f}
 		}, `spec.containers[0].securityContext: Invalid value`},
+		{"toleration with a value and Exists", func(p *v1.Pod) {
+			p.Spec.Tolerations = []v1.Toleration{{Key: "k", Operator: v1.TolerationOpExists, Value: "v"}}
+		}, `spec.tolerations[0].operator: Invalid value: "v": value must be empty when`},
+		{"toleration without a key, not Exists", func(p *v1.Pod) { p.Spec.Tolerations = []v1.Toleration{{Value: "v"}} },
+			`spec.tolerations[0].operator: Invalid value: "": operator must be Exists when`},
+		{"tolerationSeconds without NoExecute", func(p *v1.Pod) {
+			s := int64(5)
+			p.Spec.Tolerations = []v1.Toleration{{Key: "k", Operator: v1.TolerationOpExists, TolerationSeconds: &s}}
+		}, `spec.tolerations[0].effect: Invalid value: "": effect must be 'NoExecute'`},
 		{"runtimeClassName", func(p *v1.Pod) { n := "../runsc"; p.Spec.RuntimeClassName = &n }, `spec.runtimeClassName: Invalid value: "../runsc"`},
 		{"negative overhead", func(p *v1.Pod) { p.Spec.Overhead = v1.ResourceList{v1.ResourceMemory: resource.MustParse("-1Mi")} },
 			`spec.overhead.limits[memory]: Invalid value: "-1Mi"`},
