@@ -3,6 +3,7 @@ package server_test
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,7 +66,7 @@ func BenchmarkGvisorPodStart(b *testing.B) {
 				p50, p90 := percentiles(m.d)
 				*m.p50 = p50
 				fmt.Printf("%-6s %-22s median %7.1f ms  p90 %7.1f ms  (n=%d)\n", handler, m.name, p50, p90, len(m.d))
-				b.ReportMetric(p50, handler+"-"+m.name+"-p50-ms")
+				b.ReportMetric(p50, handler+"-"+strings.ReplaceAll(m.name, " ", "-")+"-p50-ms")
 			}
 			fmt.Printf("%-6s working set of a running pod's cgroup: %.1f MB\n", handler, f.memMB)
 			b.ReportMetric(f.memMB, handler+"-pod-MB")
