@@ -77,9 +77,9 @@ func TestContainerSpecUser(t *testing.T) {
 		err       error
 	}{
 		{name: "default root", want: specs.User{AdditionalGids: []uint32{0}}},
-		{name: "image user name", imageUser: "app", want: specs.User{UID: 1000, GID: 1000, AdditionalGids: []uint32{1000, 10}}},
-		{name: "image uid:gid", imageUser: "1000:50", want: specs.User{UID: 1000, GID: 50, AdditionalGids: []uint32{50, 10}}},
-		{name: "image user:group names", imageUser: "app:staff", want: specs.User{UID: 1000, GID: 50, AdditionalGids: []uint32{50, 10}}},
+		{name: "image user name", imageUser: "app", want: specs.User{UID: 1000, GID: 1000, AdditionalGids: []uint32{10, 1000}}},
+		{name: "image uid:gid", imageUser: "1000:50", want: specs.User{UID: 1000, GID: 50, AdditionalGids: []uint32{10, 50}}},
+		{name: "image user:group names", imageUser: "app:staff", want: specs.User{UID: 1000, GID: 50, AdditionalGids: []uint32{10, 50}}},
 		{name: "unknown uid is fine", imageUser: "4242", want: specs.User{UID: 4242, AdditionalGids: []uint32{0}}},
 		{name: "run as user overrides image", imageUser: "app", sc: &runtimeapi.LinuxContainerSecurityContext{RunAsUser: i64(0)}, want: specs.User{AdditionalGids: []uint32{0}}},
 		{name: "run as group and supplemental", sc: &runtimeapi.LinuxContainerSecurityContext{RunAsUser: i64(1000), RunAsGroup: i64(7), SupplementalGroups: []int64{99, 7}},

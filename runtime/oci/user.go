@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -125,6 +126,9 @@ func resolveUser(rootfs string, sc *runtimeapi.LinuxContainerSecurityContext, im
 		}
 		add(uint32(g))
 	}
+	// Linux keeps a process's groups sorted (setgroups sorts them); gVisor keeps them in the
+	// order given, so `id -G` in a runsc container would list them in this function's order.
+	slices.Sort(u.AdditionalGids)
 	return u, nil
 }
 
