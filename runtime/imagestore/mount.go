@@ -107,7 +107,7 @@ func (s *Store) PrepareRootfs(ctx context.Context, containerID, image string) (_
 	}
 	c := cfg.Config
 	c.Volumes = vols
-	return &Rootfs{Path: merged, ImageID: rec.ImageID, ImageRef: rec.ImageRef, Config: c}, nil
+	return &Rootfs{Path: merged, UpperDir: filepath.Join(dir, "upper"), ImageID: rec.ImageID, ImageRef: rec.ImageRef, Config: c}, nil
 }
 
 // makeRootfsDirs makes a container's rootfs dir private. Its overlay cannot be mounted nosuid

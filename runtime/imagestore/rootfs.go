@@ -7,6 +7,9 @@ import ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 type Rootfs struct {
 	// Path is the mounted overlay the container's OCI spec points at.
 	Path string
+	// UpperDir holds what the container writes (the overlay's upper dir): its writable layer's
+	// usage is measured there.
+	UpperDir string
 	// ImageID is the digest of the image config ("sha256:…"), as CRI reports it.
 	ImageID string
 	// ImageRef is the repo digest (name@sha256:…) when known, else ImageID.

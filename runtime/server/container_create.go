@@ -290,7 +290,7 @@ func (cc *containerCreate) recordCreating() error {
 	cc.c = &store.Container{
 		ID: cc.id, Name: cc.name, SandboxID: cc.sb.ID, Config: cfg, CreatedAt: time.Now().UnixNano(), Handler: cc.sb.Handler,
 		Image: cfg.GetImage().GetImage(), ImageID: cc.rootfs.ImageID, ImageRef: cc.rootfs.ImageRef,
-		Bundle: cc.bundle, Rootfs: cc.rootfs.Path, ImageVolumes: cc.imageVols, LogPath: cc.logPath, CgroupPath: cc.cgroupPath, StopSignal: stopSignal,
+		Bundle: cc.bundle, Rootfs: cc.rootfs.Path, UpperDir: cc.rootfs.UpperDir, ImageVolumes: cc.imageVols, LogPath: cc.logPath, CgroupPath: cc.cgroupPath, StopSignal: stopSignal,
 		User: containerUser(cc.spec.Process.User), Creating: true,
 		Status: store.ContainerStatus{
 			State:     runtimeapi.ContainerState_CONTAINER_CREATED,

@@ -86,7 +86,7 @@ func (m *containerManager) stats(c *store.Container) *runtimeapi.ContainerStats 
 			}
 		}
 	}
-	used, inodes, mp := writableLayerUsage(c.Rootfs)
+	used, inodes, mp := writableLayerUsage(c.Rootfs, c.UpperDir)
 	out.WritableLayer = &runtimeapi.FilesystemUsage{
 		Timestamp:  ts,
 		FsId:       &runtimeapi.FilesystemIdentifier{Mountpoint: mp},
@@ -115,11 +115,16 @@ func (m *containerManager) cpuRate(id string, now time.Time, usage uint64) uint6
 	return uint64(float64(usage-prev.usage) / now.Sub(prev.at).Seconds())
 }
 
-// writableLayerUsage measures what the container wrote: the overlay's upper dir when the rootfs is
-// an overlay mount, else the rootfs dir itself.
-func writableLayerUsage(rootfs string) (bytes, inodes uint64, mountpoint string) {
+// writableLayerUsage measures what the container wrote: upper, the writable layer the image store
+// named at create; else (older records) the overlay's upper dir read from the mount table when the
+// rootfs is an overlay mount, else the rootfs dir itself. The mount table is the last resort: it
+// holds every container's overlay, so reading it per container made a stats call over N pods cost
+// N² lines of mountinfo (most of an idle node's CPU with 250 pods).
+func writableLayerUsage(rootfs, upper string) (bytes, inodes uint64, mountpoint string) {
 	dir := rootfs
-	if ms, err := mountinfo.GetMounts(mountinfo.SingleEntryFilter(rootfs)); err == nil && len(ms) > 0 && ms[0].FSType == "overlay" {
+	if upper != "" {
+		dir = upper
+	} else if ms, err := mountinfo.GetMounts(mountinfo.SingleEntryFilter(rootfs)); err == nil && len(ms) > 0 && ms[0].FSType == "overlay" {
 		for _, o := range strings.Split(ms[0].VFSOptions, ",") {
 			if v, ok := strings.CutPrefix(o, "upperdir="); ok {
 				dir = resolveUpper(rootfs, v)

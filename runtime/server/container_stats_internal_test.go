@@ -40,3 +40,29 @@ func TestStatsResolveUpper(t *testing.T) {
 		}
 	}
 }
+
+// TestStatsWritableLayerFromUpper: the upper dir the store named is measured, not the rootfs (a
+// merged view that also holds the image's files), and without a mount table lookup.
+func TestStatsWritableLayerFromUpper(t *testing.T) {
+	root := t.TempDir()
+	upper, merged := filepath.Join(root, "upper"), filepath.Join(root, "merged")
+	for _, d := range []string{upper, merged} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(upper, "written"), make([]byte, 64<<10), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(merged, "image-file"), make([]byte, 256<<10), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bytes, inodes, mp := writableLayerUsage(merged, upper)
+	if mp != upper || inodes != 2 || bytes < 64<<10 || bytes >= 256<<10 {
+		t.Fatalf("from upper: %d bytes, %d inodes at %s", bytes, inodes, mp)
+	}
+	// A record without an upper dir: the rootfs itself, which is not a mount here.
+	if bytes, _, mp := writableLayerUsage(merged, ""); mp != merged || bytes < 256<<10 {
+		t.Fatalf("without upper: %d bytes at %s", bytes, mp)
+	}
+}

@@ -24,6 +24,9 @@ type Container struct {
 
 	Bundle string `json:"bundle"` // the OCI bundle dir (config.json, conmon's sockets)
 	Rootfs string `json:"rootfs"` // the rootfs the provider made
+	// UpperDir is the rootfs's writable layer; "" in records written before it was kept, and for
+	// providers that do not say.
+	UpperDir string `json:"upperDir,omitempty"`
 	// ImageVolumes are the provider's rootfs IDs made for the request's image mounts.
 	ImageVolumes []string `json:"imageVolumes,omitempty"`
 	LogPath      string   `json:"logPath"`    // absolute; "" when the pod has no log directory
