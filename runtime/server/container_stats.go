@@ -73,17 +73,7 @@ func (m *containerManager) stats(c *store.Container) *runtimeapi.ContainerStats 
 		if cs, err := cgroups.Read(c.CgroupPath); err == nil {
 			out.Cpu.UsageCoreNanoSeconds.Value = cs.CPUUsageNanos
 			out.Cpu.UsageNanoCores.Value = m.cpuRate(c.ID, now, cs.CPUUsageNanos)
-			out.Memory = &runtimeapi.MemoryUsage{
-				Timestamp:       ts,
-				WorkingSetBytes: &runtimeapi.UInt64Value{Value: cs.WorkingSet},
-				UsageBytes:      &runtimeapi.UInt64Value{Value: cs.MemoryUsage},
-				RssBytes:        &runtimeapi.UInt64Value{Value: cs.RSS},
-				PageFaults:      &runtimeapi.UInt64Value{Value: cs.PageFaults},
-				MajorPageFaults: &runtimeapi.UInt64Value{Value: cs.MajorPageFaults},
-			}
-			if cs.MemoryLimit > 0 {
-				out.Memory.AvailableBytes = &runtimeapi.UInt64Value{Value: subU64(cs.MemoryLimit, cs.WorkingSet)}
-			}
+			out.Memory = memoryUsage(ts, cs)
 		}
 	}
 	used, inodes, mp := writableLayerUsage(c.Rootfs, c.UpperDir)
@@ -94,6 +84,22 @@ func (m *containerManager) stats(c *store.Container) *runtimeapi.ContainerStats 
 		InodesUsed: &runtimeapi.UInt64Value{Value: inodes},
 	}
 	return out
+}
+
+// memoryUsage is a cgroup's memory as CRI reports it; available only under a limit.
+func memoryUsage(ts int64, cs *cgroups.Stats) *runtimeapi.MemoryUsage {
+	m := &runtimeapi.MemoryUsage{
+		Timestamp:       ts,
+		WorkingSetBytes: &runtimeapi.UInt64Value{Value: cs.WorkingSet},
+		UsageBytes:      &runtimeapi.UInt64Value{Value: cs.MemoryUsage},
+		RssBytes:        &runtimeapi.UInt64Value{Value: cs.RSS},
+		PageFaults:      &runtimeapi.UInt64Value{Value: cs.PageFaults},
+		MajorPageFaults: &runtimeapi.UInt64Value{Value: cs.MajorPageFaults},
+	}
+	if cs.MemoryLimit > 0 {
+		m.AvailableBytes = &runtimeapi.UInt64Value{Value: subU64(cs.MemoryLimit, cs.WorkingSet)}
+	}
+	return m
 }
 
 func subU64(a, b uint64) uint64 {

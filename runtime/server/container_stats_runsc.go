@@ -60,17 +60,7 @@ func (s *Server) gvisorPodStats(sb *store.Sandbox, linux *runtimeapi.LinuxPodSan
 		UsageCoreNanoSeconds: &runtimeapi.UInt64Value{Value: cs.CPUUsageNanos},
 		UsageNanoCores:       &runtimeapi.UInt64Value{Value: s.ctr.cpuRate(sb.ID, now, cs.CPUUsageNanos)},
 	}
-	linux.Memory = &runtimeapi.MemoryUsage{
-		Timestamp:       ts,
-		WorkingSetBytes: &runtimeapi.UInt64Value{Value: cs.WorkingSet},
-		UsageBytes:      &runtimeapi.UInt64Value{Value: cs.MemoryUsage},
-		RssBytes:        &runtimeapi.UInt64Value{Value: cs.RSS},
-		PageFaults:      &runtimeapi.UInt64Value{Value: cs.PageFaults},
-		MajorPageFaults: &runtimeapi.UInt64Value{Value: cs.MajorPageFaults},
-	}
-	if cs.MemoryLimit > 0 {
-		linux.Memory.AvailableBytes = &runtimeapi.UInt64Value{Value: subU64(cs.MemoryLimit, cs.WorkingSet)}
-	}
+	linux.Memory = memoryUsage(ts, cs)
 	if rt, err := s.ctr.runtimeFor(sb.Handler); err == nil {
 		if gs, err := rt.GvisorStats(context.Background(), sb.ID); err == nil {
 			linux.Process = &runtimeapi.ProcessUsage{Timestamp: ts, ProcessCount: &runtimeapi.UInt64Value{Value: gs.Pids}}
