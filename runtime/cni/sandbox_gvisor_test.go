@@ -4,14 +4,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
 
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/portforward"
-	"k8s.io/client-go/transport/spdy"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/runtime/cni"
@@ -57,7 +53,7 @@ func TestGvisorPodOnTheBridge(t *testing.T) {
 	}
 
 	// Port-forward reaches the port on the pod's IP (gVisor's loopback is not the host's to dial).
-	if got := forwardGet(t, e, webID, 8080); got != "hello-from-gvisor\n" {
+	if _, got := e.ForwardGet(webID, 8080, "/index.html"); got != "hello-from-gvisor\n" {
 		t.Errorf("port-forward to the gVisor pod: %q", got)
 	}
 
@@ -87,40 +83,4 @@ func TestGvisorPodOnTheBridge(t *testing.T) {
 	removePod(t, e, webID)
 	removePod(t, e, clientID)
 	assertNoLeaks(t, tn, []string{webID, clientID})
-}
-
-// forwardGet fetches /index.html through a CRI port-forward session to port of the pod.
-func forwardGet(t *testing.T, e *runtimetest.Env, sandboxID string, port int32) string {
-	t.Helper()
-	resp, err := e.Runtime.PortForward(e.Ctx(), &runtimeapi.PortForwardRequest{PodSandboxId: sandboxID, Port: []int32{port}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, _ := url.Parse(resp.Url)
-	tr, upgrader, err := spdy.RoundTripperFor(&rest.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, ready := make(chan struct{}), make(chan struct{})
-	pf, err := portforward.NewOnAddresses(spdy.NewDialer(upgrader, &http.Client{Transport: tr}, "POST", u),
-		[]string{"127.0.0.1"}, []string{fmt.Sprintf("0:%d", port)}, stop, ready, io.Discard, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- pf.ForwardPorts() }()
-	defer func() { close(stop); <-errc }()
-	<-ready
-	ports, err := pf.GetPorts()
-	if err != nil {
-		t.Fatal(err)
-	}
-	hc := &http.Client{Timeout: 30 * time.Second}
-	r, err := hc.Get(fmt.Sprintf("http://127.0.0.1:%d/index.html", ports[0].Local))
-	if err != nil {
-		t.Fatalf("GET through the forwarded port: %v", err)
-	}
-	defer r.Body.Close()
-	b, _ := io.ReadAll(r.Body)
-	return string(b)
 }

@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"strings"
 	"sync"
@@ -15,9 +13,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"
-	"k8s.io/client-go/transport/spdy"
 	clientexec "k8s.io/client-go/util/exec"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -204,38 +200,8 @@ func TestPortForward(t *testing.T) {
 	// A refused connection ends the port-forward session, so forward only once httpd listens.
 	e.WaitListening(web, 8080)
 
-	resp, err := e.Runtime.PortForward(e.Ctx(), &runtimeapi.PortForwardRequest{PodSandboxId: sb, Port: []int32{8080}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, _ := url.Parse(resp.Url)
-	tr, upgrader, err := spdy.RoundTripperFor(&rest.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, ready := make(chan struct{}), make(chan struct{})
-	pf, err := portforward.NewOnAddresses(spdy.NewDialer(upgrader, &http.Client{Transport: tr}, "POST", u),
-		[]string{"127.0.0.1"}, []string{"0:8080"}, stop, ready, io.Discard, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- pf.ForwardPorts() }()
-	defer func() { close(stop); <-errc }()
-	<-ready
-	ports, err := pf.GetPorts()
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := &http.Client{Timeout: 30 * time.Second}
-	r, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/index.html", ports[0].Local))
-	if err != nil {
-		t.Fatalf("GET through the forwarded port: %v", err)
-	}
-	body, _ := io.ReadAll(r.Body)
-	r.Body.Close()
-	if r.StatusCode != 200 || string(body) != "hello-from-pod\n" {
-		t.Fatalf("GET through the forwarded port: %s %q", r.Status, body)
+	if code, body := e.ForwardGet(sb, 8080, "/index.html"); code != 200 || body != "hello-from-pod\n" {
+		t.Fatalf("GET through the forwarded port: %d %q", code, body)
 	}
 	if _, err := e.Runtime.PortForward(e.Ctx(), &runtimeapi.PortForwardRequest{PodSandboxId: "missing"}); err == nil {
 		t.Fatal("port-forward to a missing sandbox got a URL")
