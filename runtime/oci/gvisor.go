@@ -318,18 +318,7 @@ exec 3<>"$bundle/` + GvisorStartGate + `" 4<>"$bundle/` + gvisorStartDone + `" 5
 ) &
 echo $! > "$pidfile"
 `
-	path := filepath.Join(dir, filepath.Base(runscPath)+"-wait.sh")
-	if b, err := os.ReadFile(path); err == nil && string(b) == script {
-		return path, nil
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(script), 0o700); err != nil {
-		return "", err
-	}
-	return path, os.Rename(tmp, path)
+	return installScript(dir, filepath.Base(runscPath)+"-wait.sh", script)
 }
 
 // gvisorStartDone is the fifo on which the waiter says it ran runsc's start.

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/nodelet/nodelet/internal/atomicfile"
 )
 
 // crun (1.8) refuses to run on a hybrid cgroup host whose v2 hierarchy holds any controller
@@ -36,16 +38,19 @@ func HybridWrapper(dir, runtimePath string) (string, error) {
 		"mount -t tmpfs -o size=64k,mode=755 nodelet-no-cgroup2 /sys/fs/cgroup/unified && " +
 		": > /sys/fs/cgroup/unified/cgroup.controllers && " +
 		"exec \"$0\" \"$@\"' '" + runtimePath + "' \"$@\"\n"
-	path := filepath.Join(dir, filepath.Base(runtimePath)+"-hybrid.sh")
+	return installScript(dir, filepath.Base(runtimePath)+"-hybrid.sh", script)
+}
+
+// installScript writes a wrapper script into dir (made 0700: only root runs what is in it),
+// unless it is there already with that content. The file is replaced, never rewritten in place:
+// a conmon may be executing the old one.
+func installScript(dir, name, script string) (string, error) {
+	path := filepath.Join(dir, name)
 	if b, err := os.ReadFile(path); err == nil && string(b) == script {
 		return path, nil
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(script), 0o700); err != nil {
-		return "", err
-	}
-	return path, os.Rename(tmp, path)
+	return path, atomicfile.Write(path, []byte(script), 0o700)
 }
