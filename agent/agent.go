@@ -22,7 +22,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/clientcmd"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/agent/admission"
@@ -38,6 +37,7 @@ import (
 	"github.com/nodelet/nodelet/agent/images"
 	"github.com/nodelet/nodelet/agent/internal/sysctl"
 	"github.com/nodelet/nodelet/agent/kubeclient"
+	"github.com/nodelet/nodelet/agent/kubeconfig"
 	"github.com/nodelet/nodelet/agent/kuberuntime"
 	"github.com/nodelet/nodelet/agent/logs"
 	"github.com/nodelet/nodelet/agent/metrics"
@@ -164,7 +164,7 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 
 	a.client = deps.KubeClient
 	if a.client == nil && cfg.Kubeconfig != "" {
-		rc, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
+		rc, err := kubeconfig.Load(cfg.Kubeconfig)
 		if err != nil {
 			return nil, a.closeWith(fmt.Errorf("kubeconfig: %w", err))
 		}

@@ -23,7 +23,7 @@ func TestLinksNoTestHarness(t *testing.T) {
 // TestLinksNoClientset keeps client-go's generated clientset and what comes with it out of the
 // binary. Every linked package's init runs in every mode, and the clientset's scheme alone
 // registers every API group: it doubled the pages `nodelet runtime` touches at start. The agent
-// uses agent/kubeclient, agent/recorder and auth.CertManager instead.
+// uses agent/kubeclient, agent/recorder, auth.CertManager and agent/kubeconfig instead.
 func TestLinksNoClientset(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "github.com/nodelet/nodelet/cmd/nodelet").CombinedOutput()
 	if err != nil {
@@ -38,6 +38,10 @@ func TestLinksNoClientset(t *testing.T) {
 		"k8s.io/client-go/discovery",
 		"k8s.io/client-go/tools/record",     // links strategic merge patch and the OpenAPI models
 		"k8s.io/client-go/util/certificate", // needs the clientset
+		// clientcmd's kubeconfig scheme (built by an init) and its v1 conversions: agent/kubeconfig
+		// reads the file instead. clientcmd itself imports both.
+		"k8s.io/client-go/tools/clientcmd/api/latest",
+		"k8s.io/client-go/tools/clientcmd/api/v1",
 	}
 	for _, pkg := range strings.Fields(string(out)) {
 		for _, b := range banned {
