@@ -4,6 +4,12 @@
 # been idle for --idle seconds, then which packages the binary's resident pages belong to
 # (bench/pages). Stops and removes exactly what it started.
 #
+# The binary's pages are dropped from the page cache first (written back, then
+# `dd iflag=nocache`), so that both processes fault them in from disk as after a reboot. A binary
+# just written by the linker sits in the page cache in folios of whatever size the writes made,
+# and a fault maps the whole folio: the same binary then measured up to 2 MB more or less RssFile
+# than after a drop, by how it was written. Pages another running process maps stay cached.
+#
 #   sudo bench/rss.sh [--bin PATH | --tags grpcnotrace] [--idle 30] [--top 15] [--depth 0]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -45,6 +51,8 @@ report() { # report NAME PID
 }
 
 mkdir -p "$tmp/rt" "$tmp/up/manifests"
+sync "$bin"
+dd if="$bin" iflag=nocache count=0 status=none
 "$bin" runtime --root "$tmp/rt/root" --state "$tmp/rt/state" --listen "unix://$tmp/rt/state/cri.sock" \
   --no-network >"$tmp/rt.log" 2>&1 &
 pids+=($!)
