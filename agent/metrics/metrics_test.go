@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -195,5 +196,30 @@ func TestCPUManagerMetrics(t *testing.T) {
 	}
 	if got := valueOf(out, "kubelet_cpu_manager_exclusive_cpu_allocation_count"); got != "1" {
 		t.Errorf("exclusive %q", got)
+	}
+}
+
+// TestRuntimeCollectors: the registry carries the Go runtime and process metrics that
+// collectors.NewGoCollector and collectors.NewProcessCollector give (the package is not linked,
+// the collectors are the same).
+func TestRuntimeCollectors(t *testing.T) {
+	want := prometheus.NewRegistry()
+	want.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	wantFamilies, err := want.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, mf := range got {
+		have[mf.GetName()] = true
+	}
+	for _, mf := range wantFamilies {
+		if !have[mf.GetName()] {
+			t.Errorf("registry lacks %s", mf.GetName())
+		}
 	}
 }
