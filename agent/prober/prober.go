@@ -17,7 +17,8 @@ import (
 	"github.com/nodelet/nodelet/agent/recorder"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -421,16 +422,90 @@ func grpcProbe(ctx context.Context, host string, g *v1.GRPCAction) error {
 		return err
 	}
 	defer conn.Close()
-	service := ""
+	var req healthRequest
 	if g.Service != nil {
-		service = *g.Service
+		req.service = *g.Service
 	}
-	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: service})
-	if err != nil {
+	var resp healthResponse
+	if err := conn.Invoke(ctx, "/grpc.health.v1.Health/Check", &req, &resp, grpc.ForceCodecV2(healthCodec{})); err != nil {
 		return fmt.Errorf("gRPC health check: %w", err)
 	}
-	if resp.Status != healthpb.HealthCheckResponse_SERVING {
-		return fmt.Errorf("service unhealthy (responded with %q)", resp.Status)
+	if resp.status != healthServing {
+		return fmt.Errorf("service unhealthy (responded with %q)", resp.statusName())
+	}
+	return nil
+}
+
+// The health service's two messages (grpc/health/v1/health.proto), in the protobuf wire format by
+// hand: the generated package registers its file descriptor from an init, which every mode of
+// nodelet would run for a probe only the agent makes.
+//
+//	message HealthCheckRequest { string service = 1; }
+//	message HealthCheckResponse { ServingStatus status = 1; }
+type healthRequest struct{ service string }
+
+type healthResponse struct{ status uint64 }
+
+const healthServing = 1
+
+// statusName is the ServingStatus enum's name, as the generated type prints it.
+func (r *healthResponse) statusName() string {
+	switch r.status {
+	case 0:
+		return "UNKNOWN"
+	case 1:
+		return "SERVING"
+	case 2:
+		return "NOT_SERVING"
+	case 3:
+		return "SERVICE_UNKNOWN"
+	}
+	return strconv.FormatUint(r.status, 10)
+}
+
+// healthCodec marshals a healthRequest and unmarshals a healthResponse.
+type healthCodec struct{}
+
+func (healthCodec) Name() string { return "proto" }
+
+func (healthCodec) Marshal(v any) (mem.BufferSlice, error) {
+	r, ok := v.(*healthRequest)
+	if !ok {
+		return nil, fmt.Errorf("health codec: cannot marshal %T", v)
+	}
+	var b []byte
+	if r.service != "" {
+		b = protowire.AppendTag(b, 1, protowire.BytesType)
+		b = protowire.AppendString(b, r.service)
+	}
+	return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+}
+
+func (healthCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	r, ok := v.(*healthResponse)
+	if !ok {
+		return fmt.Errorf("health codec: cannot unmarshal into %T", v)
+	}
+	*r = healthResponse{}
+	b := data.Materialize()
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		b = b[n:]
+		if num == 1 && typ == protowire.VarintType {
+			val, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return protowire.ParseError(n)
+			}
+			r.status, b = val, b[n:]
+			continue
+		}
+		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+			return protowire.ParseError(n)
+		}
+		b = b[n:]
 	}
 	return nil
 }
