@@ -75,7 +75,7 @@ type Config struct {
 
 // Server is a running streaming server.
 type Server struct {
-	lib  lib.Server
+	lib  *lazyLib
 	gate *gate
 	http *http.Server
 	ln   *trackingListener
@@ -126,11 +126,7 @@ func New(cfg Config, rt Runtime) (*Server, error) {
 		}
 		libCfg.BaseURL = &url.URL{Scheme: scheme, Host: ln.Addr().String()}
 	}
-	ls, err := lib.NewServer(libCfg, rt)
-	if err != nil {
-		ln.Close()
-		return nil, err
-	}
+	ls := &lazyLib{build: func() (lib.Server, error) { return lib.NewServer(libCfg, rt) }}
 	g := newGate(ls, rt, libCfg.StreamIdleTimeout)
 	s := &Server{
 		lib:  ls,
