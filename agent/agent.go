@@ -619,10 +619,12 @@ func (a *Agent) Pods() []*v1.Pod {
 // NodeName is the name the agent runs as.
 func (a *Agent) NodeName() string { return a.cfg.NodeName }
 
-// housekeep is the agent's share of housekeeping: trim back-offs and events of pods gone.
+// housekeep is the agent's share of housekeeping: trim back-offs and events of pods gone. A pod
+// its source still lists keeps its events even when it was refused (and so is in no pod list):
+// they say why it does not run.
 func (a *Agent) housekeep() {
 	a.manager.GC()
-	keep := map[string]bool{}
+	keep := a.config.Listed()
 	for _, p := range a.pods.GetPods() {
 		keep[p.Namespace+"/"+p.Name] = true
 	}

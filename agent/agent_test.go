@@ -327,12 +327,19 @@ scheduling: {nodeSelector: {zone: mars}}
 		}
 		return false
 	})
-	h.eventually("far refused on its RuntimeClass's node selector", func() bool {
+	refused := func() bool {
 		for _, e := range h.agent.events.PodEvents("default", "far-node1") {
 			if e.Reason == "NodeAffinity" {
 				return true
 			}
 		}
 		return false
-	})
+	}
+	h.eventually("far refused on its RuntimeClass's node selector", refused)
+	// The refused pod is in no pod list, but its file is still there: housekeeping keeps the
+	// events that say why it does not run.
+	h.agent.housekeep()
+	if !refused() {
+		t.Fatal("housekeeping dropped the events of a refused pod its source still lists")
+	}
 }

@@ -104,6 +104,21 @@ func (c *PodConfig) Has(uid types.UID) bool {
 	return false
 }
 
+// Listed returns "namespace/name" of every pod a source lists now, admitted or not: a pod the
+// node refused stays listed (and its events kept) until its source drops it, as in the kubelet,
+// where a rejected pod stays in the pod manager.
+func (c *PodConfig) Listed() map[string]bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]bool{}
+	for _, pods := range c.pods {
+		for _, p := range pods {
+			out[p.Namespace+"/"+p.Name] = true
+		}
+	}
+	return out
+}
+
 // Set replaces the source's pods and sends the differences. It blocks while the SyncLoop is behind.
 func (c *PodConfig) Set(source string, pods []*v1.Pod) {
 	c.mu.Lock()

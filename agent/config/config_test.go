@@ -281,3 +281,22 @@ func TestDecodeSkipsConfigMapsAndSecrets(t *testing.T) {
 		t.Fatalf("pods %v, err %v; want just web", pods, err)
 	}
 }
+
+// TestListedNamesEverySourcesPods: what the sources list, across sources, until they drop it.
+func TestListedNamesEverySourcesPods(t *testing.T) {
+	c := NewPodConfig(nil)
+	a := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns", UID: "1"}}
+	b := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "other", UID: "2"}}
+	go c.Set("file", []*v1.Pod{a})
+	recv(t, c)
+	go c.Set("api", []*v1.Pod{b})
+	recv(t, c)
+	if got := c.Listed(); len(got) != 2 || !got["ns/a"] || !got["other/b"] {
+		t.Fatalf("listed %v", got)
+	}
+	go c.Set("file", nil)
+	recv(t, c)
+	if got := c.Listed(); len(got) != 1 || !got["other/b"] {
+		t.Fatalf("after the file source dropped a: %v", got)
+	}
+}
