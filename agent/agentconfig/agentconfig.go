@@ -12,10 +12,10 @@ import (
 	"strings"
 	"time"
 
+	kubeletv1beta1 "github.com/nodelet/nodelet/agent/internal/kubeletconfig"
 	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodelet/nodelet/agent/eviction"

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
+	kubeletv1beta1 "github.com/nodelet/nodelet/agent/internal/kubeletconfig"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/nodelet/nodelet/internal/lazy"
 )

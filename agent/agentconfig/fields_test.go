@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	kubeletv1beta1 "github.com/nodelet/nodelet/agent/internal/kubeletconfig"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 )
 
 // The reflection walk is what keeps the classification complete when k8s.io/kubelet is bumped.

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	kubeletv1beta1 "github.com/nodelet/nodelet/agent/internal/kubeletconfig"
 	"github.com/spf13/pflag"
-	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 )
 
 func TestServing(t *testing.T) {

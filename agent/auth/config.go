@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	kubeletconfig "k8s.io/kubelet/config/v1beta1"
+	kubeletconfig "github.com/nodelet/nodelet/agent/internal/kubeletconfig"
 )
 
 // FromConfig builds the TCP API's filter from a KubeletConfiguration's authentication and

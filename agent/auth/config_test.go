@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	kubeletconfig "k8s.io/kubelet/config/v1beta1"
+	kubeletconfig "github.com/nodelet/nodelet/agent/internal/kubeletconfig"
 
 	"github.com/nodelet/nodelet/test/harness/testutil"
 )

@@ -235,7 +235,7 @@ func (f *file) clientConfig(base string) (*rest.Config, error) {
 			Args:               e.Args,
 			Env:                e.Env,
 			APIVersion:         e.APIVersion,
-			InstallHint:        cleanANSIEscapeCodes(e.InstallHint),
+			InstallHint:        printableHint(e.InstallHint),
 			ProvideClusterInfo: e.ProvideClusterInfo,
 			InteractiveMode:    clientcmdapi.ExecInteractiveMode(e.InteractiveMode),
 		}
@@ -378,27 +378,25 @@ func readable(path string) error {
 	return f.Close()
 }
 
-func parseProxyURL(proxyURL string) (*url.URL, error) {
-	u, err := url.Parse(proxyURL)
+// parseProxyURL accepts the proxies a REST transport can dial: HTTP, HTTPS and SOCKS5.
+func parseProxyURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("could not parse: %v", proxyURL)
+		return nil, fmt.Errorf("proxy-url %q: %w", raw, err)
 	}
-	switch u.Scheme {
-	case "http", "https", "socks5":
-		return u, nil
+	if u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "socks5" {
+		return nil, fmt.Errorf("proxy-url %q: scheme %q is not http, https or socks5", raw, u.Scheme)
 	}
-	return nil, fmt.Errorf("unsupported scheme %q, must be http, https, or socks5", u.Scheme)
+	return u, nil
 }
 
-// cleanANSIEscapeCodes is clientcmd's: an exec plugin's install hint keeps letters, marks,
-// numbers, punctuation, symbols, separators and the space controls; anything else is written as
-// its code point, so a hint cannot carry terminal escapes.
-func cleanANSIEscapeCodes(s string) string {
-	spaceControls := &unicode.RangeTable{R16: []unicode.Range16{{Lo: 0x0009, Hi: 0x000D, Stride: 1}}}
-	allowed := []*unicode.RangeTable{unicode.L, unicode.M, unicode.N, unicode.P, unicode.S, unicode.Z, spaceControls}
+// printableHint keeps an exec plugin's install hint to printable text: the hint is shown on a
+// terminal, so every rune that is neither graphic nor white space (escape sequences among them)
+// is written out as its code point instead.
+func printableHint(s string) string {
 	var b strings.Builder
 	for _, r := range s {
-		if unicode.IsOneOf(allowed, r) {
+		if unicode.IsGraphic(r) || unicode.IsSpace(r) {
 			b.WriteRune(r)
 		} else {
 			fmt.Fprintf(&b, "%U", r)

@@ -4,12 +4,12 @@ import (
 	"context"
 	"time"
 
+	kubeletconfig "github.com/nodelet/nodelet/agent/internal/kubeletconfig"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	kubeletconfig "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/nodelet/nodelet/agent/auth"
 	"github.com/nodelet/nodelet/agent/logs"

@@ -42,6 +42,11 @@ func TestLinksNoClientset(t *testing.T) {
 		// reads the file instead. clientcmd itself imports both.
 		"k8s.io/client-go/tools/clientcmd/api/latest",
 		"k8s.io/client-go/tools/clientcmd/api/v1",
+		// component-base's feature gates and legacy metrics registry, which k8s.io/kubelet's
+		// KubeletConfiguration links through its logging and tracing types:
+		// agent/internal/kubeletconfig mirrors the format instead.
+		"k8s.io/component-base",
+		"k8s.io/kubelet/config/v1beta1",
 		// regexps compiled at init and database/sql, for two constructors that wrap prometheus'
 		"github.com/prometheus/client_golang/prometheus/collectors",
 		// registers its file descriptor at init; agent/prober encodes the two messages itself
