@@ -382,7 +382,7 @@ func validateContainerConfig(cfg *runtimeapi.ContainerConfig) error {
 		return bad("container config and metadata are required")
 	}
 	name := cfg.GetMetadata().GetName()
-	if name == "" || len(name) > maxCtrNameLen || strings.ContainsAny(name, "/\x00") || strings.Contains(name, "..") {
+	if name == "" || name == "." || len(name) > maxCtrNameLen || strings.ContainsAny(name, "/\\\x00") || strings.Contains(name, "..") {
 		return bad("container name %q", name)
 	}
 	if cfg.GetImage().GetImage() == "" {

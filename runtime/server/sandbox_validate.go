@@ -93,13 +93,16 @@ func validateSandboxConfig(cfg *runtimeapi.PodSandboxConfig) error {
 }
 
 // validName accepts a Kubernetes name, namespace or uid: it becomes part of file names and of the
-// reserved sandbox name, so no separators, no "..", no control characters.
+// reserved sandbox name, so no separators, no "..", no control characters, and not "." alone,
+// which names the folder it would be joined to.
 func validName(what, v string) error {
 	switch {
 	case v == "":
 		return invalid("sandbox metadata %s is required", what)
 	case len(v) > maxNameLen:
 		return invalid("sandbox metadata %s is %d bytes, more than %d", what, len(v), maxNameLen)
+	case v == ".":
+		return invalid("sandbox metadata %s must not be '.'", what)
 	case strings.Contains(v, ".."), strings.ContainsAny(v, `/\`):
 		return invalid("sandbox metadata %s %q must not contain '/', '\\' or '..'", what, v)
 	}

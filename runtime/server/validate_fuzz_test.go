@@ -108,7 +108,7 @@ func FuzzValidateContainerConfig(f *testing.F) {
 // checkAcceptedContainer fails if an accepted config holds what could escape a dir.
 func checkAcceptedContainer(t *testing.T, cfg *runtimeapi.ContainerConfig) {
 	n := cfg.GetMetadata().GetName()
-	if n == "" || strings.ContainsAny(n, "/\x00") || strings.Contains(n, "..") {
+	if n == "" || n == "." || strings.ContainsAny(n, "/\\\x00") || strings.Contains(n, "..") {
 		t.Fatalf("accepted container name %q", n)
 	}
 	if lp := cfg.GetLogPath(); lp != "" {
