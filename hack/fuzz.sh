@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Runs every Go fuzz target of nodelet for a while each (default 30s; hack/test.sh runs them
-# briefly). Their checked-in seed corpora (testdata/fuzz/) also run in every plain `go test`.
-#   hack/fuzz.sh [FUZZTIME]        e.g. hack/fuzz.sh 10m
-# A target that finds a failing input writes it under its package's testdata/fuzz/ and fails.
+# Searches for new failing inputs: runs every Go fuzz target of nodelet for DURATION each. Run by
+# hand, never by hack/test.sh (a test command must not depend on what a random search finds); the
+# checked-in seed corpora (testdata/fuzz/) are replayed by every plain `go test`.
+#   hack/fuzz.sh DURATION          e.g. hack/fuzz.sh 10m
+# A target that finds a failing input writes it under its package's testdata/fuzz/ and fails: fix
+# the code and keep the input there, so every later go test replays it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-fuzztime=${1:-30s}
+[ $# = 1 ] || { echo "usage: hack/fuzz.sh DURATION   (e.g. 10m: the time each fuzz target searches)" >&2; exit 2; }
+fuzztime=$1
 export GOFLAGS=${GOFLAGS:--buildvcs=false}
 
 # Every func FuzzXxx in a _test.go file, as "package-dir target".
