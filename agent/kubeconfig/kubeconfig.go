@@ -26,8 +26,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
+
+	"github.com/nodelet/nodelet/agent/internal/regularfile"
 )
 
 // The v1 file format (k8s.io/client-go/tools/clientcmd/api/v1), the fields a client config uses.
@@ -106,9 +109,16 @@ type context struct {
 // execExtension is the cluster extension handed to an exec plugin (clientcmd's clusterExtensionKey).
 const execExtension = "client.authentication.k8s.io/exec"
 
+// Bounds on the files a kubeconfig names: far above any real one, low enough that a wrong path
+// (a log, a device) fails at once instead of filling memory.
+const (
+	maxKubeconfig = 4 << 20
+	maxTokenFile  = 1 << 20
+)
+
 // Load reads the kubeconfig at path and returns the client configuration of its current context.
 func Load(path string) (*rest.Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := regularfile.Read(path, maxKubeconfig)
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +225,7 @@ func (f *file) clientConfig(base string) (*rest.Config, error) {
 	if u.Token != "" {
 		c.BearerToken, c.BearerTokenFile = u.Token, u.TokenFile
 	} else if u.TokenFile != "" {
-		b, err := os.ReadFile(u.TokenFile)
+		b, err := regularfile.Read(u.TokenFile, maxTokenFile)
 		if err != nil {
 			return nil, err
 		}
@@ -370,7 +380,14 @@ func (u *user) validate(name string) []error {
 	return errs
 }
 
+// readable checks that path is a regular file this process can open: opening a FIFO for reading
+// would block until someone writes to it.
 func readable(path string) error {
+	if fi, err := os.Stat(path); err != nil {
+		return err
+	} else if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file (%s)", path, fi.Mode().Type())
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"syscall"
 	"testing"
 
 	"k8s.io/client-go/rest"
@@ -257,4 +258,50 @@ func dump(c *rest.Config) string {
 		}
 	}
 	return s
+}
+
+// TestLoadReadsRegularFilesOnly: a FIFO at the kubeconfig's path or its token file's fails at once
+// (it would block a plain read forever), as does a kubeconfig over the bound.
+func TestLoadReadsRegularFilesOnly(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(fifo); err == nil {
+		t.Fatal("a FIFO read as a kubeconfig")
+	}
+	big := filepath.Join(dir, "big")
+	if err := os.WriteFile(big, make([]byte, maxKubeconfig+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(big); err == nil {
+		t.Fatal("a kubeconfig over the bound read")
+	}
+	withToken := filepath.Join(dir, "token.kubeconfig")
+	if err := os.WriteFile(withToken, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:6443", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {tokenFile: `+fifo+`}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(withToken); err == nil {
+		t.Fatal("a FIFO read as a token file")
+	}
+	withCA := filepath.Join(dir, "ca.kubeconfig")
+	if err := os.WriteFile(withCA, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:6443", certificate-authority: `+fifo+`}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(withCA); err == nil {
+		t.Fatal("a FIFO taken as a certificate authority")
+	}
 }
