@@ -89,13 +89,7 @@ func freeBytes(t testing.TB, dir string) int64 {
 func diskPressureScenario(t *testing.T, start func(t testing.TB, dir, reg string) *criRuntime) {
 	mnt := loopFS(t)
 	e := newEnvIn(t, filepath.Join(mnt, "env"), start)
-	cpDir := filepath.Join(t.TempDir(), "cp")
-	os.MkdirAll(cpDir, 0o755)
-	admin := startControlPlane(t, cpDir)
-	client := kubeClient(t, admin)
-	e.cfg.Kubeconfig = admin
-	e.cfg.NodeIPs = []string{"127.0.0.1"}
-	e.cfg.NodeStatusUpdateFrequency = time.Second
+	client := e.joinLoopbackCluster(t)
 	threshold := strconv.FormatInt(freeBytes(t, mnt)-40<<20, 10)
 	e.cfg.EvictionHard = map[string]string{"nodefs.available": threshold, "imagefs.available": threshold}
 	e.cfg.EvictionMonitoringInterval = time.Second

@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"context"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -140,13 +139,7 @@ func evictionScenario(t *testing.T, e *env) {
 // free now — far beyond what the test's own daemons start — and a 5 s transition period, and waits
 // for the Node to be Ready.
 func startPressureNode(t testing.TB, e *env, interval time.Duration, memcgNotification bool) kubernetes.Interface {
-	cpDir := filepath.Join(t.TempDir(), "cp")
-	os.MkdirAll(cpDir, 0o755)
-	admin := startControlPlane(t, cpDir)
-	client := kubeClient(t, admin)
-	e.cfg.Kubeconfig = admin
-	e.cfg.NodeIPs = []string{"127.0.0.1"}
-	e.cfg.NodeStatusUpdateFrequency = time.Second
+	client := e.joinLoopbackCluster(t)
 	e.cfg.SystemReserved = map[string]string{"memory": strconv.FormatInt(memTotal(t)-640<<20, 10)}
 	e.cfg.EnforceNodeAllocatable = nil // the kubelet's default: pods
 	e.cfg.EvictionHard = map[string]string{"memory.available": "200Mi", "pid.available": strconv.FormatInt(pidAvailable(t)-1000, 10)}

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -31,14 +30,8 @@ func TestClusterResizeOnContainerd(t *testing.T)     { resizeScenario(t, newEnv(
 // and goes through once that pod is deleted; a memory limit below the container's usage is refused
 // (PodResizeInProgress Error) until the usage goes down.
 func resizeScenario(t *testing.T, e *env) {
-	cpDir := filepath.Join(t.TempDir(), "cp")
-	os.MkdirAll(cpDir, 0o755)
-	admin := startControlPlane(t, cpDir)
-	client := kubeClient(t, admin)
+	client := e.joinLoopbackCluster(t)
 	ctx := context.Background()
-	e.cfg.Kubeconfig = admin
-	e.cfg.NodeIPs = []string{"127.0.0.1"}
-	e.cfg.NodeStatusUpdateFrequency = time.Second
 	e.startAgent()
 	e.eventually("node Ready", func() bool { return nodeCondition(ctx, client, v1.NodeReady) == v1.ConditionTrue })
 

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
@@ -29,14 +28,8 @@ import (
 func TestClusterRuntimeClassGvisor(t *testing.T) {
 	testutil.Require(t, "runsc")
 	e := newEnv(t, onNodelet)
-	cpDir := filepath.Join(t.TempDir(), "cp")
-	os.MkdirAll(cpDir, 0o755)
-	admin := startControlPlane(t, cpDir)
-	client := kubeClient(t, admin)
+	client := e.joinLoopbackCluster(t)
 	ctx := context.Background()
-	e.cfg.Kubeconfig = admin
-	e.cfg.NodeIPs = []string{"127.0.0.1"}
-	e.cfg.NodeStatusUpdateFrequency = time.Second
 	e.startAgent()
 	e.eventually("node Ready", func() bool { return nodeCondition(ctx, client, v1.NodeReady) == v1.ConditionTrue })
 

@@ -165,6 +165,18 @@ func startProc(t testing.TB, dir, bin string, args ...string) {
 
 // startControlPlane starts etcd, kube-apiserver, kube-controller-manager and kube-scheduler on
 // loopback and returns an admin kubeconfig.
+// joinLoopbackCluster starts a control plane of the test's own and points the agent's config at
+// it as node e2e on 127.0.0.1, reporting its status every second; the caller starts the agent.
+func (e *env) joinLoopbackCluster(t testing.TB) kubernetes.Interface {
+	cpDir := filepath.Join(t.TempDir(), "cp")
+	os.MkdirAll(cpDir, 0o755)
+	admin := startControlPlane(t, cpDir)
+	e.cfg.Kubeconfig = admin
+	e.cfg.NodeIPs = []string{"127.0.0.1"}
+	e.cfg.NodeStatusUpdateFrequency = time.Second
+	return kubeClient(t, admin)
+}
+
 func startControlPlane(t testing.TB, dir string) string {
 	admin, _ := startControlPlanePKI(t, dir)
 	return admin
