@@ -78,14 +78,7 @@ spec:
     - {name: mem, mountPath: /mem}
 `
 
-func freeLoopbackPort(t testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+func freeLoopbackPort(t testing.TB) int { return testutil.FreePort(t) }
 
 func (e *env) exec(id string, cmd ...string) string {
 	e.t.Helper()

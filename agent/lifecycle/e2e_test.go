@@ -3,7 +3,6 @@ package lifecycle
 import (
 	"context"
 	"errors"
-	"net"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,16 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/nodelet/nodelet/test/harness/crirt"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
-func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+func freePort(t *testing.T) int { return testutil.FreePort(t) }
 
 // TestHooksInRealContainer runs each hook kind against a busybox container on nodelet's runtime.
 func TestHooksInRealContainer(t *testing.T) {

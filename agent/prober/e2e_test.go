@@ -2,7 +2,6 @@ package prober
 
 import (
 	"context"
-	"net"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -14,6 +13,7 @@ import (
 
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
 	"github.com/nodelet/nodelet/test/harness/crirt"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 // TestProbesInRealContainer probes a busybox httpd on nodelet's runtime with every handler but
@@ -113,13 +113,4 @@ func TestProbesOverThePodNetwork(t *testing.T) {
 }
 
 // freePort is a loopback TCP port nothing listens on now, for a server in a host-network container.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	return port
-}
+func freePort(t *testing.T) int { return testutil.FreePort(t) }

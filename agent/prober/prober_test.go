@@ -17,6 +17,7 @@ import (
 
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
 	"github.com/nodelet/nodelet/test/harness/fakecri"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 // waitFor polls cond; the limit guards against a hang only.
@@ -107,12 +108,7 @@ func TestStartupProbeGatesReadiness(t *testing.T) {
 	defer cancel()
 	m := New(cri.Runtime(), nil, nil)
 	go m.Run(ctx)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close() // nothing listens: the startup probe fails
+	port := testutil.FreePort(t) // nothing listens: the startup probe fails
 	c := v1.Container{Name: "app",
 		StartupProbe: &v1.Probe{ProbeHandler: v1.ProbeHandler{TCPSocket: &v1.TCPSocketAction{Host: "127.0.0.1", Port: intstr.FromInt(port)}},
 			PeriodSeconds: 1, FailureThreshold: 1}}

@@ -90,12 +90,7 @@ func apiScenario(t *testing.T, endpoint, image, base string, hostNetwork bool) {
 	port := 8080
 	if hostNetwork {
 		// The host's own network: take a port nobody uses.
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port = l.Addr().(*net.TCPAddr).Port
-		l.Close()
+		port = testutil.FreePort(t)
 	}
 	portStr := strconv.Itoa(port)
 

@@ -19,6 +19,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 func TestAgentCmdFlags(t *testing.T) {
@@ -64,12 +66,7 @@ func TestAgentServesHTTPSWithClientCerts(t *testing.T) {
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}, caCert, &key.PublicKey, caKey)
 	clientCert := tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	port := testutil.FreePort(t)
 	root := filepath.Join(dir, "root")
 	cmd := newAgentCmd()
 	cmd.SetOut(&bytes.Buffer{})

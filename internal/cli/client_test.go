@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodelet/nodelet/test/harness/apitest"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 // clientFixture is a fake agent behind its API on a unix socket.
@@ -286,12 +287,7 @@ func TestClientPortForward(t *testing.T) {
 	f := newClientFixture(t)
 	f.AddPod("default", "web", "nginx")
 	// Pick a free port, then let port-forward listen on it.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	local := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	local := testutil.FreePort(t)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := newPortForwardCmd()
