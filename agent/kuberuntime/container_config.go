@@ -462,7 +462,7 @@ func (m *Manager) generateContainerConfig(ctx context.Context, pod *v1.Pod, c *v
 		StdinOnce:   c.StdinOnce,
 		Tty:         c.TTY,
 		Linux: &runtimeapi.LinuxContainerConfig{
-			Resources:       linuxResources(pod, c),
+			Resources:       m.containerResources(pod, c),
 			SecurityContext: containerSecurityContext(pod, c),
 		},
 	}, nil
