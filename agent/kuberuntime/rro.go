@@ -24,19 +24,19 @@ type handlerFeatures struct {
 	rro  map[string]bool // by handler name; nil until a Status listed handlers
 }
 
-// handlerSupportsRRO asks the runtime's Status (at most every handlerRefresh) whether handler takes
-// recursive read-only mounts. A runtime that lists no handlers, or not this one, takes none, as the
-// kubelet judges it; a failed Status keeps what the last one said.
+// handlerSupportsRRO asks the runtime's Status (at most every handlerRefresh, failed or not)
+// whether handler takes recursive read-only mounts. A runtime that lists no handlers, or not this
+// one, takes none, as the kubelet judges it; a failed Status keeps what the last one said.
 func (m *Manager) handlerSupportsRRO(ctx context.Context, handler string) bool {
 	h := &m.handlers
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if now := m.Now(); h.read.IsZero() || now.Sub(h.read) >= handlerRefresh {
+		h.read = now
 		st, err := m.Runtime.Status(ctx, &runtimeapi.StatusRequest{})
 		if err != nil {
 			m.Log.Warn("runtime status for its handlers' features", "err", err)
 		} else {
-			h.read = now
 			h.rro = map[string]bool{}
 			for _, rh := range st.GetRuntimeHandlers() {
 				h.rro[rh.GetName()] = rh.GetFeatures().GetRecursiveReadOnlyMounts()

@@ -111,8 +111,9 @@ func TestMountsRecursiveReadOnlyPerHandler(t *testing.T) {
 	}
 }
 
-// TestHandlerFeaturesAreCached: the runtime is asked at most once per refresh period, not at all
-// for a pod that asks for no recursive read-only mount, and a failed Status keeps the last answer.
+// TestHandlerFeaturesAreCached: the runtime is asked at most once per refresh period (a failed
+// Status included), not at all for a pod that asks for no recursive read-only mount, and a failed
+// Status keeps the last answer.
 func TestHandlerFeaturesAreCached(t *testing.T) {
 	now := time.Unix(1000, 0)
 	rt := &handlersRuntime{handlers: []*runtimeapi.RuntimeHandler{rroHandler("", true)}}
@@ -138,8 +139,12 @@ func TestHandlerFeaturesAreCached(t *testing.T) {
 	}
 	rt.fail = false
 	rt.handlers = []*runtimeapi.RuntimeHandler{rroHandler("", false)}
+	if !m.SupportsRecursiveReadOnlyMounts(ctx, pod) || rt.calls.Load() != 2 {
+		t.Fatalf("a failed Status was retried within the refresh period (%d calls)", rt.calls.Load())
+	}
+	now = now.Add(handlerRefresh)
 	if m.SupportsRecursiveReadOnlyMounts(ctx, pod) {
-		t.Fatal("a changed answer was not picked up after the failed refresh")
+		t.Fatal("a changed answer was not picked up at the next refresh")
 	}
 }
 
