@@ -271,7 +271,7 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	}
 	a.syncer = &podsync.Syncer{Runtime: a.manager, Status: a.statuses, Pods: a.pods, Volumes: vols, Reasons: a.reasons,
 		Prober: a.probes, Recorder: a.events, RuntimeName: func() string { return a.runtimeName.Load().(string) }, NodeIPs: cfg.NodeIPs,
-		RootDir: cfg.RootDir, Log: log}
+		RootDir: cfg.RootDir, Log: log, RecursiveReadOnly: a.manager.SupportsRecursiveReadOnlyMounts}
 	if cfg.CgroupRoot != "" {
 		a.qos = qos.New(qos.Config{Root: cfg.CgroupRoot, PodPidsLimit: cfg.PodPidsLimit},
 			qos.Deps{Cgroups: deps.Cgroups, ActivePods: a.activePods, RuntimePods: a.runtimePodUIDs, Log: log})

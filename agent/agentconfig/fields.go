@@ -212,8 +212,16 @@ var kubeletConfigFields = lazy.Value[map[string]fieldRule]{New: func() map[strin
 		"failCgroupV1":   honoured("true refuses to start on a cgroup v1 host"),
 		"failSwapOn": honoured("true refuses to start while swap is on; unlike the kubelet, leaving it out does not " +
 			"(nodelet's default is false)"),
-		"memorySwap": {does: "pods do not use swap (NoSwap)", acceptedDoc: "swapBehavior: NoSwap",
-			allowed: []any{kubeletv1beta1.MemorySwapConfiguration{SwapBehavior: "NoSwap"}}},
+		"memorySwap": {does: "NoSwap, as the kubelet sends it in every container's resources (at creation and in-place resize): " +
+			"on cgroup v1 a memory+swap limit (memory.memsw.limit_in_bytes) equal to the memory limit, so a container with a " +
+			"memory limit swaps nothing; on cgroup v2 memory.swap.max 0 for every container. Not bounded, as with the kubelet: " +
+			"on cgroup v1 a container without a memory limit (v1 cannot bound swap alone), and every container where the kernel " +
+			"does not account swap in memory cgroups (no memory.memsw.limit_in_bytes or memory.swap.max); failSwapOn: true keeps such " +
+			"containers off swap by refusing a host with swap on. LimitedSwap (swap in proportion to a Burstable container's memory request, on cgroup v2 only) " +
+			"is not implemented: it also needs the node's swap capacity in its status, swap-aware eviction, refusing in-place " +
+			"memory resizes of swapping containers and noswap memory-backed volumes",
+			acceptedDoc: "swapBehavior: NoSwap",
+			allowed:     []any{kubeletv1beta1.MemorySwapConfiguration{SwapBehavior: "NoSwap"}}},
 		"systemReserved": honoured("cpu, memory, ephemeral-storage and pid kept from pods: subtracted from allocatable, " +
 			"and from the pods cgroup's limits when pods is enforced (--system-reserved)"),
 		"kubeReserved":         honoured("as systemReserved, for the Kubernetes daemons (--kube-reserved)"),

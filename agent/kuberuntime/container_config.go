@@ -252,7 +252,7 @@ func (m *Manager) emptyDirPath(pod *v1.Pod, name string) (string, error) {
 // makeMounts maps volumeMounts to host paths: emptyDir under the root dir, hostPath as is, the
 // volume manager's folders for the rest; a subPath (or subPathExpr, expanded with the container's
 // env) becomes a bind mount the volume manager made of the opened path.
-func (m *Manager) makeMounts(pod *v1.Pod, c *v1.Container, env map[string]string) ([]*runtimeapi.Mount, error) {
+func (m *Manager) makeMounts(ctx context.Context, pod *v1.Pod, c *v1.Container, env map[string]string) ([]*runtimeapi.Mount, error) {
 	vols := map[string]*v1.Volume{}
 	for i := range pod.Spec.Volumes {
 		vols[pod.Spec.Volumes[i].Name] = &pod.Spec.Volumes[i]
@@ -306,7 +306,11 @@ func (m *Manager) makeMounts(pod *v1.Pod, c *v1.Container, env map[string]string
 			}
 			host = p
 		}
-		mnt := &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: host, Readonly: vm.ReadOnly}
+		rro, err := m.recursiveReadOnly(ctx, pod, c.VolumeMounts[i])
+		if err != nil {
+			return nil, err
+		}
+		mnt := &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: host, Readonly: vm.ReadOnly, RecursiveReadOnly: rro}
 		if vm.MountPropagation != nil {
 			switch *vm.MountPropagation {
 			case v1.MountPropagationHostToContainer:
@@ -423,7 +427,7 @@ func (m *Manager) generateContainerConfig(ctx context.Context, pod *v1.Pod, c *v
 	if err != nil {
 		return nil, err
 	}
-	mounts, err := m.makeMounts(pod, c, vals)
+	mounts, err := m.makeMounts(ctx, pod, c, vals)
 	if err != nil {
 		return nil, err
 	}
@@ -462,7 +466,7 @@ func (m *Manager) generateContainerConfig(ctx context.Context, pod *v1.Pod, c *v
 		StdinOnce:   c.StdinOnce,
 		Tty:         c.TTY,
 		Linux: &runtimeapi.LinuxContainerConfig{
-			Resources:       linuxResources(pod, c),
+			Resources:       m.containerResources(pod, c),
 			SecurityContext: containerSecurityContext(pod, c),
 		},
 	}, nil

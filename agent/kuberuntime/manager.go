@@ -136,6 +136,7 @@ type Manager struct {
 	crashBackOff *backoff.BackOff
 	imageManager *images.Manager
 	hooks        *lifecycle.Runner
+	handlers     handlerFeatures
 }
 
 // NewManager makes a manager.

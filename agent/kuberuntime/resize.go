@@ -284,7 +284,7 @@ func (m *Manager) updateContainers(ctx context.Context, pod *v1.Pod, name v1.Res
 // containerLinuxResources are the cgroup figures a container of the pod gets, as at its creation
 // (an update carries them all, so a runtime that replaces rather than merges keeps the rest).
 func (m *Manager) containerLinuxResources(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerResources {
-	r := linuxResources(pod, c)
+	r := m.containerResources(pod, c)
 	if m.CPUs != nil {
 		r.CpusetCpus = m.CPUs.CPUSet(pod, c.Name)
 	}

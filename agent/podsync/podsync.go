@@ -113,6 +113,9 @@ type Syncer struct {
 	Recorder Recorder
 	// Now is the clock the active deadline is checked against; nil is time.Now.
 	Now func() time.Time
+	// RecursiveReadOnly tells whether the pod's runtime handler takes recursive read-only mounts,
+	// for status.containerStatuses[].volumeMounts; nil reports none.
+	RecursiveReadOnly func(ctx context.Context, pod *v1.Pod) bool
 
 	evictedMu sync.Mutex
 	evicted   map[types.UID]string // MarkEvicted's messages by pod
@@ -120,7 +123,7 @@ type Syncer struct {
 
 var _ podworkers.PodSyncer = (*Syncer)(nil)
 
-func (s *Syncer) publish(pod *v1.Pod, ps *kubecontainer.PodStatus, terminating bool) v1.PodStatus {
+func (s *Syncer) publish(ctx context.Context, pod *v1.Pod, ps *kubecontainer.PodStatus, terminating bool) v1.PodStatus {
 	old, _ := s.Status.GetPodStatus(pod.UID)
 	name := ""
 	if s.RuntimeName != nil {
@@ -133,6 +136,9 @@ func (s *Syncer) publish(pod *v1.Pod, ps *kubecontainer.PodStatus, terminating b
 	in := status.Inputs{Reasons: s.Reasons, RuntimeName: name, NodeIPs: s.NodeIPs, Now: now, Terminating: terminating}
 	if s.Prober != nil {
 		in.Probes = s.Prober
+	}
+	if s.RecursiveReadOnly != nil {
+		in.RecursiveReadOnlyMounts = s.RecursiveReadOnly(ctx, pod)
 	}
 	if s.Allocation != nil {
 		in.ResizeConditions = s.Allocation.PodResizeConditions(pod.UID, terminating)
@@ -166,7 +172,7 @@ func (s *Syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, mirr
 		pod = s.Allocation.HandlePodResourcesResize(pod)
 		s.Allocation.CheckPodResizeInProgress(pod, ps)
 	}
-	st := s.publish(pod, ps, false)
+	st := s.publish(ctx, pod, ps, false)
 	if terminal(st.Phase) {
 		return true, nil
 	}
@@ -195,7 +201,7 @@ func (s *Syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, mirr
 		if s.Allocation != nil {
 			s.Allocation.CheckPodResizeInProgress(pod, ps)
 		}
-		s.publish(pod, ps, false)
+		s.publish(ctx, pod, ps, false)
 	}
 	return false, syncErr
 }
@@ -235,7 +241,7 @@ func (s *Syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, grace *int
 	}
 	if _, ok := s.evictionMessage(pod.UID); ok {
 		// Failed/Evicted is known before the grace period runs out, as with the kubelet.
-		s.publish(pod, ps, true)
+		s.publish(ctx, pod, ps, true)
 	}
 	if err := s.Runtime.KillPod(ctx, pod, ps, grace); err != nil {
 		return err
@@ -248,7 +254,7 @@ func (s *Syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, grace *int
 			return fmt.Errorf("container %s still running after kill", c.Name)
 		}
 	}
-	s.publish(pod, ps, true)
+	s.publish(ctx, pod, ps, true)
 	if s.Cgroups != nil {
 		// The pod's requests no longer count in its QoS tier's shares.
 		if err := s.Cgroups.UpdateQoS(); err != nil {

@@ -214,6 +214,7 @@ func validateVolumeMounts(mounts []v1.VolumeMount, vols sets.Set[string], fld *f
 					v1.MountPropagationNone, v1.MountPropagationHostToContainer, v1.MountPropagationBidirectional}))
 			}
 		}
+		errs = append(errs, validateRecursiveReadOnly(m, f.Child("recursiveReadOnly"))...)
 	}
 	return errs
 }

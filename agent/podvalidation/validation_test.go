@@ -102,6 +102,19 @@ func TestValidateStaticPodRefuses(t *testing.T) {
 			p.Spec.Containers[0].VolumeMounts[0].SubPathExpr = "$(X)/.."
 		}, `spec.containers[0].volumeMounts[0].subPathExpr: Invalid value: "$(X)/.."`},
 		{"subPath and subPathExpr", func(p *v1.Pod) { p.Spec.Containers[0].VolumeMounts[0].SubPathExpr = "$(X)" }, `spec.containers[0].volumeMounts[0].subPathExpr: Invalid value: "$(X)": subPathExpr and subPath are mutually exclusive`},
+		{"recursiveReadOnly on a writable mount", func(p *v1.Pod) {
+			mode := v1.RecursiveReadOnlyEnabled
+			p.Spec.Containers[0].VolumeMounts[0].RecursiveReadOnly = &mode
+		}, `spec.containers[0].volumeMounts[0].recursiveReadOnly: Forbidden: may only be specified when readOnly is true`},
+		{"recursiveReadOnly with propagation", func(p *v1.Pod) {
+			mode, prop := v1.RecursiveReadOnlyIfPossible, v1.MountPropagationHostToContainer
+			p.Spec.Containers[0].VolumeMounts[0].ReadOnly = true
+			p.Spec.Containers[0].VolumeMounts[0].RecursiveReadOnly, p.Spec.Containers[0].VolumeMounts[0].MountPropagation = &mode, &prop
+		}, `spec.containers[0].volumeMounts[0].recursiveReadOnly: Forbidden: may only be specified when mountPropagation is None or not specified`},
+		{"recursiveReadOnly mode", func(p *v1.Pod) {
+			mode := v1.RecursiveReadOnlyMode("Always")
+			p.Spec.Containers[0].VolumeMounts[0].RecursiveReadOnly = &mode
+		}, `spec.containers[0].volumeMounts[0].recursiveReadOnly: Unsupported value: "Always"`},
 		{"requests above limits", func(p *v1.Pod) { p.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("2") }, `spec.containers[0].resources.requests[cpu]: Invalid value: "2": must be less than or equal to cpu limit of 1`},
 		{"negative limit", func(p *v1.Pod) { p.Spec.Containers[0].Resources.Limits[v1.ResourceMemory] = resource.MustParse("-1") }, `spec.containers[0].resources.limits[memory]: Invalid value: "-1"`},
 		{"termination message path relative", func(p *v1.Pod) { p.Spec.Containers[0].TerminationMessagePath = "../../x" }, `spec.containers[0].terminationMessagePath: Invalid value: "../../x"`},

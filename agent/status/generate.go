@@ -30,6 +30,8 @@ type Inputs struct {
 	// Actuated gives the resources last handed to the runtime for a container (the allocation
 	// manager's record); nil reports the allocated ones.
 	Actuated func(container string) (v1.ResourceRequirements, bool)
+	// RecursiveReadOnlyMounts: the pod's runtime handler takes recursive read-only mounts.
+	RecursiveReadOnlyMounts bool
 }
 
 // ProbeResults are the prober's answers for running containers.
@@ -132,7 +134,7 @@ func containerStatuses(pod *v1.Pod, specs []v1.Container, ps *kubecontainer.PodS
 	}
 	out := make([]v1.ContainerStatus, 0, len(specs))
 	for _, spec := range specs {
-		st := v1.ContainerStatus{Name: spec.Name, Image: spec.Image}
+		st := v1.ContainerStatus{Name: spec.Name, Image: spec.Image, VolumeMounts: volumeMountStatuses(&spec, in.RecursiveReadOnlyMounts)}
 		attempts := ps.ContainersByName(spec.Name)
 		f := false
 		if !ephemeral {

@@ -167,8 +167,11 @@ type Limits struct {
 	CPUQuota    int64  // -1: none
 	CPUPeriod   uint64
 	MemoryLimit int64 // -1: none
-	CpusetCpus  string
-	PidsMax     int64 // -1: none
+	// SwapLimit is the swap the cgroup may use beyond its memory: v2's memory.swap.max, v1's
+	// memory.memsw.limit_in_bytes less memory.limit_in_bytes. -1: unbounded, or no swap accounting.
+	SwapLimit  int64
+	CpusetCpus string
+	PidsMax    int64 // -1: none
 }
 
 // ReadLimits reads the limits of the cgroup at path.
@@ -177,7 +180,7 @@ func ReadLimits(path string) (*Limits, error) {
 }
 
 func readLimits(root, path string, unified bool) (*Limits, error) {
-	l := &Limits{CPUQuota: -1, MemoryLimit: -1, PidsMax: -1}
+	l := &Limits{CPUQuota: -1, MemoryLimit: -1, SwapLimit: -1, PidsMax: -1}
 	if unified {
 		dir := filepath.Join(root, path)
 		if w, err := readInt(filepath.Join(dir, "cpu.weight")); err == nil {
@@ -196,6 +199,9 @@ func readLimits(root, path string, unified bool) (*Limits, error) {
 		if v, err := readInt(filepath.Join(dir, "memory.max")); err == nil {
 			l.MemoryLimit = v
 		}
+		if v, err := readInt(filepath.Join(dir, "memory.swap.max")); err == nil {
+			l.SwapLimit = v
+		}
 		if v, err := readInt(filepath.Join(dir, "pids.max")); err == nil {
 			l.PidsMax = v
 		}
@@ -213,6 +219,9 @@ func readLimits(root, path string, unified bool) (*Limits, error) {
 	}
 	if v, err := readInt(filepath.Join(root, "memory", path, "memory.limit_in_bytes")); err == nil && v < 1<<62 {
 		l.MemoryLimit = v
+	}
+	if v, err := readInt(filepath.Join(root, "memory", path, "memory.memsw.limit_in_bytes")); err == nil && v < 1<<62 && l.MemoryLimit >= 0 {
+		l.SwapLimit = v - l.MemoryLimit
 	}
 	if v, err := readInt(filepath.Join(root, "pids", path, "pids.max")); err == nil {
 		l.PidsMax = v

@@ -310,14 +310,9 @@ func ApplyResources(r *specs.LinuxResources, res *runtimeapi.LinuxContainerResou
 	if v := res.GetCpusetMems(); v != "" {
 		r.CPU.Mems = v
 	}
-	if v := res.GetMemoryLimitInBytes(); v != 0 {
-		if r.Memory == nil {
-			r.Memory = &specs.LinuxMemory{}
-		}
-		r.Memory.Limit = &v
-		if sw := res.GetMemorySwapLimitInBytes(); sw != 0 {
-			r.Memory.Swap = &sw
-		}
+	h := thisHost()
+	if err := applyMemory(r, res, h); err != nil {
+		return err
 	}
 	// The kubelet sends a limit for every huge page size the node has; a runtime refuses them
 	// when the hugetlb controller is not where it manages cgroups (here: bound to v2 on a v1
@@ -328,16 +323,7 @@ func ApplyResources(r *specs.LinuxResources, res *runtimeapi.LinuxContainerResou
 	for _, h := range hugepageLimits(res) {
 		r.HugepageLimits = append(r.HugepageLimits, specs.LinuxHugepageLimit{Pagesize: h.GetPageSize(), Limit: h.GetLimit()})
 	}
-	if len(res.GetUnified()) > 0 && cgroups.Unified() {
-		r.Unified = map[string]string{}
-		for k, v := range res.GetUnified() {
-			if strings.ContainsAny(k, "/\x00") || strings.Contains(k, "..") {
-				return fmt.Errorf("unified resource %q: %w", k, errdefs.ErrInvalidArgument)
-			}
-			r.Unified[k] = v
-		}
-	}
-	return nil
+	return applyUnified(r, res, h)
 }
 
 func hugepageLimits(res *runtimeapi.LinuxContainerResources) []*runtimeapi.HugepageLimit {

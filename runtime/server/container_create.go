@@ -294,7 +294,7 @@ func (cc *containerCreate) recordCreating() error {
 		User: containerUser(cc.spec.Process.User), Creating: true,
 		Status: store.ContainerStatus{
 			State:     runtimeapi.ContainerState_CONTAINER_CREATED,
-			Resources: cfg.GetLinux().GetResources(),
+			Resources: oci.InForce(cfg.GetLinux().GetResources(), cc.spec.Linux.Resources),
 		},
 	}
 	if err := cc.s.containerDB.Put(cc.id, cc.c); err != nil {

@@ -59,7 +59,7 @@ func (s *Server) UpdateContainerResources(ctx context.Context, req *runtimeapi.U
 		}
 		proto.Merge(merged, res)
 	}
-	c.Status.Resources = merged
+	c.Status.Resources = oci.InForce(merged, &r)
 	err = s.containerDB.Put(c.ID, c)
 	c.Unlock()
 	if err != nil {
