@@ -51,6 +51,10 @@ func validateContainer(c *v1.Container, init bool, vols sets.Set[string], fld *f
 	errs = append(errs, validateProbe(c.LivenessProbe, true, fld.Child("livenessProbe"))...)
 	errs = append(errs, validateProbe(c.ReadinessProbe, false, fld.Child("readinessProbe"))...)
 	errs = append(errs, validateProbe(c.StartupProbe, true, fld.Child("startupProbe"))...)
+	if p := c.ReadinessProbe; p != nil && p.TerminationGracePeriodSeconds != nil {
+		errs = append(errs, field.Invalid(fld.Child("readinessProbe", "terminationGracePeriodSeconds"), *p.TerminationGracePeriodSeconds,
+			"must not be set for readinessProbes"))
+	}
 	errs = append(errs, validateLifecycle(c.Lifecycle, fld.Child("lifecycle"))...)
 	errs = append(errs, validateSecurityContext(c.SecurityContext, fld.Child("securityContext"))...)
 	if c.RestartPolicy != nil {
@@ -59,6 +63,25 @@ func validateContainer(c *v1.Container, init bool, vols sets.Set[string], fld *f
 		} else if *c.RestartPolicy != v1.ContainerRestartPolicyAlways {
 			errs = append(errs, field.NotSupported(fld.Child("restartPolicy"), *c.RestartPolicy,
 				[]v1.ContainerRestartPolicy{v1.ContainerRestartPolicyAlways}))
+		}
+	}
+	if init && c.RestartPolicy == nil {
+		errs = append(errs, forbidOnRunToCompletion(c, fld)...)
+	}
+	return errs
+}
+
+// forbidOnRunToCompletion refuses what only a running container can use on an init container that
+// runs to completion: neither the prober nor the hooks would ever run them, as the API server says.
+func forbidOnRunToCompletion(c *v1.Container, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"lifecycle", c.Lifecycle != nil}, {"livenessProbe", c.LivenessProbe != nil},
+		{"readinessProbe", c.ReadinessProbe != nil}, {"startupProbe", c.StartupProbe != nil}} {
+		if f.set {
+			errs = append(errs, field.Forbidden(fld.Child(f.name), "may not be set for init containers without restartPolicy=Always"))
 		}
 	}
 	return errs

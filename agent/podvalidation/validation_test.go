@@ -27,7 +27,7 @@ func goodPod() *v1.Pod {
 					Items:                []v1.KeyToPath{{Key: "a.conf", Path: "conf/a.conf"}}}}},
 				{Name: "host", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: "/var/log"}}},
 			},
-			InitContainers: []v1.Container{container("init")},
+			InitContainers: []v1.Container{initContainer("init")},
 			Containers:     []v1.Container{container("app")},
 		},
 	}
@@ -45,6 +45,13 @@ func container(name string) v1.Container {
 			Limits:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}},
 		LivenessProbe: &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Port: intstr.FromString("http")}}},
 	}
+}
+
+// initContainer runs to completion, so it has no probe.
+func initContainer(name string) v1.Container {
+	c := container(name)
+	c.LivenessProbe = nil
+	return c
 }
 
 func TestValidateStaticPodAcceptsGoodPod(t *testing.T) {
@@ -197,6 +204,22 @@ func TestValidateStaticPodRefuses(t *testing.T) {
 			a := v1.ContainerRestartPolicyAlways
 			p.Spec.Containers[0].RestartPolicy = &a
 		}, `spec.containers[0].restartPolicy: Forbidden`},
+		{"probe on an init container", func(p *v1.Pod) { p.Spec.InitContainers[0].LivenessProbe = p.Spec.Containers[0].LivenessProbe },
+			`spec.initContainers[0].livenessProbe: Forbidden: may not be set for init containers without restartPolicy=Always`},
+		{"readiness probe on an init container", func(p *v1.Pod) {
+			p.Spec.InitContainers[0].ReadinessProbe = &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"true"}}}}
+		}, `spec.initContainers[0].readinessProbe: Forbidden: may not be set for init containers without restartPolicy=Always`},
+		{"startup probe on an init container", func(p *v1.Pod) {
+			p.Spec.InitContainers[0].StartupProbe = &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"true"}}}}
+		}, `spec.initContainers[0].startupProbe: Forbidden: may not be set for init containers without restartPolicy=Always`},
+		{"hook on an init container", func(p *v1.Pod) {
+			p.Spec.InitContainers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"true"}}}}
+		}, `spec.initContainers[0].lifecycle: Forbidden: may not be set for init containers without restartPolicy=Always`},
+		{"grace period on a readiness probe", func(p *v1.Pod) {
+			g := int64(5)
+			p.Spec.Containers[0].ReadinessProbe = &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"true"}}},
+				TerminationGracePeriodSeconds: &g}
+		}, `spec.containers[0].readinessProbe.terminationGracePeriodSeconds: Invalid value: 5: must not be set for readinessProbes`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

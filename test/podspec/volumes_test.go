@@ -1,0 +1,68 @@
+package podspec
+
+const (
+	vol = "spec.volumes[]"
+	// keyed are the sources whose files are keys of a secret or config map.
+	keyed = vol + ".{secret|configMap|projected.sources[].secret|projected.sources[].configMap}"
+	// downward are the sources whose files are fields of the pod.
+	downward = vol + ".{downwardAPI|projected.sources[].downwardAPI}"
+
+	unsupportedVolume = "a container mounting it does not start: CreateContainerConfigError \"volume \\\"<name>\\\": " +
+		"unsupported volume type (emptyDir, hostPath, secret, configMap, downwardAPI and projected are)\"; " +
+		"a volume no container mounts is not set up"
+)
+
+func volumesArea() area {
+	return area{title: "Volumes", intro: "Volumes live under `<root-dir>/pods/<uid>/volumes/` in folders closed to other " +
+		"users of the host; secret, configMap, downwardAPI and projected volumes on their own tmpfs in the kubelet's atomic " +
+		"`..data` layout, refreshed in place while the pod runs. Standalone, secrets and config maps come from the " +
+		"manifest folder.", rows: []row{
+		h(vol+".name", "the volume's folder and what volumeMounts name; one path element only",
+			"agent/volumemanager.TestVolumesInRealContainers", "agent/volumemanager.TestClimbingNamesAreRefused"),
+
+		h(vol+".emptyDir.medium", "\"\": a folder on the node's disk; Memory: a tmpfs. HugePages and HugePages-<size> get a "+
+			"folder on disk, not the kubelet's hugetlbfs (a bug: they should be refused or honoured)",
+			"agent/volumemanager.TestEmptyDirMemoryAndTearDown", "agent/volumemanager.TestVolumesInRealContainers"),
+		h(vol+".emptyDir.sizeLimit", "the tmpfs's size (Memory); on disk, a pod using more is evicted",
+			"agent/volumemanager.TestVolumesInRealContainers", "agent/eviction.TestStorageOverLimit"),
+		h(vol+".hostPath.path", "the node's path, bind-mounted", "agent/volumemanager.TestVolumesInRealContainers",
+			"agent/integration.TestPodFeaturesOnNodeletRuntime"),
+		h(vol+".hostPath.type", "checked before the containers start (DirectoryOrCreate and FileOrCreate create); "+
+			"a mismatch is a FailedMount event", "agent/volumemanager.TestCheckHostPath", "agent/volumemanager.TestPrepareFailureIsAnEvent"),
+
+		h(vol+".{secret.secretName|configMap.name|projected.sources[].secret.name|projected.sources[].configMap.name}",
+			"the object in the pod's namespace (the API server's, or standalone the manifest folder's) whose keys become files",
+			"agent/volumemanager.TestPrepareWritesAPIVolumes", "agent/integration.TestWorkloadOnNodeletRuntime",
+			"agent/volumemanager.TestDirObjects"),
+		h(keyed+".items[].{key|path}", "only these keys, at these paths inside the volume (a missing key fails the mount)",
+			"agent/volumemanager.TestPrepareWritesAPIVolumes", "agent/volumemanager.TestPrepareErrors", volumeProof),
+		h(keyed+".items[].mode", "that file's mode", volumeProof),
+		h(keyed+".optional", "a missing object leaves the volume (or its part) empty instead of failing the mount",
+			"agent/volumemanager.TestPrepareWritesAPIVolumes", volumeProof),
+		h(vol+".{secret|configMap|downwardAPI|projected}.defaultMode", "the files' mode when an item sets none (default 0644)",
+			"agent/integration.TestWorkloadOnNodeletRuntime", volumeProof),
+		h(downward+".items[].path", "the file's path inside the volume", "agent/volumemanager.TestPrepareWritesAPIVolumes"),
+		h(downward+".items[].fieldRef.fieldPath", "metadata.name, namespace, uid, labels, annotations. One label or annotation by ['key'] (valid, and honoured by the kubelet) fails the mount: FailedMount "+
+			"\"volume \\\"<name>\\\": downwardAPI field \\\"metadata.labels['key']\\\" is not supported\" (a bug)",
+			"agent/volumemanager.TestPrepareWritesAPIVolumes",
+			"agent/integration.TestWorkloadOnNodeletRuntime", volumeProof),
+		na(downward+".items[].fieldRef.apiVersion", "the API version of fieldPath; only v1 is valid, which the API server "+
+			"(and static pod validation) checks"),
+		h(downward+".items[].resourceFieldRef.{containerName|resource|divisor}", "a container's limit or request, divided "+
+			"and rounded up; an unset limit shows the node's allocatable", "agent/volumemanager.TestDownwardVolumeFilesUseAllocatable",
+			"agent/integration.TestWorkloadOnNodeletRuntime"),
+		h(downward+".items[].mode", "that file's mode", volumeProof),
+		h(vol+".projected.sources[].serviceAccountToken.path", "a token of the pod's service account, requested "+
+			"(TokenRequest, bound to the pod) and refreshed at 80% of its life; needs the API server",
+			"agent/volumemanager.TestPrepareWritesAPIVolumes"),
+		h(vol+".projected.sources[].serviceAccountToken.{audience|expirationSeconds}", "the token's audience and "+
+			"lifetime (default 3607 s)", volumeProof),
+		ref(vol+".projected.sources[].{clusterTrustBundle|podCertificate}", "the pod's volumes are not made and its "+
+			"containers do not start: event FailedMount \"MountVolume.SetUp failed: volume \\\"<name>\\\": unsupported "+
+			"projection (clusterTrustBundle and podCertificate are not supported)\"", refusalProof),
+
+		ref(vol+".{persistentVolumeClaim|ephemeral|csi|image|nfs|iscsi|fc|rbd|cephfs|glusterfs|flexVolume|cinder|"+
+			"azureFile|azureDisk|awsElasticBlockStore|gcePersistentDisk|vsphereVolume|photonPersistentDisk|portworxVolume|"+
+			"scaleIO|storageos|quobyte|flocker|gitRepo}", unsupportedVolume, refusalProof, "agent/kuberuntime.TestGenerateConfigs"),
+	}}
+}
