@@ -423,6 +423,10 @@ func (m *Manager) generateContainerConfig(ctx context.Context, pod *v1.Pod, c *v
 	if err != nil {
 		return nil, err
 	}
+	userns, err := m.podUserns(ctx, pod)
+	if err != nil {
+		return nil, err
+	}
 	mounts, err := m.makeMounts(pod, c, vals)
 	if err != nil {
 		return nil, err
@@ -447,7 +451,7 @@ func (m *Manager) generateContainerConfig(ctx context.Context, pod *v1.Pod, c *v
 		}
 		return out
 	}
-	return &runtimeapi.ContainerConfig{
+	cfg := &runtimeapi.ContainerConfig{
 		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(restartCount)},
 		Image:       &runtimeapi.ImageSpec{Image: imageRef, UserSpecifiedImage: c.Image},
 		Command:     expand(c.Command),
@@ -465,5 +469,7 @@ func (m *Manager) generateContainerConfig(ctx context.Context, pod *v1.Pod, c *v
 			Resources:       linuxResources(pod, c),
 			SecurityContext: containerSecurityContext(pod, c),
 		},
-	}, nil
+	}
+	applyContainerUserns(cfg, userns)
+	return cfg, nil
 }
