@@ -209,6 +209,14 @@ func (m *Manager) record(uid types.UID, first, length uint32) error {
 	return nil
 }
 
+// Holds returns the first host ID of the range the pod holds.
+func (m *Manager) Holds(uid types.UID) (uint32, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	first, ok := m.byPod[uid]
+	return first, ok
+}
+
 // Release frees the pod's range and removes its checkpoint (the pod terminated, as the kubelet
 // frees it then).
 func (m *Manager) Release(uid types.UID) {
