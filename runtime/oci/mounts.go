@@ -101,6 +101,11 @@ func setMounts(s *specs.Spec, in SpecInput, privileged bool) error {
 			return fmt.Errorf("image volume %q: %w", v, err)
 		}
 	}
+	if in.UserNSPath != "" {
+		if err := keepLockedFlags(mounts); err != nil {
+			return err
+		}
+	}
 	s.Mounts = mounts
 	return nil
 }

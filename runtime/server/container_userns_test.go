@@ -16,6 +16,7 @@ import (
 	ggcrv1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -65,6 +66,15 @@ func TestUsernsMountsIdmapped(t *testing.T) {
 			os.Chown(filepath.Join(hostPath, "by-1000"), 1000, 1000)
 			single := filepath.Join(private, "single")
 			os.WriteFile(single, []byte("one file\n"), 0o644)
+			// A secret's tmpfs: nosuid, nodev and noexec, which a mount namespace of the pod's user
+			// namespace cannot clear, so its read-only remount must keep them.
+			secret := filepath.Join(private, "secret")
+			os.Mkdir(secret, 0o755)
+			if err := unix.Mount("tmpfs", secret, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0755,size=1m"); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { unix.Unmount(secret, unix.MNT_DETACH) })
+			os.WriteFile(filepath.Join(secret, "key"), []byte("s3cret"), 0o644)
 
 			pod := usernsPod(e, "idmapped", 300000)
 			sb := e.RunPod(pod, handler)
@@ -79,6 +89,8 @@ func TestUsernsMountsIdmapped(t *testing.T) {
 				mapped(&runtimeapi.Mount{ContainerPath: "/empty", HostPath: emptyDir}),
 				mapped(&runtimeapi.Mount{ContainerPath: "/ro", HostPath: hostPath, Readonly: true}),
 				mapped(&runtimeapi.Mount{ContainerPath: "/etc/single", HostPath: single}),
+				mapped(&runtimeapi.Mount{ContainerPath: "/secret", HostPath: secret, Readonly: true}),
+				{ContainerPath: "/secret-plain", HostPath: secret, Readonly: true},
 				{ContainerPath: "/plain", HostPath: plain},
 			}
 			c := e.RunContainer(sb, pod, cfg)
@@ -126,8 +138,19 @@ func TestUsernsMountsIdmapped(t *testing.T) {
 					t.Errorf("%s on the host is owned by %s, want %s", p, got, want)
 				}
 			}
-			if _, code := exec("touch", "/ro/nope"); code == 0 {
-				t.Error("a read-only idmapped mount took a write")
+			for _, p := range []string{"/ro/nope", "/secret/nope", "/secret-plain/nope"} {
+				if _, code := exec("touch", p); code == 0 {
+					t.Errorf("a read-only mount took a write to %s", p)
+				}
+			}
+			if got := must("cat", "/secret/key", "/secret-plain/key"); got != "s3crets3cret" {
+				t.Errorf("secret reads %q", got)
+			}
+			for _, l := range strings.Split(must("cat", "/proc/self/mountinfo"), "\n") {
+				if f := strings.Fields(l); len(f) > 5 && (f[4] == "/secret" || f[4] == "/secret-plain") &&
+					!(strings.Contains(f[5], "ro,") && strings.Contains(f[5], "nosuid") && strings.Contains(f[5], "nodev") && strings.Contains(f[5], "noexec")) {
+					t.Errorf("%s is mounted %s", f[4], f[5])
+				}
 			}
 			// A mount the pod's mappings are not on is a plain bind: its root writes as 300000.
 			must("touch", "/plain/by-pod-root")
