@@ -95,7 +95,7 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 		cc.writeSpec,
 		cc.recordCreating,
 		cc.createUnderConmon,
-		cc.detachIdmappedMounts,
+		cc.detachIdmappedClones,
 		cc.recordCreated,
 	} {
 		if err := step(); err != nil {

@@ -83,7 +83,7 @@ func (s *Server) idmappedMountsDir(containerID string) string {
 // of its host path. Only the pod's own mappings can be applied (they are the user namespace the
 // clone is mapped with), only in a pod that has one, and only with private propagation: a clone
 // is a mount of its own, so nothing would propagate to or from it.
-func (cc *containerCreate) idmapMounts() (retErr error) {
+func (cc *containerCreate) idmapMounts() error {
 	mounts := cc.specCfg.GetMounts()
 	if !slices.ContainsFunc(mounts, hasIDMappings) {
 		return nil
@@ -138,8 +138,8 @@ func (cc *containerCreate) idmapMounts() (retErr error) {
 	return nil
 }
 
-// detachIdmappedMounts drops the attached clones once the container holds its own copies.
-func (cc *containerCreate) detachIdmappedMounts() error {
+// detachIdmappedClones drops the attached clones once the container holds its own copies.
+func (cc *containerCreate) detachIdmappedClones() error {
 	return detachIdmappedMounts(cc.s.idmappedMountsDir(cc.id))
 }
 
