@@ -62,6 +62,17 @@ func TestHostUsersFalseStaticPods(t *testing.T) {
 		}
 		return false
 	})
+	// As the kubelet shows it: Pending, the container waiting in ContainerCreating.
+	h.eventually("plain Pending, its container creating", func() bool {
+		for _, p := range h.agent.Pods() {
+			if p.Name == "plain-node1" {
+				cs := p.Status.ContainerStatuses
+				return p.Status.Phase == v1.PodPending && len(cs) == 1 && cs[0].State.Waiting != nil &&
+					cs[0].State.Waiting.Reason == "ContainerCreating"
+			}
+		}
+		return false
+	})
 	if n := len(h.cri.Sandboxes()); n != 1 {
 		t.Fatalf("%d sandboxes, want only isolated's", n)
 	}
