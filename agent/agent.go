@@ -53,6 +53,7 @@ import (
 	"github.com/nodelet/nodelet/agent/stats"
 	"github.com/nodelet/nodelet/agent/status"
 	"github.com/nodelet/nodelet/agent/syncloop"
+	"github.com/nodelet/nodelet/agent/userns"
 	"github.com/nodelet/nodelet/agent/volumemanager"
 )
 
@@ -136,6 +137,7 @@ type Agent struct {
 	qos        *qos.Manager // nil when the runtime places pods (no cgroup root)
 	cpus       *cpumanager.Manager
 	alloc      *allocation.Manager
+	userns     *userns.Manager
 
 	runtimeName atomic.Value // string
 }
@@ -222,6 +224,10 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 			Recorder: a.events, Evicted: metrics.Evicted, Log: log, PodCleanedUp: a.podCleanedUp,
 			StorageStats: a.stats.PodStats})
 	a.probes = prober.New(a.runtime, a.events, log)
+	if a.userns, err = userns.New(userns.Config{RootDir: cfg.RootDir, MaxPods: cfg.MaxPods,
+		Handlers: userns.RuntimeHandlers{Runtime: a.runtime}, Log: log}); err != nil {
+		return nil, a.closeWith(fmt.Errorf("create user namespace manager: %w", err))
+	}
 	serialize := cfg.SerializeImagePulls
 	a.manager = kuberuntime.NewManager(kuberuntime.Deps{
 		Runtime: a.runtime, Images: imageService, Recorder: a.events, Reasons: a.reasons, Log: log,
@@ -230,6 +236,7 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 		Credentials: &credentials.Keyring{Secrets: vols}, Probes: a.probes, Allocatable: allocatable,
 		ImagePulls: images.Options{SerializeImagePulls: &serialize, MaxParallelImagePulls: cfg.MaxParallelImagePulls,
 			Used: a.imageGC.MarkUsed},
+		Userns: a.userns,
 	})
 	if a.cpus.Policy() == cpumanager.PolicyStatic {
 		a.manager.CPUs = a.cpus
@@ -271,7 +278,7 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	}
 	a.syncer = &podsync.Syncer{Runtime: a.manager, Status: a.statuses, Pods: a.pods, Volumes: vols, Reasons: a.reasons,
 		Prober: a.probes, Recorder: a.events, RuntimeName: func() string { return a.runtimeName.Load().(string) }, NodeIPs: cfg.NodeIPs,
-		RootDir: cfg.RootDir, Log: log, RecursiveReadOnly: a.manager.SupportsRecursiveReadOnlyMounts}
+		RootDir: cfg.RootDir, Userns: a.userns, Log: log, RecursiveReadOnly: a.manager.SupportsRecursiveReadOnlyMounts}
 	if cfg.CgroupRoot != "" {
 		a.qos = qos.New(qos.Config{Root: cfg.CgroupRoot, PodPidsLimit: cfg.PodPidsLimit},
 			qos.Deps{Cgroups: deps.Cgroups, ActivePods: a.activePods, RuntimePods: a.runtimePodUIDs, Log: log})

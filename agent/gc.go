@@ -157,12 +157,16 @@ func (a *Agent) cleanupOrphanedPodDirs(ctx context.Context, gone func(types.UID)
 	for _, rp := range rps {
 		inRuntime[rp.ID] = true
 	}
-	removed, err := a.vols.CleanupOrphans(func(uid types.UID) bool { return inRuntime[uid] || !gone(uid) })
+	keep := func(uid types.UID) bool { return inRuntime[uid] || !gone(uid) }
+	removed, err := a.vols.CleanupOrphans(keep)
 	for _, uid := range removed {
 		a.log.Info("removed orphaned pod folder", "uid", uid)
 	}
 	if err != nil {
 		a.log.Warn("orphaned pod folders", "err", err)
+	}
+	if err := a.userns.CleanupOrphans(keep); err != nil {
+		a.log.Warn("orphaned pod user namespace allocations", "err", err)
 	}
 }
 

@@ -146,7 +146,11 @@ var kubeletConfigFields = lazy.Value[map[string]fieldRule]{New: func() map[strin
 		"podsPerCore":           honoured("the pods capacity is at most this many per CPU, below maxPods (--pods-per-core)"),
 		"allowedUnsafeSysctls":  honoured("unsafe sysctls pods may set"),
 		"seccompDefault":        only("pods without a seccomp profile run Unconfined, as the field's default says", false),
-		"userNamespaces":        only("pods with hostUsers: false get the runtime's mapping of 65536 IDs; another size is not implemented"),
+		"userNamespaces": {does: "pods with hostUsers: false get 65536 host IDs each, above the host's first 65536 or from the " +
+			"kubelet user's subordinate IDs, recorded in pods/<uid>/userns; another idsPerPod is not implemented",
+			acceptedDoc: "idsPerPod: 65536 (0 or left out means 65536)",
+			allowed: []any{kubeletv1beta1.UserNamespaces{}, kubeletv1beta1.UserNamespaces{IDsPerPod: new(int64(0))},
+				kubeletv1beta1.UserNamespaces{IDsPerPod: new(int64(65536))}}},
 
 		// Logs.
 		"podLogsDir":                  honoured("where containers' logs are written (--pod-logs-dir)"),

@@ -427,6 +427,10 @@ func (m *Manager) generateContainerConfig(ctx context.Context, pod *v1.Pod, c *v
 	if err != nil {
 		return nil, err
 	}
+	userns, err := m.podUserns(ctx, pod)
+	if err != nil {
+		return nil, err
+	}
 	mounts, err := m.makeMounts(ctx, pod, c, vals)
 	if err != nil {
 		return nil, err
@@ -451,7 +455,7 @@ func (m *Manager) generateContainerConfig(ctx context.Context, pod *v1.Pod, c *v
 		}
 		return out
 	}
-	return &runtimeapi.ContainerConfig{
+	cfg := &runtimeapi.ContainerConfig{
 		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(restartCount)},
 		Image:       &runtimeapi.ImageSpec{Image: imageRef, UserSpecifiedImage: c.Image},
 		Command:     expand(c.Command),
@@ -469,5 +473,7 @@ func (m *Manager) generateContainerConfig(ctx context.Context, pod *v1.Pod, c *v
 			Resources:       m.containerResources(pod, c),
 			SecurityContext: containerSecurityContext(pod, c),
 		},
-	}, nil
+	}
+	applyContainerUserns(cfg, userns)
+	return cfg, nil
 }

@@ -82,6 +82,8 @@ type Deps struct {
 	// CPUs gives each container its cpuset at creation (the CPU manager's static policy); nil
 	// leaves it to the runtime.
 	CPUs CPUSets
+	// Userns gives hostUsers:false pods their user namespace; nil refuses such pods.
+	Userns UserNamespaces
 }
 
 // CPUSets places containers on CPUs (*cpumanager.Manager).

@@ -88,8 +88,12 @@ func namespaceOptions(pod *v1.Pod) *runtimeapi.NamespaceOption {
 }
 
 // generatePodSandboxConfig translates the pod into the CRI sandbox config.
-func (m *Manager) generatePodSandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSandboxConfig, error) {
+func (m *Manager) generatePodSandboxConfig(ctx context.Context, pod *v1.Pod, attempt uint32) (*runtimeapi.PodSandboxConfig, error) {
 	logDir, err := m.podLogsDir(pod)
+	if err != nil {
+		return nil, err
+	}
+	userns, err := m.podUserns(ctx, pod)
 	if err != nil {
 		return nil, err
 	}
@@ -118,6 +122,7 @@ func (m *Manager) generatePodSandboxConfig(pod *v1.Pod, attempt uint32) (*runtim
 		}
 	}
 	lsc := &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: namespaceOptions(pod)}
+	lsc.NamespaceOptions.UsernsOptions = userns
 	if psc := pod.Spec.SecurityContext; psc != nil {
 		if psc.RunAsUser != nil {
 			lsc.RunAsUser = &runtimeapi.Int64Value{Value: *psc.RunAsUser}
@@ -172,7 +177,7 @@ func copyMap(in map[string]string) map[string]string {
 
 // createPodSandbox makes the pod's log directory and runs its sandbox.
 func (m *Manager) createPodSandbox(ctx context.Context, pod *v1.Pod, attempt uint32) (string, *runtimeapi.PodSandboxConfig, error) {
-	cfg, err := m.generatePodSandboxConfig(pod, attempt)
+	cfg, err := m.generatePodSandboxConfig(ctx, pod, attempt)
 	if err != nil {
 		return "", nil, err
 	}

@@ -1,6 +1,7 @@
 package kuberuntime
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -62,7 +63,7 @@ func TestSandboxConfigCarriesPodResources(t *testing.T) {
 	pod := testPod(v1.RestartPolicyAlways, nil, "a")
 	pod.Spec.Overhead = v1.ResourceList{v1.ResourceMemory: resource.MustParse("100Mi")}
 	pod.Spec.Containers[0].Resources.Limits = v1.ResourceList{v1.ResourceMemory: resource.MustParse("200Mi")}
-	sb, err := f.m.generatePodSandboxConfig(pod, 0)
+	sb, err := f.m.generatePodSandboxConfig(context.Background(), pod, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,7 +75,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *kubecontaine
 			podIPs = sandboxIPs(st.Status)
 		}
 	}
-	sandboxCfg, err := m.generatePodSandboxConfig(pod, plan.Attempt)
+	sandboxCfg, err := m.generatePodSandboxConfig(ctx, pod, plan.Attempt)
 	if err != nil {
 		return err
 	}

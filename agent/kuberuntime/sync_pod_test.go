@@ -95,7 +95,7 @@ func TestGenerateConfigs(t *testing.T) {
 	c.Command = []string{"sh", "-c", "$(B)"}
 	pod.Spec.Volumes = []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
 	c.VolumeMounts = []v1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}
-	sb, err := f.m.generatePodSandboxConfig(pod, 0)
+	sb, err := f.m.generatePodSandboxConfig(context.Background(), pod, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

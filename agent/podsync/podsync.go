@@ -87,6 +87,12 @@ type Allocation interface {
 	RemovePod(uid types.UID)
 }
 
+// UserNamespaces holds the ranges of host IDs of hostUsers:false pods (*userns.Manager).
+type UserNamespaces interface {
+	// Release frees the pod's range once it has terminated, as the kubelet does.
+	Release(uid types.UID)
+}
+
 // Pods finds mirror pods (*podmanager.Manager).
 type Pods interface {
 	GetMirrorPodByPod(pod *v1.Pod) (*v1.Pod, bool)
@@ -103,7 +109,9 @@ type Syncer struct {
 	Cgroups PodCgroups
 	// Allocation, when set, has pods synced as allocated (in-place resize).
 	Allocation Allocation
-	Reasons    *kubecontainer.ReasonCache
+	// Userns, when set, frees the user namespace ranges of terminated pods.
+	Userns  UserNamespaces
+	Reasons *kubecontainer.ReasonCache
 	// RuntimeName prefixes container IDs in statuses; read per sync since it is learnt after start.
 	RuntimeName func() string
 	NodeIPs     []string
@@ -270,8 +278,11 @@ func (s *Syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, grace *int
 func (s *Syncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, deleted bool) error {
 	if !deleted {
 		if s.Volumes != nil {
-			return s.Volumes.TearDownVolumes(pod.UID)
+			if err := s.Volumes.TearDownVolumes(pod.UID); err != nil {
+				return err
+			}
 		}
+		s.releaseUserns(pod.UID)
 		return nil
 	}
 	ps, err := s.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
@@ -284,6 +295,7 @@ func (s *Syncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, deleted boo
 	if err := s.removePodDir(pod.UID); err != nil {
 		return err
 	}
+	s.releaseUserns(pod.UID)
 	if s.Volumes != nil {
 		s.Volumes.Forget(pod.UID)
 	}
@@ -350,3 +362,11 @@ func (s *Syncer) removePodDir(uid types.UID) error {
 }
 
 func terminal(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.PodFailed }
+
+// releaseUserns frees the range of a pod whose containers are all gone: no process runs with its
+// IDs any more.
+func (s *Syncer) releaseUserns(uid types.UID) {
+	if s.Userns != nil {
+		s.Userns.Release(uid)
+	}
+}

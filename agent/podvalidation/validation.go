@@ -67,6 +67,7 @@ func validatePodSpec(spec *v1.PodSpec, fld *field.Path) field.ErrorList {
 	errs = append(errs, validateDNS(spec, fld)...)
 	errs = append(errs, validateHostAliases(spec.HostAliases, fld.Child("hostAliases"))...)
 	errs = append(errs, validatePodSecurityContext(spec.SecurityContext, fld.Child("securityContext"))...)
+	errs = append(errs, validateHostUsers(spec, fld)...)
 	errs = append(errs, metav1validation.ValidateLabels(spec.NodeSelector, fld.Child("nodeSelector"))...)
 	errs = append(errs, ValidateTolerations(spec.Tolerations, fld.Child("tolerations"))...)
 	if n := spec.RuntimeClassName; n != nil {

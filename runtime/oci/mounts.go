@@ -101,6 +101,11 @@ func setMounts(s *specs.Spec, in SpecInput, privileged bool) error {
 			return fmt.Errorf("image volume %q: %w", v, err)
 		}
 	}
+	if in.UserNSPath != "" {
+		if err := keepLockedFlags(mounts); err != nil {
+			return err
+		}
+	}
 	s.Mounts = mounts
 	return nil
 }
@@ -115,6 +120,10 @@ func criMount(m *runtimeapi.Mount) (specs.Mount, string, error) {
 	}
 	if !filepath.IsAbs(src) {
 		return specs.Mount{}, "", fmt.Errorf("mount host path %q: %w", src, errdefs.ErrInvalidArgument)
+	}
+	if len(m.GetUidMappings()) > 0 || len(m.GetGidMappings()) > 0 {
+		// The server turns mapped mounts into idmapped clones; one left here would be bound unmapped.
+		return specs.Mount{}, "", fmt.Errorf("mount %q: uid_mappings and gid_mappings are not applied here: %w", dst, errdefs.ErrInvalidArgument)
 	}
 	if _, err := os.Stat(src); os.IsNotExist(err) {
 		// The kubelet creates volume dirs; hostPath volumes of type "" expect the runtime to.

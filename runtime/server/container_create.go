@@ -91,9 +91,11 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 		cc.placeLogs,
 		cc.placeCgroup,
 		cc.prepareImageVolumes,
+		cc.idmapMounts,
 		cc.writeSpec,
 		cc.recordCreating,
 		cc.createUnderConmon,
+		cc.detachIdmappedClones,
 		cc.recordCreated,
 	} {
 		if err := step(); err != nil {

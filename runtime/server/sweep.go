@@ -40,6 +40,9 @@ func (s *Server) sweepOrphans(ctx context.Context) {
 	if err := s.sweepSandboxes(ctx); err != nil {
 		s.log.Error("sweep of orphaned sandboxes", "err", err)
 	}
+	if err := s.sweepIdmappedMounts(); err != nil {
+		s.log.Error("sweep of idmapped mounts", "err", err)
+	}
 }
 
 // sweepContainers removes what container IDs no record owns left behind.
