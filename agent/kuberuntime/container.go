@@ -96,6 +96,11 @@ func (m *Manager) startContainer(ctx context.Context, sandboxID string, sandboxC
 // container whose process namespace it joins.
 func (m *Manager) startContainerTargeting(ctx context.Context, sandboxID string, sandboxCfg *runtimeapi.PodSandboxConfig,
 	pod *v1.Pod, c *v1.Container, status *kubecontainer.PodStatus, podIPs []string, targetID string) error {
+	// The image volumes first, as the kubelet pulls them before the containers' images.
+	imageVols, err := m.pullImageVolumes(ctx, pod, c, sandboxCfg)
+	if err != nil {
+		return err
+	}
 	imageRef, err := m.imageManager.EnsureImageExists(ctx, pod, c, sandboxCfg)
 	if err != nil {
 		return err
@@ -108,7 +113,7 @@ func (m *Manager) startContainerTargeting(ctx context.Context, sandboxID string,
 	if cs := status.FindContainerStatusByName(c.Name); cs != nil {
 		restartCount = cs.RestartCount + 1
 	}
-	cfg, err := m.generateContainerConfig(ctx, pod, c, restartCount, imageRef, podIPs)
+	cfg, err := m.generateContainerConfigWith(ctx, pod, c, restartCount, imageRef, podIPs, imageVols)
 	if err != nil {
 		m.Recorder.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
 		return &configGenError{err}
