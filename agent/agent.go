@@ -466,7 +466,8 @@ func (a *Agent) learnRuntime(ctx context.Context) error {
 
 // admit rejects new pods the node's pressure refuses (Evicted), then those whose sysctls the node
 // does not allow (SysctlForbidden), then those beyond --max-pods, then those the kubelet's general
-// predicates refuse (resources, node affinity, host ports, NoExecute taints…), in the kubelet's order.
+// predicates refuse (resources, node affinity, host ports, NoExecute taints…), in the kubelet's order,
+// then those asking for DRA devices (FailedPrepareDynamicResources: no DRA driver here).
 func (a *Agent) admit(pod *v1.Pod, active []*v1.Pod) error {
 	if a.eviction != nil { // nil only in tests that assemble an Agent by hand
 		if reason, msg := a.eviction.Admit(pod); reason != "" {
@@ -486,6 +487,9 @@ func (a *Agent) admit(pod *v1.Pod, active []*v1.Pod) error {
 		return fmt.Errorf("node has reached its pod limit of %d", a.cfg.MaxPods)
 	}
 	if r := a.admission.Admit(pod, running); !r.Admit {
+		return &syncloop.AdmitError{Reason: r.Reason, Message: r.Message}
+	}
+	if r := admission.AdmitResourceClaims(pod); !r.Admit {
 		return &syncloop.AdmitError{Reason: r.Reason, Message: r.Message}
 	}
 	// Last, as the kubelet's topology admit handler: it takes CPUs, which a later refusal would

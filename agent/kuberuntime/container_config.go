@@ -251,8 +251,10 @@ func (m *Manager) emptyDirPath(pod *v1.Pod, name string) (string, error) {
 
 // makeMounts maps volumeMounts to host paths: emptyDir under the root dir, hostPath as is, the
 // volume manager's folders for the rest; a subPath (or subPathExpr, expanded with the container's
-// env) becomes a bind mount the volume manager made of the opened path.
-func (m *Manager) makeMounts(ctx context.Context, pod *v1.Pod, c *v1.Container, env map[string]string) ([]*runtimeapi.Mount, error) {
+// env) becomes a bind mount the volume manager made of the opened path. An image volume has no host
+// path: its mount names the pulled image (in imageVols) for the runtime to mount read-only, and
+// its subPath a folder of the image.
+func (m *Manager) makeMounts(ctx context.Context, pod *v1.Pod, c *v1.Container, env map[string]string, imageVols imageVolumes) ([]*runtimeapi.Mount, error) {
 	vols := map[string]*v1.Volume{}
 	for i := range pod.Spec.Volumes {
 		vols[pod.Spec.Volumes[i].Name] = &pod.Spec.Volumes[i]
@@ -267,7 +269,13 @@ func (m *Manager) makeMounts(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 			return nil, err
 		}
 		var host string
+		var image *runtimeapi.ImageSpec
 		switch {
+		case vol.Image != nil:
+			if image = imageVols[vol.Name]; image == nil {
+				return nil, fmt.Errorf("volume %q: image %q is not pulled", vol.Name, vol.Image.Reference)
+			}
+			vm.ReadOnly = true
 		case vol.EmptyDir != nil:
 			var err error
 			if host, err = m.emptyDirPath(pod, vol.Name); err != nil {
@@ -286,7 +294,7 @@ func (m *Manager) makeMounts(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 				p, ok = m.Volumes.Path(pod, vol.Name)
 			}
 			if !ok {
-				return nil, fmt.Errorf("volume %q: unsupported volume type (emptyDir, hostPath, secret, configMap, downwardAPI and projected are)", vol.Name)
+				return nil, fmt.Errorf("volume %q: unsupported volume type (emptyDir, hostPath, image, secret, configMap, downwardAPI and projected are)", vol.Name)
 			}
 			host = p
 			// API-backed volumes are read-only in the container, as with the kubelet.
@@ -296,7 +304,11 @@ func (m *Manager) makeMounts(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 		if vm.SubPathExpr != "" {
 			sub = expandVars(vm.SubPathExpr, env)
 		}
-		if sub != "" {
+		if sub != "" && image != nil {
+			if err := imageVolumeSubPath(sub); err != nil {
+				return nil, fmt.Errorf("volume mount %q: %w", vm.Name, err)
+			}
+		} else if sub != "" {
 			if m.SubPaths == nil {
 				return nil, fmt.Errorf("volume mount %q: subPath needs the volume manager", vm.Name)
 			}
@@ -311,6 +323,9 @@ func (m *Manager) makeMounts(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 			return nil, err
 		}
 		mnt := &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: host, Readonly: vm.ReadOnly, RecursiveReadOnly: rro}
+		if image != nil {
+			mnt.Image, mnt.ImageSubPath = image, sub
+		}
 		if vm.MountPropagation != nil {
 			switch *vm.MountPropagation {
 			case v1.MountPropagationHostToContainer:
@@ -423,6 +438,13 @@ func containerSecurityContext(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxCon
 
 // generateContainerConfig translates one container of the pod into its CRI config.
 func (m *Manager) generateContainerConfig(ctx context.Context, pod *v1.Pod, c *v1.Container, restartCount int, imageRef string, podIPs []string) (*runtimeapi.ContainerConfig, error) {
+	return m.generateContainerConfigWith(ctx, pod, c, restartCount, imageRef, podIPs, nil)
+}
+
+// generateContainerConfigWith is generateContainerConfig for a container whose image volumes
+// were pulled (pullImageVolumes).
+func (m *Manager) generateContainerConfigWith(ctx context.Context, pod *v1.Pod, c *v1.Container, restartCount int, imageRef string,
+	podIPs []string, imageVols imageVolumes) (*runtimeapi.ContainerConfig, error) {
 	envs, vals, err := m.makeEnv(ctx, pod, c, podIPs)
 	if err != nil {
 		return nil, err
@@ -431,7 +453,7 @@ func (m *Manager) generateContainerConfig(ctx context.Context, pod *v1.Pod, c *v
 	if err != nil {
 		return nil, err
 	}
-	mounts, err := m.makeMounts(ctx, pod, c, vals)
+	mounts, err := m.makeMounts(ctx, pod, c, vals, imageVols)
 	if err != nil {
 		return nil, err
 	}

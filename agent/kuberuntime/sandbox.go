@@ -97,11 +97,15 @@ func (m *Manager) generatePodSandboxConfig(ctx context.Context, pod *v1.Pod, att
 	if err != nil {
 		return nil, err
 	}
+	hostname, err := m.sandboxHostname(pod)
+	if err != nil {
+		return nil, err
+	}
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{
 			Name: pod.Name, Namespace: pod.Namespace, Uid: string(pod.UID), Attempt: attempt,
 		},
-		Hostname:     podHostname(pod),
+		Hostname:     hostname,
 		LogDirectory: logDir,
 		DnsConfig:    m.DNS.PodDNS(pod),
 		Labels:       newSandboxLabels(pod),
