@@ -234,6 +234,7 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	if a.cpus.Policy() == cpumanager.PolicyStatic {
 		a.manager.CPUs = a.cpus
 	}
+	a.manager.SeccompDefault = cfg.SeccompDefault
 	if a.client == nil && cfg.PodManifestPath != "" {
 		// Standalone: RuntimeClasses sit beside the static pod manifests too.
 		a.runtimeClasses = config.NewRuntimeClassSet()

@@ -145,7 +145,7 @@ var kubeletConfigFields = lazy.Value[map[string]fieldRule]{New: func() map[strin
 		"maxPods":               honoured("the most pods the node runs; its pods capacity"),
 		"podsPerCore":           honoured("the pods capacity is at most this many per CPU, below maxPods (--pods-per-core)"),
 		"allowedUnsafeSysctls":  honoured("unsafe sysctls pods may set"),
-		"seccompDefault":        only("pods without a seccomp profile run Unconfined, as the field's default says", false),
+		"seccompDefault":        honoured("true runs containers that name no seccomp profile (in the pod or the container) RuntimeDefault instead of Unconfined"),
 		"userNamespaces":        only("pods with hostUsers: false get the runtime's mapping of 65536 IDs; another size is not implemented"),
 
 		// Logs.

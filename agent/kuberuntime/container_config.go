@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,11 +20,42 @@ import (
 
 // The paths the kubelet masks and makes read-only in every unprivileged container. Runtimes such as
 // containerd use the list they are sent as is, so sending none would expose /proc/kcore and friends.
+// The masked ones also include each CPU's thermal_throttle folder the machine has, whose counters
+// tell of the host's load; they are looked up once, on first use.
 var (
-	defaultMaskedPaths = []string{"/proc/asound", "/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
-		"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware", "/sys/devices/virtual/powercap"}
+	kubeletMaskedPaths = sync.OnceValue(func() []string {
+		paths := []string{"/proc/asound", "/proc/acpi", "/proc/interrupts", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+			"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware", "/sys/devices/virtual/powercap"}
+		return append(paths, thermalThrottlePaths("/sys/devices/system/cpu")...)
+	})
 	defaultReadonlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
 )
+
+func defaultMaskedPaths() []string { return append([]string(nil), kubeletMaskedPaths()...) }
+
+// thermalThrottlePaths lists <cpuDir>/cpu<N>/thermal_throttle that exist, by CPU number.
+func thermalThrottlePaths(cpuDir string) []string {
+	entries, err := os.ReadDir(cpuDir)
+	if err != nil {
+		return nil
+	}
+	var cpus []int
+	for _, e := range entries {
+		n, err := strconv.Atoi(strings.TrimPrefix(e.Name(), "cpu"))
+		if err != nil || !strings.HasPrefix(e.Name(), "cpu") || n < 0 {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(cpuDir, e.Name(), "thermal_throttle")); err == nil {
+			cpus = append(cpus, n)
+		}
+	}
+	sort.Ints(cpus)
+	out := make([]string, 0, len(cpus))
+	for _, n := range cpus {
+		out = append(out, filepath.Join(cpuDir, "cpu"+strconv.Itoa(n), "thermal_throttle"))
+	}
+	return out
+}
 
 const (
 	cpuPeriod      = 100000
@@ -376,9 +408,6 @@ func containerSecurityContext(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxCon
 		if psc.FSGroup != nil {
 			sc.SupplementalGroups = append(sc.SupplementalGroups, *psc.FSGroup)
 		}
-		if psc.SeccompProfile != nil {
-			sc.Seccomp = seccompProfile(psc.SeccompProfile)
-		}
 	}
 	csc := c.SecurityContext
 	if csc != nil {
@@ -406,19 +435,16 @@ func containerSecurityContext(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxCon
 				sc.Capabilities.DropCapabilities = append(sc.Capabilities.DropCapabilities, string(d))
 			}
 		}
-		if csc.SeccompProfile != nil {
-			sc.Seccomp = seccompProfile(csc.SeccompProfile)
-		}
-	}
-	if !sc.Privileged {
-		sc.MaskedPaths = append([]string(nil), defaultMaskedPaths...)
-		sc.ReadonlyPaths = append([]string(nil), defaultReadonlyPaths...)
 	}
 	return sc
 }
 
 // generateContainerConfig translates one container of the pod into its CRI config.
 func (m *Manager) generateContainerConfig(ctx context.Context, pod *v1.Pod, c *v1.Container, restartCount int, imageRef string, podIPs []string) (*runtimeapi.ContainerConfig, error) {
+	sc := containerSecurityContext(pod, c)
+	if err := m.containerSecurityProfiles(pod, c, sc); err != nil {
+		return nil, err
+	}
 	envs, vals, err := m.makeEnv(ctx, pod, c, podIPs)
 	if err != nil {
 		return nil, err
@@ -463,7 +489,7 @@ func (m *Manager) generateContainerConfig(ctx context.Context, pod *v1.Pod, c *v
 		Tty:         c.TTY,
 		Linux: &runtimeapi.LinuxContainerConfig{
 			Resources:       linuxResources(pod, c),
-			SecurityContext: containerSecurityContext(pod, c),
+			SecurityContext: sc,
 		},
 	}, nil
 }

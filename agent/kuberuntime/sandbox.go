@@ -117,7 +117,11 @@ func (m *Manager) generatePodSandboxConfig(pod *v1.Pod, attempt uint32) (*runtim
 			})
 		}
 	}
-	lsc := &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: namespaceOptions(pod)}
+	// The sandbox runs RuntimeDefault whatever the pod's profile, as with the kubelet: the
+	// profile is meant for the pod's containers, and one strict enough for them may not let the
+	// runtime's pod process (a pause container) run at all.
+	lsc := &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: namespaceOptions(pod),
+		Seccomp: &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}}
 	if psc := pod.Spec.SecurityContext; psc != nil {
 		if psc.RunAsUser != nil {
 			lsc.RunAsUser = &runtimeapi.Int64Value{Value: *psc.RunAsUser}
@@ -129,9 +133,7 @@ func (m *Manager) generatePodSandboxConfig(pod *v1.Pod, attempt uint32) (*runtim
 		if psc.FSGroup != nil {
 			lsc.SupplementalGroups = append(lsc.SupplementalGroups, *psc.FSGroup)
 		}
-		if sp := psc.SeccompProfile; sp != nil {
-			lsc.Seccomp = seccompProfile(sp)
-		}
+		lsc.SelinuxOptions = seLinuxOption(psc.SELinuxOptions)
 	}
 	for _, c := range pod.Spec.Containers {
 		if c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {
@@ -148,18 +150,6 @@ func (m *Manager) generatePodSandboxConfig(pod *v1.Pod, attempt uint32) (*runtim
 	}
 	cfg.Linux = linux
 	return cfg, nil
-}
-
-func seccompProfile(sp *v1.SeccompProfile) *runtimeapi.SecurityProfile {
-	switch sp.Type {
-	case v1.SeccompProfileTypeRuntimeDefault:
-		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}
-	case v1.SeccompProfileTypeLocalhost:
-		if sp.LocalhostProfile != nil {
-			return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: *sp.LocalhostProfile}
-		}
-	}
-	return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}
 }
 
 func copyMap(in map[string]string) map[string]string {
