@@ -138,6 +138,9 @@ type Agent struct {
 	alloc      *allocation.Manager
 
 	runtimeName atomic.Value // string
+
+	// appArmor refuses pods asking for AppArmor where the kernel does not enforce it.
+	appArmor *admission.AppArmor
 }
 
 // New builds the agent and every part of it; nothing runs until Run.
@@ -253,6 +256,7 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	}
 	a.admission = admission.New(admission.AnyWay(ownNode,
 		admission.LocalNode(cfg.NodeName, cfg.NodeLabels, cfg.RegisterWithTaints)), allocatable)
+	a.appArmor = admission.NewAppArmor(nil)
 	a.pods = podmanager.New()
 	a.statuses = status.NewManager(a.client, a.pods, log)
 	a.config = config.NewPodConfig(log)
@@ -460,7 +464,8 @@ func (a *Agent) learnRuntime(ctx context.Context) error {
 
 // admit rejects new pods the node's pressure refuses (Evicted), then those whose sysctls the node
 // does not allow (SysctlForbidden), then those beyond --max-pods, then those the kubelet's general
-// predicates refuse (resources, node affinity, host ports, NoExecute taints…), in the kubelet's order.
+// predicates refuse (resources, node affinity, host ports, NoExecute taints…), then those asking for
+// AppArmor the host cannot enforce, in the kubelet's order.
 func (a *Agent) admit(pod *v1.Pod, active []*v1.Pod) error {
 	if a.eviction != nil { // nil only in tests that assemble an Agent by hand
 		if reason, msg := a.eviction.Admit(pod); reason != "" {
@@ -481,6 +486,11 @@ func (a *Agent) admit(pod *v1.Pod, active []*v1.Pod) error {
 	}
 	if r := a.admission.Admit(pod, running); !r.Admit {
 		return &syncloop.AdmitError{Reason: r.Reason, Message: r.Message}
+	}
+	if a.appArmor != nil { // nil only in tests that assemble an Agent by hand
+		if r := a.appArmor.Admit(pod); !r.Admit {
+			return &syncloop.AdmitError{Reason: r.Reason, Message: r.Message}
+		}
 	}
 	// Last, as the kubelet's topology admit handler: it takes CPUs, which a later refusal would
 	// have to give back.
