@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -241,4 +244,43 @@ func procPaths(procMount *v1.ProcMountType) (masked, readonly []string) {
 		return []string{}, []string{}
 	}
 	return defaultMaskedPaths(), append([]string(nil), defaultReadonlyPaths...)
+}
+
+// The paths the kubelet masks and makes read-only in every unprivileged container. Runtimes such as
+// containerd use the list they are sent as is, so sending none would expose /proc/kcore and friends.
+// The masked ones also include each CPU's thermal_throttle folder the machine has, whose counters
+// tell of the host's load; they are looked up once, on first use.
+var (
+	kubeletMaskedPaths = sync.OnceValue(func() []string {
+		paths := []string{"/proc/asound", "/proc/acpi", "/proc/interrupts", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+			"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware", "/sys/devices/virtual/powercap"}
+		return append(paths, thermalThrottlePaths("/sys/devices/system/cpu")...)
+	})
+	defaultReadonlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
+)
+
+func defaultMaskedPaths() []string { return append([]string(nil), kubeletMaskedPaths()...) }
+
+// thermalThrottlePaths lists <cpuDir>/cpu<N>/thermal_throttle that exist, by CPU number.
+func thermalThrottlePaths(cpuDir string) []string {
+	entries, err := os.ReadDir(cpuDir)
+	if err != nil {
+		return nil
+	}
+	var cpus []int
+	for _, e := range entries {
+		n, err := strconv.Atoi(strings.TrimPrefix(e.Name(), "cpu"))
+		if err != nil || !strings.HasPrefix(e.Name(), "cpu") || n < 0 {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(cpuDir, e.Name(), "thermal_throttle")); err == nil {
+			cpus = append(cpus, n)
+		}
+	}
+	sort.Ints(cpus)
+	out := make([]string, 0, len(cpus))
+	for _, n := range cpus {
+		out = append(out, filepath.Join(cpuDir, "cpu"+strconv.Itoa(n), "thermal_throttle"))
+	}
+	return out
 }
