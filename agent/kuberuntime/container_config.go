@@ -17,14 +17,6 @@ import (
 	"github.com/nodelet/nodelet/agent/internal/podpath"
 )
 
-// The paths the kubelet masks and makes read-only in every unprivileged container. Runtimes such as
-// containerd use the list they are sent as is, so sending none would expose /proc/kcore and friends.
-var (
-	defaultMaskedPaths = []string{"/proc/asound", "/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
-		"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware", "/sys/devices/virtual/powercap"}
-	defaultReadonlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
-)
-
 const (
 	cpuPeriod      = 100000
 	minShares      = 2
@@ -395,9 +387,6 @@ func containerSecurityContext(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxCon
 		if psc.FSGroup != nil {
 			sc.SupplementalGroups = append(sc.SupplementalGroups, *psc.FSGroup)
 		}
-		if psc.SeccompProfile != nil {
-			sc.Seccomp = seccompProfile(psc.SeccompProfile)
-		}
 	}
 	csc := c.SecurityContext
 	if csc != nil {
@@ -425,13 +414,6 @@ func containerSecurityContext(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxCon
 				sc.Capabilities.DropCapabilities = append(sc.Capabilities.DropCapabilities, string(d))
 			}
 		}
-		if csc.SeccompProfile != nil {
-			sc.Seccomp = seccompProfile(csc.SeccompProfile)
-		}
-	}
-	if !sc.Privileged {
-		sc.MaskedPaths = append([]string(nil), defaultMaskedPaths...)
-		sc.ReadonlyPaths = append([]string(nil), defaultReadonlyPaths...)
 	}
 	return sc
 }
@@ -445,6 +427,10 @@ func (m *Manager) generateContainerConfig(ctx context.Context, pod *v1.Pod, c *v
 // were pulled (pullImageVolumes).
 func (m *Manager) generateContainerConfigWith(ctx context.Context, pod *v1.Pod, c *v1.Container, restartCount int, imageRef string,
 	podIPs []string, imageVols imageVolumes) (*runtimeapi.ContainerConfig, error) {
+	sc := containerSecurityContext(pod, c)
+	if err := m.containerSecurityProfiles(pod, c, sc); err != nil {
+		return nil, err
+	}
 	envs, vals, err := m.makeEnv(ctx, pod, c, podIPs)
 	if err != nil {
 		return nil, err
@@ -493,7 +479,7 @@ func (m *Manager) generateContainerConfigWith(ctx context.Context, pod *v1.Pod, 
 		Tty:         c.TTY,
 		Linux: &runtimeapi.LinuxContainerConfig{
 			Resources:       m.containerResources(pod, c),
-			SecurityContext: containerSecurityContext(pod, c),
+			SecurityContext: sc,
 		},
 	}
 	applyContainerUserns(cfg, userns)
