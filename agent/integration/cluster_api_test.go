@@ -146,9 +146,10 @@ func clusterAPIScenario(t *testing.T, e *env, hostNetwork bool) {
 	})
 
 	t.Run("port-forward", func(t *testing.T) {
-		local := freePort(t)
+		// kubectl picks and binds the local port itself (":remote") and says which: a port picked
+		// here beforehand could be taken by another process first.
 		cmd := exec.Command(filepath.Join(kubeBinDir(), "kubectl"), "--kubeconfig", admin, "port-forward",
-			"--address", "127.0.0.1", "pod/talker", fmt.Sprintf("%d:%d", local, httpPort))
+			"--address", "127.0.0.1", "pod/talker", fmt.Sprintf(":%d", httpPort))
 		stdout, _ := cmd.StdoutPipe()
 		cmd.Stderr = cmd.Stdout
 		if err := cmd.Start(); err != nil {
@@ -161,20 +162,23 @@ func clusterAPIScenario(t *testing.T, e *env, hostNetwork bool) {
 			var seen []string
 			for sc.Scan() {
 				seen = append(seen, sc.Text())
-				if strings.HasPrefix(sc.Text(), "Forwarding from") {
-					ready <- ""
+				if from, ok := strings.CutPrefix(sc.Text(), "Forwarding from 127.0.0.1:"); ok {
+					local, _, _ := strings.Cut(from, " ")
+					ready <- local
 					io.Copy(io.Discard, stdout)
 					return
 				}
 			}
-			ready <- strings.Join(seen, "\n")
+			t.Logf("kubectl port-forward said: %s", strings.Join(seen, "\n"))
+			close(ready)
 		}()
-		if out := <-ready; out != "" {
-			t.Fatalf("kubectl port-forward ended: %s", out)
+		local, ok := <-ready
+		if !ok {
+			t.Fatal("kubectl port-forward ended before forwarding")
 		}
 		var body string
 		eventually(t, "a page through the forwarded port", func() bool {
-			resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", local))
+			resp, err := http.Get("http://127.0.0.1:" + local + "/")
 			if err != nil {
 				return false
 			}

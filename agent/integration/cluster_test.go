@@ -17,11 +17,14 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -34,6 +37,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 func kubeBinDir() string {
@@ -120,17 +125,11 @@ current-context: test
 	return path
 }
 
-func freePort(t testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+func freePort(t testing.TB) int { return testutil.FreePort(t) }
 
-// startProc runs a control plane binary with its log in dir; it is killed at cleanup.
-func startProc(t testing.TB, dir, bin string, args ...string) {
+// startProc runs a control plane binary with its log in dir; it is killed at cleanup. The
+// returned channel closes when the process exits.
+func startProc(t testing.TB, dir, bin string, args ...string) <-chan struct{} {
 	t.Helper()
 	path := filepath.Join(kubeBinDir(), bin)
 	if _, err := os.Stat(path); err != nil {
@@ -146,21 +145,58 @@ func startProc(t testing.TB, dir, bin string, args ...string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); logf.Close(); close(done) }()
 	t.Cleanup(func() {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
 		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
+		case <-done: // exited and reaped: its process group ID may belong to someone else now
+		default:
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+			select {
+			case <-done:
+			case <-time.After(15 * time.Second):
+				syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				<-done
+			}
 		}
 		if t.Failed() {
 			b, _ := os.ReadFile(filepath.Join(dir, bin+".log"))
 			t.Logf("%s log:\n%s", bin, tail(string(b), 20))
 		}
 	})
+	return done
+}
+
+// startOnFreePorts starts a component on ports picked for it. A port picked in advance can be
+// taken by another process before the component binds it; the component then exits, and it is
+// started again on new ports (three tries). ready tells the component answers on its ports.
+func startOnFreePorts(t testing.TB, nports int, start func(ports []int) <-chan struct{}, ready func(ports []int) bool) []int {
+	t.Helper()
+	for try := 1; ; try++ {
+		ports := make([]int, nports)
+		for i := range ports {
+			ports[i] = freePort(t)
+		}
+		exited := start(ports)
+		for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			if ready(ports) {
+				return ports
+			}
+			select {
+			case <-exited:
+			default:
+				if time.Now().Before(deadline) {
+					continue
+				}
+				t.Fatalf("a control plane component did not answer on ports %v within 90 s", ports)
+			}
+			break
+		}
+		if try == 3 {
+			t.Fatalf("a control plane component exited before it answered, three times (ports %v last)", ports)
+		}
+		t.Logf("a control plane component exited before it answered on ports %v (taken?): starting it on new ports", ports)
+	}
 }
 
 // startControlPlane starts etcd, kube-apiserver, kube-controller-manager and kube-scheduler on
@@ -200,41 +236,42 @@ func startControlPlanePKI(t testing.TB, dir string) (string, *pki) {
 	pub, _ := x509.MarshalPKIXPublicKey(&saKey.PublicKey)
 	writePEM(t, filepath.Join(dir, "sa.pub"), "PUBLIC KEY", pub)
 
-	etcdPort, peerPort, apiPort := freePort(t), freePort(t), freePort(t)
-	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdPort)
-	startProc(t, dir, "etcd", "--data-dir", filepath.Join(dir, "etcd"), "--listen-client-urls", etcdURL,
-		"--advertise-client-urls", etcdURL, "--listen-peer-urls", "http://127.0.0.1:"+strconv.Itoa(peerPort),
-		"--initial-advertise-peer-urls", "http://127.0.0.1:"+strconv.Itoa(peerPort),
-		"--initial-cluster", "default=http://127.0.0.1:"+strconv.Itoa(peerPort), "--log-level", "warn")
-	server := "https://127.0.0.1:" + strconv.Itoa(apiPort)
-	startProc(t, dir, "kube-apiserver", "--etcd-servers", etcdURL, "--bind-address", "127.0.0.1",
-		"--advertise-address", "127.0.0.1", "--secure-port", strconv.Itoa(apiPort),
-		"--tls-cert-file", filepath.Join(dir, "apiserver.crt"), "--tls-private-key-file", filepath.Join(dir, "apiserver.key"),
-		"--client-ca-file", filepath.Join(dir, "ca.crt"), "--service-account-key-file", filepath.Join(dir, "sa.pub"),
-		"--service-account-signing-key-file", filepath.Join(dir, "sa.key"), "--service-account-issuer", "https://kubernetes.default.svc",
-		"--service-cluster-ip-range", "10.0.0.0/24", "--authorization-mode", "Node,RBAC", "--cert-dir", filepath.Join(dir, "apiserver-certs"),
-		"--kubelet-client-certificate", filepath.Join(dir, "kubelet-client.crt"), "--kubelet-client-key", filepath.Join(dir, "kubelet-client.key"),
-		"--kubelet-certificate-authority", filepath.Join(dir, "ca.crt"), "--kubelet-preferred-address-types", "InternalIP,Hostname")
-	admin := p.kubeconfig(t, "admin", server)
-	client := kubeClient(t, admin)
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		if _, err := client.Discovery().ServerVersion(); err == nil {
-			if _, err := client.CoreV1().Namespaces().Get(context.Background(), "kube-node-lease", metav1.GetOptions{}); err == nil {
-				break
-			}
+	var etcdURL string
+	startOnFreePorts(t, 2, func(ports []int) <-chan struct{} {
+		etcdURL = "http://127.0.0.1:" + strconv.Itoa(ports[0])
+		peerURL := "http://127.0.0.1:" + strconv.Itoa(ports[1])
+		return startProc(t, dir, "etcd", "--data-dir", filepath.Join(dir, "etcd-"+strconv.Itoa(ports[0])), "--listen-client-urls", etcdURL,
+			"--advertise-client-urls", etcdURL, "--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
+			"--initial-cluster", "default="+peerURL, "--log-level", "warn")
+	}, func([]int) bool { return etcdHealthy(etcdURL) })
+	var admin string
+	var client kubernetes.Interface
+	startOnFreePorts(t, 1, func(ports []int) <-chan struct{} {
+		server := "https://127.0.0.1:" + strconv.Itoa(ports[0])
+		admin = p.kubeconfig(t, "admin", server)
+		client = kubeClient(t, admin)
+		return startProc(t, dir, "kube-apiserver", "--etcd-servers", etcdURL, "--bind-address", "127.0.0.1",
+			"--advertise-address", "127.0.0.1", "--secure-port", strconv.Itoa(ports[0]),
+			"--tls-cert-file", filepath.Join(dir, "apiserver.crt"), "--tls-private-key-file", filepath.Join(dir, "apiserver.key"),
+			"--client-ca-file", filepath.Join(dir, "ca.crt"), "--service-account-key-file", filepath.Join(dir, "sa.pub"),
+			"--service-account-signing-key-file", filepath.Join(dir, "sa.key"), "--service-account-issuer", "https://kubernetes.default.svc",
+			"--service-cluster-ip-range", "10.0.0.0/24", "--authorization-mode", "Node,RBAC", "--cert-dir", filepath.Join(dir, "apiserver-certs"),
+			"--kubelet-client-certificate", filepath.Join(dir, "kubelet-client.crt"), "--kubelet-client-key", filepath.Join(dir, "kubelet-client.key"),
+			"--kubelet-certificate-authority", filepath.Join(dir, "ca.crt"), "--kubelet-preferred-address-types", "InternalIP,Hostname")
+	}, func([]int) bool {
+		if _, err := client.Discovery().ServerVersion(); err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("kube-apiserver did not come up")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	startProc(t, dir, "kube-controller-manager", "--kubeconfig", admin, "--bind-address", "127.0.0.1",
-		"--secure-port", strconv.Itoa(freePort(t)), "--service-account-private-key-file", filepath.Join(dir, "sa.key"),
+		_, err := client.CoreV1().Namespaces().Get(context.Background(), "kube-node-lease", metav1.GetOptions{})
+		return err == nil
+	})
+	// The controller-manager and the scheduler serve nothing the tests use: no port (0), so none
+	// can be lost to another process between picking and binding it.
+	startProc(t, dir, "kube-controller-manager", "--kubeconfig", admin,
+		"--secure-port", "0", "--service-account-private-key-file", filepath.Join(dir, "sa.key"),
 		"--root-ca-file", filepath.Join(dir, "ca.crt"), "--use-service-account-credentials=false", "--leader-elect=false",
 		"--cluster-signing-cert-file", filepath.Join(dir, "ca.crt"), "--cluster-signing-key-file", filepath.Join(dir, "ca.key"))
-	startProc(t, dir, "kube-scheduler", "--kubeconfig", admin, "--bind-address", "127.0.0.1",
-		"--secure-port", strconv.Itoa(freePort(t)), "--leader-elect=false")
+	startProc(t, dir, "kube-scheduler", "--kubeconfig", admin, "--secure-port", "0", "--leader-elect=false")
 	// Pods can be created once the controller-manager made the default service account, which
 	// admission looks up.
 	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(100 * time.Millisecond) {
@@ -246,6 +283,19 @@ func startControlPlanePKI(t testing.TB, dir string) (string, *pki) {
 		}
 	}
 	return admin, p
+}
+
+// etcdHealthy tells etcd answers its health check at url: a process that took the port first
+// would not.
+func etcdHealthy(url string) bool {
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get(url + "/health")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	return resp.StatusCode == http.StatusOK && strings.Contains(string(b), `"health":"true"`)
 }
 
 func kubeClient(t testing.TB, kubeconfig string) kubernetes.Interface {
@@ -387,5 +437,21 @@ func clusterScenario(t *testing.T, e *env, hostNetwork bool) {
 	lease, err := client.CoordinationV1().Leases("kube-node-lease").Get(ctx, "e2e", metav1.GetOptions{})
 	if err != nil || lease.Spec.RenewTime == nil {
 		t.Fatalf("lease %v %v", lease, err)
+	}
+}
+
+// A component that exits before it answers (its port was taken) is started again on new ports.
+func TestClusterStartOnFreePortsRetries(t *testing.T) {
+	var tries [][]int
+	ports := startOnFreePorts(t, 2, func(ports []int) <-chan struct{} {
+		tries = append(tries, ports)
+		exited := make(chan struct{})
+		if len(tries) == 1 {
+			close(exited)
+		}
+		return exited
+	}, func([]int) bool { return len(tries) == 2 })
+	if len(tries) != 2 || !slices.Equal(ports, tries[1]) || slices.Equal(tries[0], tries[1]) {
+		t.Fatalf("tries %v, ports %v: want a second start on other ports", tries, ports)
 	}
 }
