@@ -117,8 +117,10 @@ func (m *Manager) makeEnv(ctx context.Context, pod *v1.Pod, c *v1.Container, pod
 				v, found, err = m.keyRef(ctx, pod.Namespace, src.ConfigMapKeyRef.Name, src.ConfigMapKeyRef.Key, src.ConfigMapKeyRef.Optional, false)
 			case src.SecretKeyRef != nil:
 				v, found, err = m.keyRef(ctx, pod.Namespace, src.SecretKeyRef.Name, src.SecretKeyRef.Key, src.SecretKeyRef.Optional, true)
+			case src.FileKeyRef != nil:
+				err = errors.New("valueFrom.fileKeyRef is not supported")
 			default:
-				err = fmt.Errorf("env %s: unsupported valueFrom", e.Name)
+				err = errors.New("unsupported valueFrom")
 			}
 			if err != nil {
 				return nil, nil, fmt.Errorf("env %s: %w", e.Name, err)

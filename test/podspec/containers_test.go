@@ -44,8 +44,8 @@ func containersArea() area {
 		h(anyContainer+".env[].valueFrom.secretKeyRef.{name|key}", "the key of the secret in the pod's namespace", containerProof),
 		h(anyContainer+".env[].valueFrom.secretKeyRef.optional", "a missing secret or key leaves the variable out", containerProof),
 		ref(anyContainer+".env[].valueFrom.fileKeyRef", "static pods: \"spec.containers[<i>].env[<j>].valueFrom.fileKeyRef: "+
-			"Forbidden: is not supported for static pods\"; other pods: CreateContainerConfigError \"env <name>: env <name>: "+
-			"unsupported valueFrom\"", "test/podspec.TestFileKeyRefIsRefused"),
+			"Forbidden: is not supported for static pods\"; other pods: CreateContainerConfigError \"env <name>: "+
+			"valueFrom.fileKeyRef is not supported\"", "test/podspec.TestFileKeyRefIsRefused"),
 		h(anyContainer+".envFrom[].{configMapRef|secretRef}.name", "every key of the config map or secret becomes a variable",
 			"agent/kuberuntime.TestEnvFromReachesTheContainerConfig", "agent/kuberuntime.TestEnvFromOnTheRealRuntime"),
 		h(anyContainer+".envFrom[].{configMapRef|secretRef}.optional", "a missing config map or secret is skipped", containerProof),
