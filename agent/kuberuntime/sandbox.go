@@ -103,7 +103,7 @@ func (m *Manager) generatePodSandboxConfig(ctx context.Context, pod *v1.Pod, att
 		},
 		Hostname:     podHostname(pod),
 		LogDirectory: logDir,
-		DnsConfig:    m.DNS.PodDNS(pod),
+		DnsConfig:    m.podDNS(pod),
 		Labels:       newSandboxLabels(pod),
 		Annotations:  copyMap(pod.Annotations),
 	}

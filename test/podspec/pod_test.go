@@ -12,10 +12,14 @@ func podArea() area {
 		h("spec.dnsPolicy", "ClusterFirst (the cluster DNS, <ns>.svc.<domain> searches, ndots:5; the host's resolver "+
 			"for hostNetwork pods or without clusterDNS), ClusterFirstWithHostNet, Default (the host's resolv.conf), "+
 			"None, as the sandbox's DNS config", sandboxProof, "agent/kuberuntime.TestGenerateConfigs"),
-		h("spec.dnsConfig.nameservers", "appended to the sandbox's DNS servers; unlike the kubelet, more than 3 in all are "+
-			"not cut (the resolver uses the first 3)", sandboxProof),
-		h("spec.dnsConfig.searches", "appended to the search domains; unlike the kubelet, more than 32 are not cut", sandboxProof),
-		h("spec.dnsConfig.options[].name", "appended to the resolver options", sandboxProof),
+		h("spec.dnsConfig.nameservers", "appended to the sandbox's DNS servers, duplicates left out; past 3 in all the "+
+			"rest are cut with a DNSConfigForming warning event, as the kubelet's", sandboxProof,
+			"agent/kuberuntime.TestPodDNSFitsResolverLimits"),
+		h("spec.dnsConfig.searches", "appended to the search domains, duplicates left out; past 32 paths or 2048 "+
+			"characters, the last are cut, and paths longer than 253 dropped, with a DNSConfigForming warning event",
+			sandboxProof, "agent/kuberuntime.TestPodDNSFitsResolverLimits"),
+		h("spec.dnsConfig.options[].name", "added to the resolver options; one the policy already sets (ndots) takes "+
+			"the pod's value", sandboxProof, "agent/kuberuntime.TestPodDNSFitsResolverLimits"),
 		h("spec.dnsConfig.options[].value", "written as name:value", sandboxProof),
 		h("spec.hostname", "the sandbox's hostname (default: the pod's name, cut to 63 characters) and its /etc/hosts line",
 			sandboxProof, "agent/kuberuntime.TestEtcHostsManaged", "agent/integration.TestPodFeaturesOnNodeletRuntime"),
