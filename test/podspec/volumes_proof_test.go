@@ -53,7 +53,9 @@ func TestAPIVolumeFieldsReachTheFiles(t *testing.T) {
 			{Name: "d", VolumeSource: v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{DefaultMode: ptr(int32(0o444)),
 				Items: []v1.DownwardAPIVolumeFile{
 					{Path: "labels", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.labels"}, Mode: ptr(int32(0o600))},
-					{Path: "note", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.annotations"}}}}}},
+					{Path: "note", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.annotations"}},
+					{Path: "app", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.labels['app']"}},
+					{Path: "one-note", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.annotations['note']"}}}}}},
 			{Name: "p", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{DefaultMode: ptr(int32(0o400)),
 				Sources: []v1.VolumeProjection{
 					{ServiceAccountToken: &v1.ServiceAccountTokenProjection{Audience: "vault", ExpirationSeconds: ptr(int64(7200)), Path: "token"}},
@@ -79,8 +81,10 @@ func TestAPIVolumeFieldsReachTheFiles(t *testing.T) {
 		{"s", "dir/x", "A", 0o600},
 		{"c", "a", "ca", 0o640},
 		{"c", "b", "cb", 0o640},
-		{"d", "labels", "app=\"x\"\n", 0o600},
-		{"d", "note", "note=\"hi\"\n", 0o444},
+		{"d", "labels", "app=\"x\"", 0o600},
+		{"d", "note", "note=\"hi\"", 0o444},
+		{"d", "app", "x", 0o444},
+		{"d", "one-note", "hi", 0o444},
 		{"p", "token", "tok", 0o400},
 		{"p", "b", "cb", 0o604},
 		{"p", "ns", "ns", 0o644},

@@ -42,9 +42,9 @@ func volumesArea() area {
 		h(vol+".{secret|configMap|downwardAPI|projected}.defaultMode", "the files' mode when an item sets none (default 0644)",
 			"agent/integration.TestWorkloadOnNodeletRuntime", volumeProof),
 		h(downward+".items[].path", "the file's path inside the volume", "agent/volumemanager.TestPrepareWritesAPIVolumes"),
-		h(downward+".items[].fieldRef.fieldPath", "metadata.name, namespace, uid, labels, annotations. One label or annotation by ['key'] (valid, and honoured by the kubelet) fails the mount: FailedMount "+
-			"\"volume \\\"<name>\\\": downwardAPI field \\\"metadata.labels['key']\\\" is not supported\" (a bug)",
-			"agent/volumemanager.TestPrepareWritesAPIVolumes",
+		h(downward+".items[].fieldRef.fieldPath", "metadata.name, namespace, uid; labels and annotations as key=\"value\" "+
+			"lines; one label or annotation by ['key'] as its bare value (empty when unset), as the kubelet writes them",
+			"agent/volumemanager.TestPrepareWritesAPIVolumes", "agent/volumemanager.TestDownwardSubscriptedFields",
 			"agent/integration.TestWorkloadOnNodeletRuntime", volumeProof),
 		na(downward+".items[].fieldRef.apiVersion", "the API version of fieldPath; only v1 is valid, which the API server "+
 			"(and static pod validation) checks"),
