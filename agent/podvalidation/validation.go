@@ -68,6 +68,8 @@ func validatePodSpec(spec *v1.PodSpec, fld *field.Path) field.ErrorList {
 	errs = append(errs, validateHostAliases(spec.HostAliases, fld.Child("hostAliases"))...)
 	errs = append(errs, validatePodSecurityContext(spec.SecurityContext, fld.Child("securityContext"))...)
 	errs = append(errs, validateHostUsers(spec, fld)...)
+	_, refused := unsupported(spec, fld, false)
+	errs = append(errs, refused...)
 	errs = append(errs, metav1validation.ValidateLabels(spec.NodeSelector, fld.Child("nodeSelector"))...)
 	errs = append(errs, ValidateTolerations(spec.Tolerations, fld.Child("tolerations"))...)
 	if n := spec.RuntimeClassName; n != nil {

@@ -96,14 +96,16 @@ func containersArea() area {
 			"restarted, probed; it is killed together with the app containers (the kubelet stops sidecars after "+
 			"them, in reverse order)", "agent/kuberuntime.TestComputePodActionsSidecarLiveness",
 			"agent/status.TestSidecarConditions", "agent/integration.TestWorkloadOnNodeletRuntime"),
-		ign("spec.containers[].restartPolicy", "static pods refuse it (\"spec.containers[<i>].restartPolicy: Forbidden: may not "+
-			"be set for non-init containers\"); from the API server (ContainerRestartRules gate) it is ignored and the "+
-			"pod's restartPolicy applies"),
+		ref("spec.containers[].restartPolicy", "\"spec.containers[<i>].restartPolicy: Forbidden: may not be set for "+
+			"non-init containers\": static pods are refused when read, pods from the API server at admission (Failed, reason "+
+			"ContainerRestartRulesNotSupported): the kubelet 1.34 leaves the ContainerRestartRules gate off", unsupportedProof...),
 		ref("spec.ephemeralContainers[].restartPolicy", "CreateContainerConfigError \"invalid ephemeral container: "+
 			"spec.ephemeralContainers[<i>].restartPolicy: Forbidden: may not be set for non-init containers\"",
 			"agent/podvalidation.TestValidateEphemeralContainersRefuses"),
-		ign(appOrInit+".restartPolicyRules[]", "the kubelet (ContainerRestartRules gate) restarts or not by exit code; the "+
-			"agent ignores the rules"),
+		ref(appOrInit+".restartPolicyRules[]", "\"spec.containers[<i>].restartPolicyRules: Forbidden: is not supported on "+
+			"this node\" (initContainers alike): static pods are refused when read, pods from the API server at admission "+
+			"(Failed, reason ContainerRestartRulesNotSupported; the ContainerRestartRules gate is off in the kubelet 1.34)",
+			unsupportedProof...),
 		ref("spec.ephemeralContainers[].restartPolicyRules[]", ephemeralRefusal),
 
 		h("spec.ephemeralContainers[].targetContainerName", "the debug container joins that container's PID namespace "+

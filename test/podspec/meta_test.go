@@ -7,6 +7,10 @@ const (
 	refusalProof   = "test/podspec.TestUnsupportedVolumeIsRefused"
 )
 
+// unsupportedProof are the tests of the fields refused for static pods and at admission.
+var unsupportedProof = []string{"agent/podvalidation.TestValidateStaticPodRefusesUnsupportedFields",
+	"agent/admission.TestUnsupportedFields"}
+
 func metaArea() area {
 	return area{title: "Object metadata and annotations", rows: []row{
 		h("metadata.name", "the pod's name in the CRI sandbox metadata and labels, its log folder and its status; "+

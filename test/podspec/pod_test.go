@@ -26,7 +26,9 @@ func podArea() area {
 		h("spec.subdomain", "the pod's FQDN <hostname>.<subdomain>.<ns>.svc.<domain> in its /etc/hosts",
 			"agent/kuberuntime.TestEtcHostsManaged"),
 		ign("spec.setHostnameAsFQDN", "the kubelet sets the sandbox's hostname to the pod's FQDN; the agent keeps the short name"),
-		ign("spec.hostnameOverride", "the kubelet (HostnameOverride gate) makes it the pod's hostname over hostname and subdomain"),
+		ref("spec.hostnameOverride", "\"spec.hostnameOverride: Forbidden: is not supported on this node\": static pods are "+
+			"refused when read, pods from the API server at admission (Failed, reason HostnameOverrideNotSupported); the "+
+			"kubelet 1.34 leaves the HostnameOverride gate off", unsupportedProof...),
 		h("spec.hostAliases[].ip", "a line of the pod's /etc/hosts (also for hostNetwork pods, after the node's)",
 			"agent/kuberuntime.TestEtcHostsManaged", "agent/kuberuntime.TestEtcHostsHostNetwork"),
 		h("spec.hostAliases[].hostnames", "the names on that line", "agent/kuberuntime.TestEtcHostsManaged"),
@@ -56,8 +58,10 @@ func podArea() area {
 			"agent/kuberuntime.TestSandboxConfigCarriesPodResources", "agent/cm/qos.TestPodLimits", "agent/admission.TestResources"),
 		h("spec.readinessGates[].conditionType", "the pod is Ready only when each named condition in its status is True "+
 			"(reason ReadinessGatesNotReady otherwise)", "agent/status.TestReadinessGatesAndOthersConditions"),
-		ign("spec.resources", "pod-level resources: admission and the pod cgroup take them through the resource helpers, "+
-			"but the QoS class, the containers' limits and the downward API do not; untested as a whole"),
+		ref("spec.resources", "pod-level resources are not applied to the QoS class, the containers' limits and eviction, "+
+			"so a pod setting them does not run: \"spec.resources: Forbidden: pod-level resources are not supported on the "+
+			"node\" (static pods, when read; pods from the API server at admission, Failed with the kubelet's reason "+
+			"PodLevelResourcesNotSupported)", unsupportedProof...),
 		ign("spec.resourceClaims[]", "the kubelet prepares the claims' devices through DRA drivers (NodePrepareResources) "+
 			"and gives them to the containers naming them; the agent prepares nothing"),
 		h("spec.os.name", "another OS than this node's is rejected at admission (PodOSNotSupported)", "agent/admission.TestOS"),
