@@ -425,6 +425,9 @@ func containerSecurityContext(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxCon
 
 // generateContainerConfig translates one container of the pod into its CRI config.
 func (m *Manager) generateContainerConfig(ctx context.Context, pod *v1.Pod, c *v1.Container, restartCount int, imageRef string, podIPs []string) (*runtimeapi.ContainerConfig, error) {
+	if err := refuseVolumeDevices(c); err != nil {
+		return nil, err
+	}
 	envs, vals, err := m.makeEnv(ctx, pod, c, podIPs)
 	if err != nil {
 		return nil, err

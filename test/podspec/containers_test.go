@@ -65,8 +65,9 @@ func containersArea() area {
 			"agent/volumemanager.TestSubPathSymlinkEscape", "agent/integration.TestWorkloadOnNodeletRuntime"),
 		ref("spec.ephemeralContainers[].volumeMounts[].{subPath|subPathExpr}", ephemeralRefusal,
 			"agent/podvalidation.TestValidateEphemeralContainersRefuses"),
-		ign(anyContainer+".volumeDevices[]", "the kubelet maps a block PersistentVolumeClaim's device at devicePath; "+
-			"the agent neither maps it nor refuses the container"),
+		ref(anyContainer+".volumeDevices[]", "nodelet maps no block devices: the container does not start, "+
+			"CreateContainerConfigError \"volumeDevices: volume \\\"<name>\\\" at <devicePath>: block volumes are not supported\"",
+			"test/podspec.TestVolumeDevicesAreRefused"),
 
 		// Ports.
 		h(appOrInit+".ports[].containerPort", "app containers' ports become the sandbox's port mappings (as with the "+
