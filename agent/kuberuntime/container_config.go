@@ -480,5 +480,8 @@ func (m *Manager) generateContainerConfig(ctx context.Context, pod *v1.Pod, c *v
 		},
 	}
 	applyContainerUserns(cfg, userns)
+	if cfg.Linux.SecurityContext.SupplementalGroupsPolicy, err = m.supplementalGroupsPolicy(ctx, pod); err != nil {
+		return nil, err
+	}
 	return cfg, nil
 }

@@ -123,6 +123,7 @@ func (m *Manager) generatePodSandboxConfig(ctx context.Context, pod *v1.Pod, att
 	}
 	lsc := &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: namespaceOptions(pod)}
 	lsc.NamespaceOptions.UsernsOptions = userns
+	lsc.SupplementalGroupsPolicy = podSupplementalGroupsPolicy(pod)
 	if psc := pod.Spec.SecurityContext; psc != nil {
 		if psc.RunAsUser != nil {
 			lsc.RunAsUser = &runtimeapi.Int64Value{Value: *psc.RunAsUser}

@@ -181,6 +181,7 @@ func containerStatuses(pod *v1.Pod, specs []v1.Container, ps *kubecontainer.PodS
 			st.ImageID = cur.ImageID
 		}
 		st.ContainerID = containerID(in.RuntimeName, cur.ID)
+		st.User = cur.User
 		st.Resources = statusResources(&spec, cur, st.ContainerID, oldSt, in.Actuated)
 		switch cur.State {
 		case kubecontainer.StateRunning:
