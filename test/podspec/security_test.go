@@ -23,8 +23,9 @@ func securityArea() area {
 		h(podSC+".fsGroup", "added to every container's groups; emptyDir and API volumes (secret, configMap, downwardAPI, "+
 			"projected) are owned by it, group-writable", containerProof, "agent/volumemanager.TestWriteAtomicFSGroup",
 			"test/podspec.TestFSGroupOwnsEmptyDir"),
-		ign(podSC+".fsGroupChangePolicy", "ownership is always applied (the Always behaviour); OnRootMismatch is not "+
-			"told apart"),
+		h(podSC+".fsGroupChangePolicy", "as the kubelet: it hands the policy only to persistent volumes' plugins (CSI, "+
+			"local, iSCSI, FC, FlexVolume), which nodelet refuses; emptyDir and API volumes take the fsGroup whatever the "+
+			"policy says (OnRootMismatch included)", "test/podspec.TestFSGroupOwnsEmptyDir", "agent/volumemanager.TestWriteAtomicFSGroup"),
 		h(podSC+".sysctls[].{name|value}", "set in the sandbox; unsafe ones must be in allowedUnsafeSysctls and a node "+
 			"namespace's are refused (SysctlForbidden)", sandboxProof, "agent.TestAdmitChecksSysctls",
 			"agent/internal/sysctl.TestAdmit"),

@@ -191,22 +191,32 @@ func TestUnsupportedVolumeIsRefused(t *testing.T) {
 	}
 }
 
-// fsGroup owns a pod's emptyDir, so containers running as other users of that group share it.
+// fsGroup owns a pod's emptyDir, so containers running as other users of that group share it;
+// fsGroupChangePolicy does not change that: the kubelet hands the policy only to persistent volumes'
+// plugins (CSI, local, iSCSI, FC, FlexVolume), and emptyDir applies the ownership whatever it says.
 func TestFSGroupOwnsEmptyDir(t *testing.T) {
-	m := &volumemanager.Manager{RootDir: t.TempDir()}
-	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-fsgroup"},
-		Spec: v1.PodSpec{SecurityContext: &v1.PodSecurityContext{FSGroup: ptr(int64(4321))},
-			Volumes: []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}}}
-	t.Cleanup(func() { m.TearDown(pod.UID) })
-	if err := m.SetUp(context.Background(), pod); err != nil {
-		t.Fatal(err)
-	}
-	var st syscall.Stat_t
-	dir := filepath.Join(m.RootDir, "pods", string(pod.UID), "volumes", "kubernetes.io~empty-dir", "scratch")
-	if err := syscall.Stat(dir, &st); err != nil {
-		t.Fatal(err)
-	}
-	if st.Gid != 4321 {
-		t.Fatalf("emptyDir group %d, want the fsGroup 4321", st.Gid)
+	for _, policy := range []*v1.PodFSGroupChangePolicy{nil, ptr(v1.FSGroupChangeAlways), ptr(v1.FSGroupChangeOnRootMismatch)} {
+		name := "unset"
+		if policy != nil {
+			name = string(*policy)
+		}
+		t.Run(name, func(t *testing.T) {
+			m := &volumemanager.Manager{RootDir: t.TempDir()}
+			pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-fsgroup"},
+				Spec: v1.PodSpec{SecurityContext: &v1.PodSecurityContext{FSGroup: ptr(int64(4321)), FSGroupChangePolicy: policy},
+					Volumes: []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}}}
+			t.Cleanup(func() { m.TearDown(pod.UID) })
+			if err := m.SetUp(context.Background(), pod); err != nil {
+				t.Fatal(err)
+			}
+			var st syscall.Stat_t
+			dir := filepath.Join(m.RootDir, "pods", string(pod.UID), "volumes", "kubernetes.io~empty-dir", "scratch")
+			if err := syscall.Stat(dir, &st); err != nil {
+				t.Fatal(err)
+			}
+			if st.Gid != 4321 || st.Mode&syscall.S_ISGID == 0 || st.Mode&0o070 != 0o070 {
+				t.Fatalf("emptyDir group %d mode %o, want the fsGroup 4321, group rwx and setgid", st.Gid, st.Mode)
+			}
+		})
 	}
 }
