@@ -20,9 +20,11 @@ func volumesArea() area {
 		h(vol+".name", "the volume's folder and what volumeMounts name; one path element only",
 			"agent/volumemanager.TestVolumesInRealContainers", "agent/volumemanager.TestClimbingNamesAreRefused"),
 
-		h(vol+".emptyDir.medium", "\"\": a folder on the node's disk; Memory: a tmpfs. HugePages and HugePages-<size> get a "+
-			"folder on disk, not the kubelet's hugetlbfs (a bug: they should be refused or honoured)",
-			"agent/volumemanager.TestEmptyDirMemoryAndTearDown", "agent/volumemanager.TestVolumesInRealContainers"),
+		h(vol+".emptyDir.medium", "\"\": a folder on the node's disk; Memory: a tmpfs; HugePages and HugePages-<size>: a "+
+			"hugetlbfs (pagesize= the size named, or the one size the containers request), as the kubelet's; no huge page "+
+			"request of that size, or several sizes for HugePages, fail the mount (FailedMount) with the kubelet's messages",
+			"agent/volumemanager.TestEmptyDirMemoryAndTearDown", "agent/volumemanager.TestVolumesInRealContainers",
+			"agent/volumemanager.TestEmptyDirHugePages", "agent/volumemanager.TestEmptyDirHugePagesErrors"),
 		h(vol+".emptyDir.sizeLimit", "the tmpfs's size (Memory); on disk, a pod using more is evicted",
 			"agent/volumemanager.TestVolumesInRealContainers", "agent/eviction.TestStorageOverLimit"),
 		h(vol+".hostPath.path", "the node's path, bind-mounted", "agent/volumemanager.TestVolumesInRealContainers",
