@@ -140,6 +140,9 @@ type Agent struct {
 	userns     *userns.Manager
 
 	runtimeName atomic.Value // string
+
+	// appArmor refuses pods asking for AppArmor where the kernel does not enforce it.
+	appArmor *admission.AppArmor
 }
 
 // New builds the agent and every part of it; nothing runs until Run.
@@ -241,6 +244,7 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	if a.cpus.Policy() == cpumanager.PolicyStatic {
 		a.manager.CPUs = a.cpus
 	}
+	a.manager.SeccompDefault = cfg.SeccompDefault
 	if a.client == nil && cfg.PodManifestPath != "" {
 		// Standalone: RuntimeClasses sit beside the static pod manifests too.
 		a.runtimeClasses = config.NewRuntimeClassSet()
@@ -259,6 +263,7 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	}
 	a.admission = admission.New(admission.AnyWay(ownNode,
 		admission.LocalNode(cfg.NodeName, cfg.NodeLabels, cfg.RegisterWithTaints)), allocatable)
+	a.appArmor = admission.NewAppArmor(nil)
 	a.pods = podmanager.New()
 	a.statuses = status.NewManager(a.client, a.pods, log)
 	a.config = config.NewPodConfig(log)
@@ -466,7 +471,9 @@ func (a *Agent) learnRuntime(ctx context.Context) error {
 
 // admit rejects new pods the node's pressure refuses (Evicted), then those whose sysctls the node
 // does not allow (SysctlForbidden), then those beyond --max-pods, then those the kubelet's general
-// predicates refuse (resources, node affinity, host ports, NoExecute taints…), in the kubelet's order.
+// predicates refuse (resources, node affinity, host ports, NoExecute taints…), then those asking for
+// AppArmor the host cannot enforce, then those asking for DRA devices (FailedPrepareDynamicResources:
+// no DRA driver here), in the kubelet's order.
 func (a *Agent) admit(pod *v1.Pod, active []*v1.Pod) error {
 	if a.eviction != nil { // nil only in tests that assemble an Agent by hand
 		if reason, msg := a.eviction.Admit(pod); reason != "" {
@@ -486,6 +493,14 @@ func (a *Agent) admit(pod *v1.Pod, active []*v1.Pod) error {
 		return fmt.Errorf("node has reached its pod limit of %d", a.cfg.MaxPods)
 	}
 	if r := a.admission.Admit(pod, running); !r.Admit {
+		return &syncloop.AdmitError{Reason: r.Reason, Message: r.Message}
+	}
+	if a.appArmor != nil { // nil only in tests that assemble an Agent by hand
+		if r := a.appArmor.Admit(pod); !r.Admit {
+			return &syncloop.AdmitError{Reason: r.Reason, Message: r.Message}
+		}
+	}
+	if r := admission.AdmitResourceClaims(pod); !r.Admit {
 		return &syncloop.AdmitError{Reason: r.Reason, Message: r.Message}
 	}
 	// Last, as the kubelet's topology admit handler: it takes CPUs, which a later refusal would

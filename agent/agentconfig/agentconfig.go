@@ -107,6 +107,9 @@ type Config struct {
 
 	// AllowedUnsafeSysctls are sysctls (or prefixes ending in "*") pods may set beyond the safe set.
 	AllowedUnsafeSysctls []string
+	// SeccompDefault (seccompDefault, --seccomp-default) runs containers without a seccomp profile
+	// RuntimeDefault instead of Unconfined.
+	SeccompDefault bool
 
 	// NodeLabels are added to the Node at registration (--node-labels); RegisterWithTaints are
 	// its taints at registration (--register-with-taints, registerWithTaints).
@@ -252,6 +255,7 @@ func AddFlags(fs *pflag.FlagSet) *Flags {
 	fs.IntVar(&c.MaxPerPodContainer, "maximum-dead-containers-per-container", c.MaxPerPodContainer, "dead containers kept per container (<0: no limit)")
 	fs.IntVar(&c.MaxContainers, "maximum-dead-containers", c.MaxContainers, "dead containers kept in all (<0: no limit)")
 	fs.StringSliceVar(&c.AllowedUnsafeSysctls, "allowed-unsafe-sysctls", nil, "unsafe sysctls or patterns ending in * (e.g. 'kernel.msg*,net.core.somaxconn') pods may set")
+	fs.BoolVar(&c.SeccompDefault, "seccomp-default", c.SeccompDefault, "containers without a seccomp profile run the runtime's default profile (RuntimeDefault) instead of Unconfined")
 	fs.StringToStringVar(&c.NodeLabels, "node-labels", nil, "labels added to the Node when it registers (key=value,...); kubernetes.io and k8s.io keys only as the kubelet allows them")
 	fs.StringVar(&f.evictionHard, "eviction-hard", eviction.FormatMap(c.EvictionHard, "<"), "hard eviction thresholds (signal<quantity or percentage, comma-separated); replaces the defaults")
 	fs.StringVar(&f.evictionSoft, "eviction-soft", "", "soft eviction thresholds (e.g. memory.available<1.5Gi); each needs a grace period")
@@ -358,6 +362,8 @@ func (f *Flags) Config() (Config, error) {
 			cfg.MaxContainers = c.MaxContainers
 		case "allowed-unsafe-sysctls":
 			cfg.AllowedUnsafeSysctls = c.AllowedUnsafeSysctls
+		case "seccomp-default":
+			cfg.SeccompDefault = c.SeccompDefault
 		case "node-labels":
 			cfg.NodeLabels = c.NodeLabels
 		case "eviction-hard":
@@ -616,6 +622,9 @@ func ApplyKubeletConfiguration(c *Config, data []byte) error {
 	set(&c.ImageMinimumGCAge, kc.ImageMinimumGCAge.Duration)
 	if len(kc.AllowedUnsafeSysctls) > 0 {
 		c.AllowedUnsafeSysctls = kc.AllowedUnsafeSysctls
+	}
+	if kc.SeccompDefault != nil {
+		c.SeccompDefault = *kc.SeccompDefault
 	}
 	if kc.EvictionHard != nil {
 		c.EvictionHard = kc.EvictionHard

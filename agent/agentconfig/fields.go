@@ -145,7 +145,7 @@ var kubeletConfigFields = lazy.Value[map[string]fieldRule]{New: func() map[strin
 		"maxPods":               honoured("the most pods the node runs; its pods capacity"),
 		"podsPerCore":           honoured("the pods capacity is at most this many per CPU, below maxPods (--pods-per-core)"),
 		"allowedUnsafeSysctls":  honoured("unsafe sysctls pods may set"),
-		"seccompDefault":        only("pods without a seccomp profile run Unconfined, as the field's default says", false),
+		"seccompDefault":        honoured("true runs containers that name no seccomp profile (in the pod or the container) RuntimeDefault instead of Unconfined"),
 		"userNamespaces": {does: "pods with hostUsers: false get 65536 host IDs each, above the host's first 65536 or from the " +
 			"kubelet user's subordinate IDs, recorded in pods/<uid>/userns; another idsPerPod is not implemented",
 			acceptedDoc: "idsPerPod: 65536 (0 or left out means 65536)",

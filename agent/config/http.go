@@ -127,8 +127,11 @@ func (s *ManifestURLSource) poll(ctx context.Context) error {
 		good = append(good, p)
 	}
 	s.last, s.lastGen = data, gen
+	// The refusals are told before the pods are handed on, so whoever sees the new pod set can
+	// already read why a pod is missing from it.
+	s.report(errors.Join(bad...))
 	s.Set(HTTPSource, good)
-	return errors.Join(bad...)
+	return nil
 }
 
 func (s *ManifestURLSource) fetch(ctx context.Context) ([]byte, error) {

@@ -133,13 +133,28 @@ func (f *fakeImages) ImageFsInfo(context.Context, *runtimeapi.ImageFsInfoRequest
 	return &runtimeapi.ImageFsInfoResponse{ImageFilesystems: []*runtimeapi.FilesystemUsage{{FsId: &runtimeapi.FilesystemIdentifier{Mountpoint: mp}}}}, nil
 }
 
-type fakeContainers struct{ images []string }
+// fakeContainers holds one exited container per image, and one more per image volume, which
+// mounts that image.
+type fakeContainers struct{ images, volumes []string }
+
+func (f fakeContainers) ContainerStatus(_ context.Context, in *runtimeapi.ContainerStatusRequest, _ ...grpc.CallOption) (*runtimeapi.ContainerStatusResponse, error) {
+	st := &runtimeapi.ContainerStatus{Id: in.ContainerId}
+	var i int
+	if _, err := fmt.Sscanf(in.ContainerId, "vol%d", &i); err == nil && i < len(f.volumes) {
+		st.Mounts = []*runtimeapi.Mount{{ContainerPath: "/vol", Image: &runtimeapi.ImageSpec{Image: f.volumes[i]}, Readonly: true}}
+	}
+	return &runtimeapi.ContainerStatusResponse{Status: st}, nil
+}
 
 func (f fakeContainers) ListContainers(context.Context, *runtimeapi.ListContainersRequest, ...grpc.CallOption) (*runtimeapi.ListContainersResponse, error) {
 	r := &runtimeapi.ListContainersResponse{}
 	for i, img := range f.images {
 		r.Containers = append(r.Containers, &runtimeapi.Container{Id: fmt.Sprint(i), Image: &runtimeapi.ImageSpec{Image: img}, ImageRef: img,
 			State: runtimeapi.ContainerState_CONTAINER_EXITED})
+	}
+	for i := range f.volumes {
+		r.Containers = append(r.Containers, &runtimeapi.Container{Id: fmt.Sprintf("vol%d", i), Image: &runtimeapi.ImageSpec{Image: "reg/app:1"},
+			ImageRef: "reg/app:1", State: runtimeapi.ContainerState_CONTAINER_RUNNING})
 	}
 	return r, nil
 }

@@ -12,13 +12,17 @@ import (
 
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // Containers lists the runtime's containers, whose images are in use (running or not: a dead
-// container's image is needed to restart it).
+// container's image is needed to restart it), and tells their mounts: an image volume's image is
+// in use too.
 type Containers interface {
 	ListContainers(ctx context.Context, in *runtimeapi.ListContainersRequest, opts ...grpc.CallOption) (*runtimeapi.ListContainersResponse, error)
+	ContainerStatus(ctx context.Context, in *runtimeapi.ContainerStatusRequest, opts ...grpc.CallOption) (*runtimeapi.ContainerStatusResponse, error)
 }
 
 // GCPolicy is the kubelet's image GC policy.
@@ -108,6 +112,19 @@ func (g *ImageGC) detect(ctx context.Context, now time.Time) error {
 			inUse[c.Image.Image] = true
 		}
 		inUse[c.ImageId] = true
+		// Only a container's status shows its mounts, as the kubelet reads them.
+		st, err := g.Containers.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.Id})
+		if status.Code(err) == codes.NotFound {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("status of container %s: %w", c.Id, err)
+		}
+		for _, mnt := range st.GetStatus().GetMounts() {
+			if img := mnt.GetImage().GetImage(); img != "" {
+				inUse[img] = true
+			}
+		}
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -146,3 +146,21 @@ func TestImageGCKeepsTheSandboxImage(t *testing.T) {
 		t.Fatalf("removed %v", f.removed)
 	}
 }
+
+// An image a running container mounts as an image volume is in use, though no container runs it.
+func TestImageGCKeepsImageVolumes(t *testing.T) {
+	f := newFakeImages("")
+	f.mountpoint = "/images" // Statfs is faked
+	f.add("sha256:app", "reg/app:1", 10)
+	f.add("sha256:data", "reg/data:1", 10)
+	f.add("sha256:idle", "reg/idle:1", 10)
+	g := &ImageGC{Images: f, Containers: fakeContainers{volumes: []string{"sha256:data"}},
+		Policy: GCPolicy{HighThresholdPercent: 1, LowThresholdPercent: 0},
+		Statfs: func(string) (uint64, uint64, error) { return 100, 0, nil }}
+	for range 3 {
+		g.GarbageCollect(context.Background())
+	}
+	if f.images["sha256:data"] == nil || f.images["sha256:app"] == nil || f.images["sha256:idle"] != nil {
+		t.Fatalf("removed %v", f.removed)
+	}
+}

@@ -93,10 +93,19 @@ func DefaultTag(image string) string {
 // PullPolicy is the container's policy, or the kubelet's default: Always for ":latest" (or no
 // tag), IfNotPresent otherwise.
 func PullPolicy(c *v1.Container) v1.PullPolicy {
-	if c.ImagePullPolicy != "" {
-		return c.ImagePullPolicy
+	return defaultPullPolicy(c.Image, c.ImagePullPolicy)
+}
+
+// VolumePullPolicy is an image volume's policy, with the same default as a container's.
+func VolumePullPolicy(v *v1.ImageVolumeSource) v1.PullPolicy {
+	return defaultPullPolicy(v.Reference, v.PullPolicy)
+}
+
+func defaultPullPolicy(image string, policy v1.PullPolicy) v1.PullPolicy {
+	if policy != "" {
+		return policy
 	}
-	if strings.HasSuffix(DefaultTag(c.Image), ":latest") {
+	if strings.HasSuffix(DefaultTag(image), ":latest") {
 		return v1.PullAlways
 	}
 	return v1.PullIfNotPresent
@@ -106,13 +115,19 @@ func PullPolicy(c *v1.Container) v1.PullPolicy {
 // wraps the reason the container waits with (ErrImagePull, ErrImagePullBackOff, ErrImageNeverPull,
 // ErrInvalidImageName).
 func (m *Manager) EnsureImageExists(ctx context.Context, pod *v1.Pod, c *v1.Container, sandbox *runtimeapi.PodSandboxConfig) (string, error) {
+	return m.EnsureImage(ctx, pod, c.Image, PullPolicy(c), sandbox)
+}
+
+// EnsureImage is EnsureImageExists for any image of the pod (an image volume's): requested is the
+// name as the pod spells it, policy its pull policy with defaults applied.
+func (m *Manager) EnsureImage(ctx context.Context, pod *v1.Pod, requested string, policy v1.PullPolicy, sandbox *runtimeapi.PodSandboxConfig) (string, error) {
 	rec := m.opts.Recorder
-	if c.Image == "" || strings.ContainsAny(c.Image, " \t\n") {
-		rec.Eventf(pod, v1.EventTypeWarning, "InspectFailed", "Failed to apply default image tag %q", c.Image)
-		return "", fmt.Errorf("image %q: %w", c.Image, kubecontainer.ErrInvalidImageName)
+	if requested == "" || strings.ContainsAny(requested, " \t\n") {
+		rec.Eventf(pod, v1.EventTypeWarning, "InspectFailed", "Failed to apply default image tag %q", requested)
+		return "", fmt.Errorf("image %q: %w", requested, kubecontainer.ErrInvalidImageName)
 	}
-	image := DefaultTag(c.Image)
-	spec := &runtimeapi.ImageSpec{Image: image, UserSpecifiedImage: c.Image}
+	image := DefaultTag(requested)
+	spec := &runtimeapi.ImageSpec{Image: image, UserSpecifiedImage: requested}
 	st, err := m.images.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: spec})
 	if err != nil {
 		return "", fmt.Errorf("image status %q: %w: %v", image, kubecontainer.ErrImagePull, err)
@@ -121,25 +136,24 @@ func (m *Manager) EnsureImageExists(ctx context.Context, pod *v1.Pod, c *v1.Cont
 	if st.Image != nil {
 		present = st.Image.Id
 	}
-	policy := PullPolicy(c)
 	switch {
 	case present != "" && policy != v1.PullAlways:
-		rec.Eventf(pod, v1.EventTypeNormal, "Pulled", "Container image %q already present on machine", c.Image)
+		rec.Eventf(pod, v1.EventTypeNormal, "Pulled", "Container image %q already present on machine", requested)
 		m.used(present)
 		return present, nil
 	case policy == v1.PullNever:
-		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
+		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", requested)
 		rec.Event(pod, v1.EventTypeWarning, kubecontainer.ReasonErrImageNeverPull, msg)
 		return "", fmt.Errorf("%s: %w", msg, kubecontainer.ErrImageNeverPull)
 	}
 
 	key := string(pod.UID) + "/" + image
 	if m.backOff.InBackOffSinceUpdate(key) {
-		msg := fmt.Sprintf("Back-off pulling image %q", c.Image)
+		msg := fmt.Sprintf("Back-off pulling image %q", requested)
 		rec.Event(pod, v1.EventTypeNormal, "BackOff", msg)
 		return "", fmt.Errorf("%s: %w", msg, kubecontainer.ErrImagePullBackOff)
 	}
-	rec.Eventf(pod, v1.EventTypeNormal, "Pulling", "Pulling image %q", c.Image)
+	rec.Eventf(pod, v1.EventTypeNormal, "Pulling", "Pulling image %q", requested)
 	var auths []*runtimeapi.AuthConfig
 	if m.opts.Credentials != nil {
 		auths = m.opts.Credentials.For(ctx, pod, image)
@@ -149,12 +163,12 @@ func (m *Manager) EnsureImageExists(ctx context.Context, pod *v1.Pod, c *v1.Cont
 	metrics.PodStarts.ImagePullFinished(pod.UID)
 	if res.err != nil {
 		m.backOff.Next(key, m.opts.Now())
-		rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", c.Image, res.err)
-		return "", fmt.Errorf("pull image %q: %w: %v", c.Image, kubecontainer.ErrImagePull, res.err)
+		rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", requested, res.err)
+		return "", fmt.Errorf("pull image %q: %w: %v", requested, kubecontainer.ErrImagePull, res.err)
 	}
 	m.backOff.Reset(key)
 	rec.Eventf(pod, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %s (%s including waiting). Image size: %d bytes.",
-		c.Image, res.pulling.Round(time.Millisecond), res.total.Round(time.Millisecond), res.size)
+		requested, res.pulling.Round(time.Millisecond), res.total.Round(time.Millisecond), res.size)
 	ref := res.ref
 	if ref == "" {
 		ref = image

@@ -44,9 +44,11 @@ spec:
     readinessProbe:
       exec: {command: ["cat", "/scratch/order"]}
       periodSeconds: 1
+      timeoutSeconds: 60
     livenessProbe:
       exec: {command: ["true"]}
       periodSeconds: 1
+      timeoutSeconds: 60
     lifecycle:
       preStop:
         exec: {command: ["/bin/sh", "-c", "echo bye > /out/prestop"]}

@@ -68,8 +68,8 @@ spec:
     lifecycle:
       postStart: {exec: {command: [sh, -c, "echo started > /www/poststart"]}}
       preStop: {exec: {command: [sh, -c, "echo stopping >> /www/logs/access.log"]}}
-    readinessProbe: {httpGet: {path: /ready, port: http}, periodSeconds: 1, failureThreshold: 1}
-    livenessProbe: {exec: {command: [test, -e, /www/healthz]}, periodSeconds: 1, failureThreshold: 1}
+    readinessProbe: {httpGet: {path: /ready, port: http}, periodSeconds: 1, failureThreshold: 1, timeoutSeconds: 60}
+    livenessProbe: {exec: {command: [test, -e, /www/healthz]}, periodSeconds: 1, failureThreshold: 1, timeoutSeconds: 60}
     volumeMounts:
     - {name: www, mountPath: /www}
     - {name: site, mountPath: /site}

@@ -96,6 +96,11 @@ func (m *Manager) startContainer(ctx context.Context, sandboxID string, sandboxC
 // container whose process namespace it joins.
 func (m *Manager) startContainerTargeting(ctx context.Context, sandboxID string, sandboxCfg *runtimeapi.PodSandboxConfig,
 	pod *v1.Pod, c *v1.Container, status *kubecontainer.PodStatus, podIPs []string, targetID string) error {
+	// The image volumes first, as the kubelet pulls them before the containers' images.
+	imageVols, err := m.pullImageVolumes(ctx, pod, c, sandboxCfg)
+	if err != nil {
+		return err
+	}
 	imageRef, err := m.imageManager.EnsureImageExists(ctx, pod, c, sandboxCfg)
 	if err != nil {
 		return err
@@ -108,7 +113,7 @@ func (m *Manager) startContainerTargeting(ctx context.Context, sandboxID string,
 	if cs := status.FindContainerStatusByName(c.Name); cs != nil {
 		restartCount = cs.RestartCount + 1
 	}
-	cfg, err := m.generateContainerConfig(ctx, pod, c, restartCount, imageRef, podIPs)
+	cfg, err := m.generateContainerConfigWith(ctx, pod, c, restartCount, imageRef, podIPs, imageVols)
 	if err != nil {
 		m.Recorder.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
 		return &configGenError{err}
@@ -163,7 +168,7 @@ func (m *Manager) startContainerTargeting(ctx context.Context, sandboxID string,
 		t := lifecycle.Target{ContainerID: created.ContainerId, Container: c, PodIP: ip}
 		if err := m.hooks.Run(ctx, t, c.Lifecycle.PostStart); err != nil {
 			m.Recorder.Eventf(pod, v1.EventTypeWarning, "FailedPostStartHook", "PostStartHook failed: %v", err)
-			if kerr := m.killContainer(ctx, pod, created.ContainerId, c, "FailedPostStartHook", nil, podIPs); kerr != nil {
+			if kerr := m.killContainer(ctx, pod, created.ContainerId, c, "FailedPostStartHook", nil, podIPs, nil); kerr != nil {
 				m.Log.Warn("kill after failed postStart hook", "pod", kubecontainer.FormatPod(pod), "container", c.Name, "err", kerr)
 			}
 			return fmt.Errorf("%w: PostStartHookError: %v", kubecontainer.ErrRunContainer, err)
@@ -189,14 +194,18 @@ func gracePeriodFor(pod *v1.Pod, info labeledInfo, override *int64) int64 {
 	return g
 }
 
-// killContainer runs the preStop hook, then stops the container with what is left of the grace period.
-// pod may be nil (an orphan found by housekeeping): the labels written at creation stand in for it.
+// killContainer runs the preStop hook, waits for its turn in order (a sidecar's, when the pod is
+// killed), then stops the container with what is left of the grace period. pod may be nil (an
+// orphan found by housekeeping): the labels written at creation stand in for it.
 func (m *Manager) killContainer(ctx context.Context, pod *v1.Pod, containerID string, spec *v1.Container,
-	reason string, gracePeriodOverride *int64, podIPs []string) error {
+	reason string, gracePeriodOverride *int64, podIPs []string, order *terminationOrder) error {
 	var info labeledInfo
 	resp, err := m.Runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: containerID})
 	switch {
 	case isNotFound(err):
+		if spec != nil {
+			order.containerStopped(spec.Name)
+		}
 		return nil
 	case err != nil:
 		return fmt.Errorf("status of container %s: %w", containerID, err)
@@ -215,12 +224,14 @@ func (m *Manager) killContainer(ctx context.Context, pod *v1.Pod, containerID st
 		m.runPreStop(ctx, pod, containerID, spec, preStop, grace, podIPs)
 		grace -= int64(m.Now().Sub(start).Seconds())
 	}
+	grace -= order.waitForTurn(ctx, info.ContainerName, grace)
 	if grace < minimumGracePeriod {
 		grace = minimumGracePeriod
 	}
 	if _, err := m.Runtime.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: containerID, Timeout: grace}); err != nil && !isNotFound(err) {
 		return fmt.Errorf("stop container %s: %w", containerID, err)
 	}
+	order.containerStopped(info.ContainerName)
 	return nil
 }
 
@@ -240,8 +251,9 @@ func (m *Manager) runPreStop(ctx context.Context, pod *v1.Pod, containerID strin
 	}
 }
 
-// killContainers kills in parallel, as the pod's containers share one grace period.
-func (m *Manager) killContainers(ctx context.Context, pod *v1.Pod, ids map[string]containerToKill, override *int64, podIPs []string) error {
+// killContainers kills in parallel, as the pod's containers share one grace period; order, when
+// not nil, holds the sidecars back until the app containers have stopped.
+func (m *Manager) killContainers(ctx context.Context, pod *v1.Pod, ids map[string]containerToKill, override *int64, podIPs []string, order *terminationOrder) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, len(ids))
 	for id, k := range ids {
@@ -252,7 +264,7 @@ func (m *Manager) killContainers(ctx context.Context, pod *v1.Pod, ids map[strin
 			if o == nil {
 				o = k.GracePeriod
 			}
-			if err := m.killContainer(ctx, pod, id, k.Spec, k.Message, o, podIPs); err != nil {
+			if err := m.killContainer(ctx, pod, id, k.Spec, k.Message, o, podIPs, order); err != nil {
 				errs <- err
 			}
 		}()

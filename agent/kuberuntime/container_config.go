@@ -17,14 +17,6 @@ import (
 	"github.com/nodelet/nodelet/agent/internal/podpath"
 )
 
-// The paths the kubelet masks and makes read-only in every unprivileged container. Runtimes such as
-// containerd use the list they are sent as is, so sending none would expose /proc/kcore and friends.
-var (
-	defaultMaskedPaths = []string{"/proc/asound", "/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
-		"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware", "/sys/devices/virtual/powercap"}
-	defaultReadonlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
-)
-
 const (
 	cpuPeriod      = 100000
 	minShares      = 2
@@ -253,8 +245,10 @@ func (m *Manager) emptyDirPath(pod *v1.Pod, name string) (string, error) {
 
 // makeMounts maps volumeMounts to host paths: emptyDir under the root dir, hostPath as is, the
 // volume manager's folders for the rest; a subPath (or subPathExpr, expanded with the container's
-// env) becomes a bind mount the volume manager made of the opened path.
-func (m *Manager) makeMounts(ctx context.Context, pod *v1.Pod, c *v1.Container, env map[string]string) ([]*runtimeapi.Mount, error) {
+// env) becomes a bind mount the volume manager made of the opened path. An image volume has no host
+// path: its mount names the pulled image (in imageVols) for the runtime to mount read-only, and
+// its subPath a folder of the image.
+func (m *Manager) makeMounts(ctx context.Context, pod *v1.Pod, c *v1.Container, env map[string]string, imageVols imageVolumes) ([]*runtimeapi.Mount, error) {
 	vols := map[string]*v1.Volume{}
 	for i := range pod.Spec.Volumes {
 		vols[pod.Spec.Volumes[i].Name] = &pod.Spec.Volumes[i]
@@ -269,7 +263,13 @@ func (m *Manager) makeMounts(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 			return nil, err
 		}
 		var host string
+		var image *runtimeapi.ImageSpec
 		switch {
+		case vol.Image != nil:
+			if image = imageVols[vol.Name]; image == nil {
+				return nil, fmt.Errorf("volume %q: image %q is not pulled", vol.Name, vol.Image.Reference)
+			}
+			vm.ReadOnly = true
 		case vol.EmptyDir != nil:
 			var err error
 			if host, err = m.emptyDirPath(pod, vol.Name); err != nil {
@@ -288,7 +288,7 @@ func (m *Manager) makeMounts(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 				p, ok = m.Volumes.Path(pod, vol.Name)
 			}
 			if !ok {
-				return nil, fmt.Errorf("volume %q: unsupported volume type (emptyDir, hostPath, secret, configMap, downwardAPI and projected are)", vol.Name)
+				return nil, fmt.Errorf("volume %q: unsupported volume type (emptyDir, hostPath, image, secret, configMap, downwardAPI and projected are)", vol.Name)
 			}
 			host = p
 			// API-backed volumes are read-only in the container, as with the kubelet.
@@ -298,7 +298,11 @@ func (m *Manager) makeMounts(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 		if vm.SubPathExpr != "" {
 			sub = expandVars(vm.SubPathExpr, env)
 		}
-		if sub != "" {
+		if sub != "" && image != nil {
+			if err := imageVolumeSubPath(sub); err != nil {
+				return nil, fmt.Errorf("volume mount %q: %w", vm.Name, err)
+			}
+		} else if sub != "" {
 			if m.SubPaths == nil {
 				return nil, fmt.Errorf("volume mount %q: subPath needs the volume manager", vm.Name)
 			}
@@ -313,6 +317,9 @@ func (m *Manager) makeMounts(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 			return nil, err
 		}
 		mnt := &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: host, Readonly: vm.ReadOnly, RecursiveReadOnly: rro}
+		if image != nil {
+			mnt.Image, mnt.ImageSubPath = image, sub
+		}
 		if vm.MountPropagation != nil {
 			switch *vm.MountPropagation {
 			case v1.MountPropagationHostToContainer:
@@ -382,9 +389,6 @@ func containerSecurityContext(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxCon
 		if psc.FSGroup != nil {
 			sc.SupplementalGroups = append(sc.SupplementalGroups, *psc.FSGroup)
 		}
-		if psc.SeccompProfile != nil {
-			sc.Seccomp = seccompProfile(psc.SeccompProfile)
-		}
 	}
 	csc := c.SecurityContext
 	if csc != nil {
@@ -412,20 +416,24 @@ func containerSecurityContext(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxCon
 				sc.Capabilities.DropCapabilities = append(sc.Capabilities.DropCapabilities, string(d))
 			}
 		}
-		if csc.SeccompProfile != nil {
-			sc.Seccomp = seccompProfile(csc.SeccompProfile)
-		}
-	}
-	if !sc.Privileged {
-		sc.MaskedPaths = append([]string(nil), defaultMaskedPaths...)
-		sc.ReadonlyPaths = append([]string(nil), defaultReadonlyPaths...)
 	}
 	return sc
 }
 
 // generateContainerConfig translates one container of the pod into its CRI config.
 func (m *Manager) generateContainerConfig(ctx context.Context, pod *v1.Pod, c *v1.Container, restartCount int, imageRef string, podIPs []string) (*runtimeapi.ContainerConfig, error) {
+	return m.generateContainerConfigWith(ctx, pod, c, restartCount, imageRef, podIPs, nil)
+}
+
+// generateContainerConfigWith is generateContainerConfig for a container whose image volumes
+// were pulled (pullImageVolumes).
+func (m *Manager) generateContainerConfigWith(ctx context.Context, pod *v1.Pod, c *v1.Container, restartCount int, imageRef string,
+	podIPs []string, imageVols imageVolumes) (*runtimeapi.ContainerConfig, error) {
 	if err := refuseVolumeDevices(c); err != nil {
+		return nil, err
+	}
+	sc := containerSecurityContext(pod, c)
+	if err := m.containerSecurityProfiles(pod, c, sc); err != nil {
 		return nil, err
 	}
 	envs, vals, err := m.makeEnv(ctx, pod, c, podIPs)
@@ -436,7 +444,7 @@ func (m *Manager) generateContainerConfig(ctx context.Context, pod *v1.Pod, c *v
 	if err != nil {
 		return nil, err
 	}
-	mounts, err := m.makeMounts(ctx, pod, c, vals)
+	mounts, err := m.makeMounts(ctx, pod, c, vals, imageVols)
 	if err != nil {
 		return nil, err
 	}
@@ -476,7 +484,7 @@ func (m *Manager) generateContainerConfig(ctx context.Context, pod *v1.Pod, c *v
 		Tty:         c.TTY,
 		Linux: &runtimeapi.LinuxContainerConfig{
 			Resources:       m.containerResources(pod, c),
-			SecurityContext: containerSecurityContext(pod, c),
+			SecurityContext: sc,
 		},
 	}
 	applyContainerUserns(cfg, userns)

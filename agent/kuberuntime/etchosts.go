@@ -63,15 +63,12 @@ func (m *Manager) etcHostsMount(pod *v1.Pod, c *v1.Container, podIPs []string) (
 }
 
 // podHostDomain is <subdomain>.<namespace>.svc.<cluster domain> when the pod names a subdomain.
+// Without a cluster domain it ends in "svc.", as the kubelet's does.
 func (m *Manager) podHostDomain(pod *v1.Pod) string {
 	if pod.Spec.Subdomain == "" {
 		return ""
 	}
-	d := pod.Spec.Subdomain + "." + pod.Namespace + ".svc"
-	if m.DNS.ClusterDomain != "" {
-		d += "." + m.DNS.ClusterDomain
-	}
-	return d
+	return pod.Spec.Subdomain + "." + pod.Namespace + ".svc." + m.DNS.ClusterDomain
 }
 
 // hostsField: a value that is one field of a hosts line. The API server validates IPs and names

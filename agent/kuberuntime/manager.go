@@ -33,8 +33,10 @@ type Deps struct {
 	Log     *slog.Logger
 	Now     func() time.Time
 
-	// RootDir holds pods/<uid>/volumes (emptyDir volumes).
+	// RootDir holds pods/<uid>/volumes (emptyDir volumes), and seccomp/ the Localhost seccomp profiles.
 	RootDir string
+	// SeccompDefault gives containers without a seccomp profile RuntimeDefault (seccompDefault).
+	SeccompDefault bool
 	// PodLogsDir is /var/log/pods upstream.
 	PodLogsDir string
 	// NodeName fills spec.nodeName env references.

@@ -81,7 +81,7 @@ func TestMountsRecursiveReadOnlyPerHandler(t *testing.T) {
 			if tc.class != "" {
 				pod.Spec.RuntimeClassName = &tc.class
 			}
-			mounts, err := m.makeMounts(context.Background(), pod, &pod.Spec.Containers[0], nil)
+			mounts, err := m.makeMounts(context.Background(), pod, &pod.Spec.Containers[0], nil, nil)
 			if tc.want == nil {
 				want := `failed to resolve recursive read-only mode: volume "host" requested recursive read-only mode, but it is not supported by the runtime`
 				if err == nil || err.Error() != want {
@@ -93,7 +93,7 @@ func TestMountsRecursiveReadOnlyPerHandler(t *testing.T) {
 				if tc.class == "" {
 					pod.Spec.RuntimeClassName = nil
 				}
-				if mounts, err = m.makeMounts(context.Background(), pod, &pod.Spec.Containers[0], nil); err != nil ||
+				if mounts, err = m.makeMounts(context.Background(), pod, &pod.Spec.Containers[0], nil, nil); err != nil ||
 					mounts[0].RecursiveReadOnly || !mounts[0].Readonly {
 					t.Fatalf("IfPossible without support: %v %v", mounts, err)
 				}

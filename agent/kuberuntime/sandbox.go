@@ -97,11 +97,15 @@ func (m *Manager) generatePodSandboxConfig(ctx context.Context, pod *v1.Pod, att
 	if err != nil {
 		return nil, err
 	}
+	hostname, err := m.sandboxHostname(pod)
+	if err != nil {
+		return nil, err
+	}
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{
 			Name: pod.Name, Namespace: pod.Namespace, Uid: string(pod.UID), Attempt: attempt,
 		},
-		Hostname:     podHostname(pod),
+		Hostname:     hostname,
 		LogDirectory: logDir,
 		DnsConfig:    m.podDNS(pod),
 		Labels:       newSandboxLabels(pod),
@@ -121,7 +125,11 @@ func (m *Manager) generatePodSandboxConfig(ctx context.Context, pod *v1.Pod, att
 			})
 		}
 	}
-	lsc := &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: namespaceOptions(pod)}
+	// The sandbox runs RuntimeDefault whatever the pod's profile, as with the kubelet: the
+	// profile is meant for the pod's containers, and one strict enough for them may not let the
+	// runtime's pod process (a pause container) run at all.
+	lsc := &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: namespaceOptions(pod),
+		Seccomp: &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}}
 	lsc.NamespaceOptions.UsernsOptions = userns
 	lsc.SupplementalGroupsPolicy = podSupplementalGroupsPolicy(pod)
 	if psc := pod.Spec.SecurityContext; psc != nil {
@@ -135,9 +143,7 @@ func (m *Manager) generatePodSandboxConfig(ctx context.Context, pod *v1.Pod, att
 		if psc.FSGroup != nil {
 			lsc.SupplementalGroups = append(lsc.SupplementalGroups, *psc.FSGroup)
 		}
-		if sp := psc.SeccompProfile; sp != nil {
-			lsc.Seccomp = seccompProfile(sp)
-		}
+		lsc.SelinuxOptions = seLinuxOption(psc.SELinuxOptions)
 	}
 	for _, c := range pod.Spec.Containers {
 		if c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {
@@ -154,18 +160,6 @@ func (m *Manager) generatePodSandboxConfig(ctx context.Context, pod *v1.Pod, att
 	}
 	cfg.Linux = linux
 	return cfg, nil
-}
-
-func seccompProfile(sp *v1.SeccompProfile) *runtimeapi.SecurityProfile {
-	switch sp.Type {
-	case v1.SeccompProfileTypeRuntimeDefault:
-		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}
-	case v1.SeccompProfileTypeLocalhost:
-		if sp.LocalhostProfile != nil {
-			return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: *sp.LocalhostProfile}
-		}
-	}
-	return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}
 }
 
 func copyMap(in map[string]string) map[string]string {

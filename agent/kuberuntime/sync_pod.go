@@ -46,7 +46,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *kubecontaine
 			return nil
 		}
 	} else if len(plan.ContainersToKill) > 0 {
-		if err := m.killContainers(ctx, pod, plan.ContainersToKill, nil, status.IPs); err != nil {
+		if err := m.killContainers(ctx, pod, plan.ContainersToKill, nil, status.IPs, nil); err != nil {
 			return err
 		}
 	}
@@ -173,9 +173,11 @@ func (m *Manager) start(ctx context.Context, sandboxID string, sandboxCfg *runti
 }
 
 // KillPod stops every running container of the pod (in parallel, with the grace period and preStop
-// hooks), then every sandbox. pod may be nil for an orphan found in the runtime.
+// hooks; sidecars only after the app containers, see terminationOrder), then every sandbox. pod may
+// be nil for an orphan found in the runtime.
 func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, status *kubecontainer.PodStatus, gracePeriodOverride *int64) error {
 	toKill := map[string]containerToKill{}
+	running := map[string]bool{}
 	for _, cs := range status.ContainerStatuses {
 		if cs.State != kubecontainer.StateRunning && cs.State != kubecontainer.StateUnknown {
 			continue
@@ -185,8 +187,10 @@ func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, status *kubecontaine
 			k.Spec = findSpec(pod, cs.Name)
 		}
 		toKill[cs.ID] = k
+		running[cs.Name] = true
 	}
-	if err := m.killContainers(ctx, pod, toKill, gracePeriodOverride, status.IPs); err != nil {
+	order := newTerminationOrder(pod, running, m.Now)
+	if err := m.killContainers(ctx, pod, toKill, gracePeriodOverride, status.IPs, order); err != nil {
 		return err
 	}
 	for _, sb := range status.SandboxStatuses {

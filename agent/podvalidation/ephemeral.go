@@ -67,6 +67,7 @@ func ValidateEphemeralContainer(spec *v1.PodSpec, i int, fld *field.Path) field.
 		errs = append(errs, dnsLabel(ec.Name, fld.Child("name"))...)
 	}
 	errs = append(errs, validateContainer((*v1.Container)(&ec.EphemeralContainerCommon), false, vols, fld)...)
+	errs = append(errs, validateProcMount(spec, (*v1.Container)(&ec.EphemeralContainerCommon), fld)...)
 	if ec.TargetContainerName != "" && !targets.Has(ec.TargetContainerName) {
 		errs = append(errs, field.NotFound(fld.Child("targetContainerName"), ec.TargetContainerName))
 	}

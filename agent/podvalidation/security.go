@@ -30,6 +30,9 @@ func validatePodSecurityContext(sc *v1.PodSecurityContext, fld *field.Path) fiel
 	for i, g := range sc.SupplementalGroups {
 		errs = append(errs, validateGroupID(&g, fld.Child("supplementalGroups").Index(i))...)
 	}
+	errs = append(errs, validateSeccompProfile(sc.SeccompProfile, fld.Child("seccompProfile"))...)
+	errs = append(errs, validateAppArmorProfile(sc.AppArmorProfile, fld.Child("appArmorProfile"))...)
+	errs = append(errs, validateSELinuxChangePolicy(sc.SELinuxChangePolicy, fld.Child("seLinuxChangePolicy"))...)
 	names := sets.New[string]()
 	for i, s := range sc.Sysctls {
 		f := fld.Child("sysctls").Index(i).Child("name")
@@ -66,6 +69,8 @@ func validateSecurityContext(sc *v1.SecurityContext, fld *field.Path) field.Erro
 				[]v1.ProcMountType{v1.DefaultProcMount, v1.UnmaskedProcMount}))
 		}
 	}
+	errs = append(errs, validateSeccompProfile(sc.SeccompProfile, fld.Child("seccompProfile"))...)
+	errs = append(errs, validateAppArmorProfile(sc.AppArmorProfile, fld.Child("appArmorProfile"))...)
 	if sc.Capabilities != nil {
 		errs = append(errs, validateCapabilities(sc.Capabilities.Add, fld.Child("capabilities", "add"))...)
 		errs = append(errs, validateCapabilities(sc.Capabilities.Drop, fld.Child("capabilities", "drop"))...)

@@ -34,6 +34,7 @@ func ValidateStaticPod(pod *v1.Pod) field.ErrorList {
 	errs := apivalidation.ValidateObjectMeta(&pod.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, meta)
 	errs = append(errs, ValidateUID(string(pod.UID), meta.Child("uid"))...)
 	errs = append(errs, validatePodSpec(&pod.Spec, field.NewPath("spec"))...)
+	errs = append(errs, validateProfileAnnotations(pod)...)
 	return errs
 }
 
@@ -68,6 +69,7 @@ func validatePodSpec(spec *v1.PodSpec, fld *field.Path) field.ErrorList {
 	errs = append(errs, validateHostAliases(spec.HostAliases, fld.Child("hostAliases"))...)
 	errs = append(errs, validatePodSecurityContext(spec.SecurityContext, fld.Child("securityContext"))...)
 	errs = append(errs, validateHostUsers(spec, fld)...)
+	errs = append(errs, validateProcMounts(spec, fld)...)
 	_, refused := unsupported(spec, fld, false)
 	errs = append(errs, refused...)
 	errs = append(errs, metav1validation.ValidateLabels(spec.NodeSelector, fld.Child("nodeSelector"))...)

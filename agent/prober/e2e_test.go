@@ -28,7 +28,7 @@ func TestProbesInRealContainer(t *testing.T) {
 		"mkdir -p /www && echo ok > /www/healthz && touch /tmp/alive && exec httpd -f -p 127.0.0.1:" + strconv.Itoa(port) + " -h /www"})
 
 	probe := func(h v1.ProbeHandler) *v1.Probe {
-		return &v1.Probe{ProbeHandler: h, PeriodSeconds: 1, FailureThreshold: 1, TimeoutSeconds: 5}
+		return &v1.Probe{ProbeHandler: h, PeriodSeconds: 1, FailureThreshold: 1, TimeoutSeconds: 60}
 	}
 	c := v1.Container{Name: "web", Ports: []v1.ContainerPort{{Name: "http", ContainerPort: int32(port)}},
 		StartupProbe:   probe(v1.ProbeHandler{TCPSocket: &v1.TCPSocketAction{Port: intstr.FromString("http")}}),
@@ -89,7 +89,7 @@ func TestProbesOverThePodNetwork(t *testing.T) {
 	web := rt.Start(t, p, "web", 0, image, []string{"sh", "-c", "mkdir -p /www && echo ok > /www/ok && exec httpd -f -p 8080 -h /www"})
 	grpcID := rt.Start(t, p, "grpc", 0, image, []string{"/bin/healthserver", "-listen", ":9090"})
 	probe := func(h v1.ProbeHandler) *v1.Probe {
-		return &v1.Probe{ProbeHandler: h, PeriodSeconds: 1, FailureThreshold: 1, TimeoutSeconds: 5}
+		return &v1.Probe{ProbeHandler: h, PeriodSeconds: 1, FailureThreshold: 1, TimeoutSeconds: 60}
 	}
 	cs := []v1.Container{
 		{Name: "web", Ports: []v1.ContainerPort{{Name: "http", ContainerPort: 8080}},

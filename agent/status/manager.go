@@ -130,12 +130,15 @@ func (m *Manager) Forget(uid types.UID) {
 	metrics.PodStarts.Forget(uid)
 }
 
-// RemoveOrphanedStatuses forgets pods that are no longer desired.
+// RemoveOrphanedStatuses forgets pods that are no longer desired. A final status not yet written
+// to the apiserver is kept until it is: a pod rejected at admission is never desired, and its
+// Failed status is all its author learns of why.
 func (m *Manager) RemoveOrphanedStatuses(desired map[types.UID]bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for uid := range m.entries {
-		if !desired[uid] {
+	for uid, e := range m.entries {
+		final := e.status.Phase == v1.PodFailed || e.status.Phase == v1.PodSucceeded
+		if !desired[uid] && !(m.client != nil && final && e.synced != e.version) {
 			delete(m.entries, uid)
 		}
 	}

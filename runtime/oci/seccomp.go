@@ -1,9 +1,15 @@
 package oci
 
 import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
 	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/nodelet/nodelet/runtime/errdefs"
 )
 
 // The RuntimeDefault profile allows every system call except those that reach outside the
@@ -94,4 +100,36 @@ func DefaultSeccomp(addedCaps []string) *specs.LinuxSeccomp {
 		Architectures: []specs.Arch{specs.ArchX86_64, specs.ArchX86, specs.ArchX32, specs.ArchAARCH64, specs.ArchARM},
 		Syscalls:      rules,
 	}
+}
+
+// maxSeccompProfileSize bounds a Localhost profile: real ones are tens of KiB (containerd's
+// default is about 20), so a larger file is a mistake or an attack on the daemon's memory.
+const maxSeccompProfileSize = 1 << 20
+
+// localhostSeccomp loads a Localhost profile, the OCI seccomp JSON the kubelet resolves under its
+// root dir (<root-dir>/seccomp/<localhostProfile>). Only an absolute path is taken: a relative one
+// would be relative to wherever the daemon runs. The file must be a regular file of bounded size;
+// a missing one is reported in containerd's words, which users and tools already know.
+func localhostSeccomp(ref string) (*specs.LinuxSeccomp, error) {
+	if !filepath.IsAbs(ref) {
+		return nil, fmt.Errorf("seccomp localhost profile %q must be an absolute path: %w", ref, errdefs.ErrInvalidArgument)
+	}
+	data, err := readHostFile(ref, maxSeccompProfileSize)
+	if err != nil {
+		// Missing or unreadable, the host lacks what the request needs; not a profile at all,
+		// the request named the wrong thing.
+		kind := errdefs.ErrFailedPrecondition
+		if errors.Is(err, errNotRegular) || errors.Is(err, errTooLarge) {
+			kind = errdefs.ErrInvalidArgument
+		}
+		return nil, fmt.Errorf("cannot load seccomp profile %q: %v: %w", ref, err, kind)
+	}
+	var out specs.LinuxSeccomp
+	if err := json.Unmarshal(data, &out); err != nil {
+		return nil, fmt.Errorf("decoding seccomp profile failed %q: %v: %w", ref, err, errdefs.ErrInvalidArgument)
+	}
+	if out.DefaultAction == "" {
+		return nil, fmt.Errorf("decoding seccomp profile failed %q: no defaultAction: %w", ref, errdefs.ErrInvalidArgument)
+	}
+	return &out, nil
 }

@@ -1,10 +1,17 @@
 package oci
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/runtime/errdefs"
 )
 
 // deniesCall reports whether the profile makes call fail unconditionally; a nil profile is
@@ -54,5 +61,68 @@ func TestSeccompIOUring(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A Localhost profile is read as a regular file of bounded size: a FIFO in its place fails at
+// once instead of holding the request, a device is not opened, and a missing file is reported in
+// containerd's words.
+func TestLocalhostSeccompReadSafely(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := write("deny-mkdir.json", `{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"names":["mkdir","mkdirat"],"action":"SCMP_ACT_ERRNO","errnoRet":1}]}`)
+	link := filepath.Join(dir, "link.json")
+	if err := os.Symlink(good, link); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo.json")
+	if err := unix.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing.json")
+	for _, c := range []struct {
+		name    string
+		ref     string
+		wantErr error
+		wantMsg string
+	}{
+		{name: "profile", ref: good},
+		{name: "symlink to a profile", ref: link},
+		{name: "missing", ref: missing, wantErr: errdefs.ErrFailedPrecondition,
+			wantMsg: `cannot load seccomp profile "` + missing + `": open ` + missing + `: no such file or directory`},
+		{name: "FIFO", ref: fifo, wantErr: errdefs.ErrInvalidArgument, wantMsg: "not a regular file (FIFO)"},
+		{name: "device", ref: "/dev/zero", wantErr: errdefs.ErrInvalidArgument, wantMsg: "not a regular file (character device)"},
+		{name: "directory", ref: dir, wantErr: errdefs.ErrInvalidArgument, wantMsg: "not a regular file (directory)"},
+		{name: "too large", ref: write("big.json", `{"defaultAction":"SCMP_ACT_ALLOW","x":"`+strings.Repeat("a", maxSeccompProfileSize)+`"}`),
+			wantErr: errdefs.ErrInvalidArgument, wantMsg: "too large"},
+		{name: "not JSON", ref: write("bad.json", "defaultAction: allow"), wantErr: errdefs.ErrInvalidArgument, wantMsg: "decoding seccomp profile failed"},
+		{name: "no default action", ref: write("empty.json", "{}"), wantErr: errdefs.ErrInvalidArgument, wantMsg: "no defaultAction"},
+		{name: "relative", ref: "deny-mkdir.json", wantErr: errdefs.ErrInvalidArgument, wantMsg: "must be an absolute path"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sc := &runtimeapi.LinuxContainerSecurityContext{Seccomp: &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: c.ref}}
+			s, err := seccompFor(sc, false)
+			if c.wantErr == nil {
+				if err != nil || s.DefaultAction != specs.ActAllow || !deniesCall(s, "mkdir") {
+					t.Fatalf("profile %+v, %v", s, err)
+				}
+				return
+			}
+			if !errors.Is(err, c.wantErr) || !strings.Contains(err.Error(), c.wantMsg) {
+				t.Fatalf("error %v; want %v containing %q", err, c.wantErr, c.wantMsg)
+			}
+		})
+	}
+	// Only a Localhost profile names a file.
+	sc := &runtimeapi.LinuxContainerSecurityContext{Seccomp: &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault, LocalhostRef: good}}
+	if _, err := seccompFor(sc, false); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Fatalf("RuntimeDefault with a file: %v", err)
 	}
 }

@@ -1,7 +1,6 @@
 package oci
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -155,6 +154,10 @@ func seccompFor(sc *runtimeapi.LinuxContainerSecurityContext, privileged bool) (
 		return nil, nil
 	}
 	p := sc.GetSeccomp()
+	if p != nil && p.GetProfileType() != runtimeapi.SecurityProfile_Localhost && p.GetLocalhostRef() != "" {
+		return nil, fmt.Errorf("seccomp profile %v names a localhost file %q: only Localhost profiles may: %w",
+			p.GetProfileType(), p.GetLocalhostRef(), errdefs.ErrInvalidArgument)
+	}
 	if p == nil {
 		switch path := sc.GetSeccompProfilePath(); {
 		case path == "" || path == "unconfined":
@@ -173,19 +176,7 @@ func seccompFor(sc *runtimeapi.LinuxContainerSecurityContext, privileged bool) (
 	case runtimeapi.SecurityProfile_RuntimeDefault:
 		return DefaultSeccomp(sc.GetCapabilities().GetAddCapabilities()), nil
 	case runtimeapi.SecurityProfile_Localhost:
-		ref := p.GetLocalhostRef()
-		if !filepath.IsAbs(ref) {
-			return nil, fmt.Errorf("seccomp localhost profile %q must be an absolute path: %w", ref, errdefs.ErrInvalidArgument)
-		}
-		data, err := os.ReadFile(ref)
-		if err != nil {
-			return nil, fmt.Errorf("seccomp localhost profile: %v: %w", err, errdefs.ErrInvalidArgument)
-		}
-		var out specs.LinuxSeccomp
-		if err := json.Unmarshal(data, &out); err != nil {
-			return nil, fmt.Errorf("seccomp localhost profile %q: %v: %w", ref, err, errdefs.ErrInvalidArgument)
-		}
-		return &out, nil
+		return localhostSeccomp(p.GetLocalhostRef())
 	}
 	return nil, fmt.Errorf("seccomp profile type %v: %w", p.GetProfileType(), errdefs.ErrInvalidArgument)
 }

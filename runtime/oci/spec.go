@@ -43,6 +43,9 @@ type SpecInput struct {
 	MinOOMScoreAdj int
 	// Gvisor, when set, makes the container a subcontainer of its pod's gVisor sandbox.
 	Gvisor *GvisorPlacement
+	// LSM are the security modules AppArmor profiles and SELinux labels are chosen against; nil
+	// means this machine's (HostSecurityModules).
+	LSM SecurityModules
 }
 
 // ociVersion is the spec version written: the oldest one the runtimes here (crun 1.8 refuses
@@ -121,12 +124,15 @@ func Generate(in SpecInput) (*specs.Spec, error) {
 	if err := setDevices(s, cfg.GetDevices(), privileged); err != nil {
 		return nil, err
 	}
-	setPaths(s, sc, privileged)
+	setPaths(s, sc, privileged, in.UserNSPath != "")
 	seccomp, err := seccompFor(sc, privileged)
 	if err != nil {
 		return nil, err
 	}
 	s.Linux.Seccomp = seccomp
+	if err := setSecurityLabels(s, in, privileged); err != nil {
+		return nil, err
+	}
 	res := cfg.GetLinux().GetResources()
 	if err := ApplyResources(s.Linux.Resources, res); err != nil {
 		return nil, err
@@ -252,12 +258,19 @@ func podSysctls(in SpecInput) map[string]string {
 	return out
 }
 
-// setPaths masks and write-protects the parts of /proc and /sys a container must not use.
-func setPaths(s *specs.Spec, sc *runtimeapi.LinuxContainerSecurityContext, privileged bool) {
+// setPaths masks and write-protects the parts of /proc and /sys a container must not use. CRI
+// cannot tell an empty list from none sent: the kubelet sends empty lists for procMount Unmasked,
+// which the apiserver allows only in a user namespace. So a container in its own user namespace
+// that is sent no lists gets none, as asked; any other gets the defaults, so that a client that
+// sends no lists (crictl) never leaves a container sharing the host's users with an unmasked /proc.
+func setPaths(s *specs.Spec, sc *runtimeapi.LinuxContainerSecurityContext, privileged, userns bool) {
 	if privileged {
 		return
 	}
 	masked, ro := sc.GetMaskedPaths(), sc.GetReadonlyPaths()
+	if masked == nil && ro == nil && userns {
+		return
+	}
 	if masked == nil {
 		masked = DefaultMaskedPaths
 	}
@@ -266,6 +279,18 @@ func setPaths(s *specs.Spec, sc *runtimeapi.LinuxContainerSecurityContext, privi
 	}
 	s.Linux.MaskedPaths = append([]string(nil), masked...)
 	s.Linux.ReadonlyPaths = append([]string(nil), ro...)
+}
+
+// setSecurityLabels sets the AppArmor profile and SELinux labels the host's modules call for.
+func setSecurityLabels(s *specs.Spec, in SpecInput, privileged bool) error {
+	lsm := in.securityModules()
+	profile, err := appArmorFor(in.Config.GetLinux().GetSecurityContext(), privileged, lsm)
+	if err != nil {
+		return err
+	}
+	s.Process.ApparmorProfile = profile
+	s.Process.SelinuxLabel, s.Linux.MountLabel, err = seLinuxLabels(in, privileged, lsm)
+	return err
 }
 
 // DefaultMaskedPaths and DefaultReadonlyPaths are the kernel interfaces hidden from, or frozen for,

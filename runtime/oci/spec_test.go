@@ -178,10 +178,13 @@ func TestContainerSpecSeccomp(t *testing.T) {
 	if s, err := seccompFor(lh(prof), false); err != nil || s.DefaultAction != specs.ActErrno {
 		t.Fatalf("localhost: %v %v", s, err)
 	}
-	for _, ref := range []string{"relative.json", "/etc/passwd", filepath.Join(dir, "missing.json")} { // not a path, not a profile, not there
+	for _, ref := range []string{"relative.json", "/etc/passwd"} { // not a path, not a profile
 		if _, err := seccompFor(lh(ref), false); !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Errorf("localhost %q: %v", ref, err)
 		}
+	}
+	if _, err := seccompFor(lh(filepath.Join(dir, "missing.json")), false); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Errorf("missing localhost profile: %v", err)
 	}
 }
 

@@ -421,8 +421,10 @@ func validateContainerConfig(cfg *runtimeapi.ContainerConfig) error {
 	if meta > maxCtrMetadataBytes {
 		return bad("container %q: labels and annotations are %d bytes", name, meta)
 	}
-	if lp := cfg.GetLogPath(); lp != "" && (filepath.IsAbs(lp) || ctrHasDotDot(lp) || len(lp) > 1024) {
-		return bad("container %q: log path %q must be relative and stay in the log directory", name, lp)
+	// The log path names a file in the sandbox's log directory: "." (or "a/..") would name the
+	// directory itself.
+	if lp := cfg.GetLogPath(); lp != "" && (filepath.IsAbs(lp) || ctrHasDotDot(lp) || filepath.Clean(lp) == "." || len(lp) > 1024) {
+		return bad("container %q: log path %q must name a file in the log directory", name, lp)
 	}
 	if wd := cfg.GetWorkingDir(); wd != "" && !filepath.IsAbs(wd) {
 		return bad("container %q: working dir %q must be absolute", name, wd)

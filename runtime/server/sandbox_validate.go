@@ -15,7 +15,7 @@ import (
 // make the daemon write megabytes of metadata or a resolv.conf libc will not read.
 const (
 	maxNameLen        = 253
-	maxHostnameLen    = 63 // HOST_NAME_MAX is 64 with the NUL
+	maxHostnameLen    = 64 // HOST_NAME_MAX: the kernel's nodename holds 64 and a NUL (a pod's FQDN may use all 64)
 	maxMetadataBytes  = 256 << 10
 	maxSysctls        = 128
 	maxDNSServers     = 3 // glibc reads only MAXNS = 3

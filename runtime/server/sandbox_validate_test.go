@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -47,6 +48,8 @@ func TestSandboxValidateConfig(t *testing.T) {
 		{"newline in name", []func(*runtimeapi.PodSandboxConfig){func(c *runtimeapi.PodSandboxConfig) { c.Metadata.Name = "a\nb" }}, false},
 		{"huge name", []func(*runtimeapi.PodSandboxConfig){func(c *runtimeapi.PodSandboxConfig) { c.Metadata.Name = string(make([]byte, 300)) }}, false},
 		{"bad hostname", []func(*runtimeapi.PodSandboxConfig){func(c *runtimeapi.PodSandboxConfig) { c.Hostname = "a b" }}, false},
+		{"64-character hostname", []func(*runtimeapi.PodSandboxConfig){func(c *runtimeapi.PodSandboxConfig) { c.Hostname = strings.Repeat("h", 64) }}, true},
+		{"65-character hostname", []func(*runtimeapi.PodSandboxConfig){func(c *runtimeapi.PodSandboxConfig) { c.Hostname = strings.Repeat("h", 65) }}, false},
 		{"huge annotations", []func(*runtimeapi.PodSandboxConfig){func(c *runtimeapi.PodSandboxConfig) {
 			c.Annotations = map[string]string{"a": string(make([]byte, 300<<10))}
 		}}, false},

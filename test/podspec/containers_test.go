@@ -57,8 +57,7 @@ func containersArea() area {
 		h(anyContainer+".volumeMounts[].readOnly", "a read-only mount (secret, configMap, downwardAPI and projected are always read-only)",
 			containerProof, "agent/volumemanager.TestVolumesInRealContainers"),
 		h(anyContainer+".volumeMounts[].mountPropagation", "None, HostToContainer or Bidirectional as the CRI mount's propagation", containerProof),
-		ign(anyContainer+".volumeMounts[].recursiveReadOnly", "the kubelet asks the runtime for a recursively read-only "+
-			"mount (Enabled, IfPossible); the agent sends a plain read-only one"),
+		h(anyContainer+".volumeMounts[].recursiveReadOnly", "Enabled and IfPossible (where the pod's runtime handler reports recursive read-only mounts) make every submount read-only too; Enabled on a handler without them is CreateContainerConfigError \"failed to resolve recursive read-only mode: volume ... requested recursive read-only mode, but it is not supported by the runtime\"; reported in the container status' volumeMounts", "agent/container.TestResolveRecursiveReadOnly", "agent/kuberuntime.TestMountsRecursiveReadOnlyPerHandler", "agent/kuberuntime.TestRecursiveReadOnlyOnTheRealRuntime", "agent/kuberuntime.TestRecursiveReadOnlyRefusedOnTheRealRuntime", "agent/status.TestVolumeMountStatuses", "agent/podsync.TestStatusReportsRecursiveReadOnly"),
 		h(appOrInit+".volumeMounts[].{subPath|subPathExpr}", "a path inside the volume, opened without following symlinks "+
 			"out of it and bind-mounted; subPathExpr expands $(VAR) from the env first",
 			"agent/kuberuntime.TestSubPathsGoThroughTheVolumeManager", "agent/volumemanager.TestVolumesInRealContainers",
@@ -86,17 +85,13 @@ func containersArea() area {
 			"admission (extended resources the node advertises too); ephemeral-storage by eviction",
 			containerProof, "agent/cm/qos.TestPodLimits", "agent/admission.TestResources", "agent/eviction.TestStorageOverLimit",
 			"agent/cm/cpumanager.TestStaticPolicy"),
-		ign(appOrInit+".resources.claims[]", "the kubelet gives the container the devices of the named resource claims (DRA); "+
-			"the agent gives none"),
+		ref(appOrInit+".resources.claims[]", "refused at admission: reason FailedPrepareDynamicResources, \"Failed to prepare dynamic resources: prepare dynamic resources: no DRA driver is registered for resource claim ...\" (nodelet has no DRA)", "agent/admission.TestAdmitResourceClaims", "agent.TestAdmitRefusesResourceClaims"),
 		h(appOrInit+".resizePolicy[].{resourceName|restartPolicy}", "an in-place resize of that resource restarts the "+
 			"container when RestartContainer", "agent/kuberuntime.TestSyncPodRestartsForResizePolicy"),
 		ref("spec.ephemeralContainers[].{resources|resizePolicy[]}", ephemeralRefusal, "agent/podvalidation.TestValidateEphemeralContainersRefuses"),
 
 		// Restart policy.
-		h("spec.initContainers[].restartPolicy", "Always makes a sidecar: started in order without waiting for it to end, "+
-			"restarted, probed; it is killed together with the app containers (the kubelet stops sidecars after "+
-			"them, in reverse order)", "agent/kuberuntime.TestComputePodActionsSidecarLiveness",
-			"agent/status.TestSidecarConditions", "agent/integration.TestWorkloadOnNodeletRuntime"),
+		h("spec.initContainers[].restartPolicy", "Always makes a sidecar: started in order without waiting for it to end, restarted, probed; at pod termination it is stopped after the app containers and the sidecars started after it, in reverse order, within the grace period (2 s at least), as the kubelet does", "agent/kuberuntime.TestComputePodActionsSidecarLiveness", "agent/status.TestSidecarConditions", "agent/integration.TestWorkloadOnNodeletRuntime", "agent/kuberuntime.TestTerminationOrder", "agent/kuberuntime.TestKillPodStopsSidecarsAfterApps", "agent/kuberuntime.TestSidecarStopsAfterTheAppOnTheRealRuntime"),
 		ref("spec.containers[].restartPolicy", "\"spec.containers[<i>].restartPolicy: Forbidden: may not be set for "+
 			"non-init containers\": static pods are refused when read, pods from the API server at admission (Failed, reason "+
 			"ContainerRestartRulesNotSupported): the kubelet 1.34 leaves the ContainerRestartRules gate off", unsupportedProof...),

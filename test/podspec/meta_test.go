@@ -52,9 +52,7 @@ func metaArea() area {
 			"agent.TestClusterPodsMirrorsAndNode"),
 		na(annotationPrefix+"kubernetes.io/config.hash]", "written by the agent on a static pod (its content hash, "+
 			"also its UID) and copied to its mirror pod as config.mirror; not a user's to set"),
-		ign(annotationPrefix+"container.apparmor.security.beta.kubernetes.io/<container>]", "the kubelet applies "+
-			"the AppArmor profile it names when the field is not set; the agent only copies it to the sandbox's "+
-			"annotations, where no runtime reads it"),
+		h(annotationPrefix+"container.apparmor.security.beta.kubernetes.io/<container>]", "read as the kubelet reads it when the fields are unset (runtime/default, localhost/<name>, unconfined): refused where the kernel does not enforce AppArmor, as the appArmorProfile fields", "agent/admission.TestAppArmorAdmit", "agent/kuberuntime.TestAppArmorProfileSent"),
 		na(annotationPrefix+"{seccomp.security.alpha.kubernetes.io/pod|container.seccomp.security.alpha.kubernetes.io/<container>}]",
 			"the kubelet stopped reading them in 1.27; the API server copies them into securityContext.seccompProfile"),
 	}}

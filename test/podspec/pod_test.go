@@ -25,7 +25,7 @@ func podArea() area {
 			sandboxProof, "agent/kuberuntime.TestEtcHostsManaged", "agent/integration.TestPodFeaturesOnNodeletRuntime"),
 		h("spec.subdomain", "the pod's FQDN <hostname>.<subdomain>.<ns>.svc.<domain> in its /etc/hosts",
 			"agent/kuberuntime.TestEtcHostsManaged"),
-		ign("spec.setHostnameAsFQDN", "the kubelet sets the sandbox's hostname to the pod's FQDN; the agent keeps the short name"),
+		h("spec.setHostnameAsFQDN", "the sandbox's hostname is the pod's FQDN (<hostname>.<subdomain>.<namespace>.svc.<clusterDomain>); longer than 64 characters, the sandbox is not made: FailedCreatePodSandBox \"failed to construct FQDN from pod hostname and cluster domain, FQDN ... is too long\"", "agent/kuberuntime.TestSandboxHostname", "agent/kuberuntime.TestSandboxNotMadeWithTooLongFQDN", "agent/kuberuntime.TestHostnameAsFQDNOnTheRealRuntime"),
 		ref("spec.hostnameOverride", "\"spec.hostnameOverride: Forbidden: is not supported on this node\": static pods are "+
 			"refused when read, pods from the API server at admission (Failed, reason HostnameOverrideNotSupported); the "+
 			"kubelet 1.34 leaves the HostnameOverride gate off", unsupportedProof...),
@@ -39,8 +39,7 @@ func podArea() area {
 		h("spec.hostIPC", "the sandbox shares the node's IPC namespace", sandboxProof, containerProof),
 		h("spec.shareProcessNamespace", "the containers share one PID namespace (NamespaceMode POD)",
 			"agent/kuberuntime.TestEphemeralContainerNamespaces", containerProof),
-		ign("spec.hostUsers", "false asks for a user namespace (CRI UserNamespace mode POD with ID mappings); the "+
-			"agent never asks, so the pod runs with the host's IDs"),
+		h("spec.hostUsers", "false runs the pod in a user namespace of its own: 65536 host IDs per pod, above the host's first 65536 (or the kubelet user's subordinate IDs), never another pod's, kept in pods/<uid>/userns across restarts; volumes are idmapped mounts; on a runtime handler without user namespaces the sandbox is not made: FailedCreatePodSandBox \"can't set `spec.hostUsers: false`, runtime does not support user namespaces\"", "agent/userns.TestRangesAreDisjointAndAboveTheHostsIDs", "agent/userns.TestRangesSurviveARestart", "agent/kuberuntime.TestHostUsersFalseGetsItsRangeEverywhere", "agent/kuberuntime.TestHostUsersFalseOnTheRealRuntime", "agent/kuberuntime.TestHostUsersFalseRefusedOnAHandlerWithoutUserNamespaces", "agent.TestHostUsersFalseStaticPods", "agent/podvalidation.TestHostUsersFalse", "runtime/server.TestUsernsMountsIdmapped"),
 		h("spec.serviceAccountName", "the account whose token serviceAccountToken projections request (TokenRequest); "+
 			"fieldRef spec.serviceAccountName", volumeProof, containerProof),
 		na("spec.serviceAccount", "deprecated alias of serviceAccountName, which the API server fills from it"),
@@ -62,8 +61,7 @@ func podArea() area {
 			"so a pod setting them does not run: \"spec.resources: Forbidden: pod-level resources are not supported on the "+
 			"node\" (static pods, when read; pods from the API server at admission, Failed with the kubelet's reason "+
 			"PodLevelResourcesNotSupported)", unsupportedProof...),
-		ign("spec.resourceClaims[]", "the kubelet prepares the claims' devices through DRA drivers (NodePrepareResources) "+
-			"and gives them to the containers naming them; the agent prepares nothing"),
+		ref("spec.resourceClaims[]", "refused at admission: reason FailedPrepareDynamicResources, \"Failed to prepare dynamic resources: prepare dynamic resources: no DRA driver is registered for resource claim ...\" (nodelet has no DRA)", "agent/admission.TestAdmitResourceClaims", "agent.TestAdmitRefusesResourceClaims"),
 		h("spec.os.name", "another OS than this node's is rejected at admission (PodOSNotSupported)", "agent/admission.TestOS"),
 	}}
 }

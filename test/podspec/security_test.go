@@ -29,16 +29,11 @@ func securityArea() area {
 		h(podSC+".sysctls[].{name|value}", "set in the sandbox; unsafe ones must be in allowedUnsafeSysctls and a node "+
 			"namespace's are refused (SysctlForbidden)", sandboxProof, "agent.TestAdmitChecksSysctls",
 			"agent/internal/sysctl.TestAdmit"),
-		h("{"+podSC+"|"+containerSC+"}.seccompProfile.type", "RuntimeDefault or Unconfined as the sandbox's and "+
-			"containers' CRI seccomp profile (Unconfined when unset, as seccompDefault false)", sandboxProof, containerProof),
-		ign("{"+podSC+"|"+containerSC+"}.seccompProfile.localhostProfile", "sent as given; the kubelet sends the profile's "+
-			"path under <root-dir>/seccomp, so the runtime is asked for a file that is not there"),
-		ign("{"+podSC+"|"+containerSC+"}.appArmorProfile", "the kubelet sends the profile (RuntimeDefault, Localhost, "+
-			"Unconfined) in the CRI security context; the agent sends none and the runtime applies its default"),
-		ign("{"+podSC+"|"+containerSC+"}.seLinuxOptions", "the kubelet sends the SELinux label (user, role, type, level) "+
-			"in the CRI security context; the agent sends none"),
-		ign(podSC+".seLinuxChangePolicy", "the kubelet mounts volumes with the pod's SELinux context (MountOption) or "+
-			"relabels them (Recursive); the agent does neither"),
+		h("{"+podSC+"|"+containerSC+"}.seccompProfile.type", "RuntimeDefault, Localhost or Unconfined as the containers' CRI seccomp profile, the container's over the pod's; unset means Unconfined, or RuntimeDefault with seccompDefault", sandboxProof, containerProof, "agent/kuberuntime.TestSeccompProfileSent", "agent/agentconfig.TestSeccompDefault"),
+		h("{"+podSC+"|"+containerSC+"}.seccompProfile.localhostProfile", "the profile file <root-dir>/seccomp/<name> (a clean relative path; `..` and absolute paths refused as the API server refuses them), loaded by the runtime as a regular file of at most 1 MiB; a missing file fails the container with CreateContainerError \"cannot load seccomp profile ...\"; the sandbox itself runs RuntimeDefault as with the kubelet", "agent/kuberuntime.TestSeccompProfileSent", "agent/kuberuntime.TestSeccompLocalhostReachesTheRuntime", "agent/kuberuntime.TestSeccompLocalhostOnTheRealRuntime", "agent/kuberuntime.TestSeccompLocalhostOutsideTheProfileDirIsRefused", "agent/podvalidation.TestValidateStaticPodSecurityProfiles", "runtime/oci.TestLocalhostSeccompReadSafely"),
+		h("{"+podSC+"|"+containerSC+"}.appArmorProfile.{type|localhostProfile}", "where the kernel enforces AppArmor, sent to the runtime as the CRI profile (RuntimeDefault, Localhost: loaded profiles only, Unconfined), the container's over the pod's; where it does not (as here), a pod asking for anything but Unconfined is refused: status Failed, reason AppArmor, \"Pod was rejected: Cannot enforce AppArmor: AppArmor is not enabled on the host\"", "agent/admission.TestAppArmorAdmit", "agent.TestAppArmorLocalhostPod", "agent/kuberuntime.TestAppArmorProfileSent", "runtime/oci.TestAppArmorWhereTheKernelHasNone", "runtime/oci.TestAppArmorWhereTheKernelEnforcesIt"),
+		h("{"+podSC+"|"+containerSC+"}.seLinuxOptions.{user|role|type|level}", "sent as the CRI SELinux label (the container's options replace the pod's); the runtime labels the process and its mounts where SELinux is enabled and, as containerd, ignores the label where it is not (here); a malformed level is refused either way", "agent/kuberuntime.TestSELinuxOptionsSent", "runtime/oci.TestSELinuxWhereTheKernelRunsIt", "runtime/oci.TestSELinuxWhereTheKernelHasNone"),
+		na(podSC+".seLinuxChangePolicy", "how volumes are relabelled on an SELinux host (Recursive or MountOption); the values are validated, but nodelet relabels no volume: on a host without SELinux the kubelet does nothing with it either, and nodelet does not support SELinux-enforcing hosts for pods with volumes (README, Security profiles)"),
 		na("{"+podSC+"|"+containerSC+"}.windowsOptions", "Windows nodes only; a Linux kubelet ignores them too (the API server "+
 			"refuses them when spec.os.name is linux)"),
 
@@ -50,7 +45,6 @@ func securityArea() area {
 		h(containerSC+".allowPrivilegeEscalation", "false sets no_new_privs", containerProof),
 		h(containerSC+".readOnlyRootFilesystem", "a read-only root filesystem", containerProof),
 		h(containerSC+".capabilities.{add|drop}", "added to and dropped from the runtime's default set", containerProof),
-		ign(containerSC+".procMount", "Unmasked asks the runtime not to mask /proc (the kubelet sends no masked or "+
-			"read-only paths); the agent masks it always"),
+		h(containerSC+".procMount", "Unmasked sends no masked or read-only paths and the runtime leaves /proc unmasked; allowed only with hostUsers: false, as the API server validates (\"`hostUsers` must be false to use `Unmasked`\")", "agent/kuberuntime.TestProcMountPathsSent", "runtime/oci.TestProcMountUnmasked", "agent/podvalidation.TestValidateStaticPodSecurityProfiles"),
 	}}
 }

@@ -8,7 +8,7 @@ const (
 	downward = vol + ".{downwardAPI|projected.sources[].downwardAPI}"
 
 	unsupportedVolume = "a container mounting it does not start: CreateContainerConfigError \"volume \\\"<name>\\\": " +
-		"unsupported volume type (emptyDir, hostPath, secret, configMap, downwardAPI and projected are)\"; " +
+		"unsupported volume type (emptyDir, hostPath, image, secret, configMap, downwardAPI and projected are)\"; " +
 		"a volume no container mounts is not set up"
 )
 
@@ -63,7 +63,14 @@ func volumesArea() area {
 			"containers do not start: event FailedMount \"MountVolume.SetUp failed: volume \\\"<name>\\\": unsupported "+
 			"projection (clusterTrustBundle and podCertificate are not supported)\"", refusalProof),
 
-		ref(vol+".{persistentVolumeClaim|ephemeral|csi|image|nfs|iscsi|fc|rbd|cephfs|glusterfs|flexVolume|cinder|"+
+		h(vol+".image.reference", "the image is pulled (the pod's pull secrets) before the containers mounting it start, and the "+
+			"runtime mounts it read-only (CRI Mount.image); subPath and subPathExpr name a folder of it; a failed pull leaves "+
+			"the container waiting (ErrImagePull, ImagePullBackOff) with the kubelet's events; its image counts as in use for "+
+			"image GC", "agent/kuberuntime.TestImageVolumeMounted", "agent/kuberuntime.TestImageVolumeSubPath",
+			"agent/kuberuntime.TestImageVolumeOnTheRealRuntime", "agent/kuberuntime.TestImageVolumePullFailures", "agent/images.TestImageGCKeepsImageVolumes"),
+		h(vol+".image.pullPolicy", "Always, IfNotPresent, Never (default Always for :latest or no tag), when a container "+
+			"mounting the volume starts", "agent/kuberuntime.TestImageVolumePullPolicies"),
+		ref(vol+".{persistentVolumeClaim|ephemeral|csi|nfs|iscsi|fc|rbd|cephfs|glusterfs|flexVolume|cinder|"+
 			"azureFile|azureDisk|awsElasticBlockStore|gcePersistentDisk|vsphereVolume|photonPersistentDisk|portworxVolume|"+
 			"scaleIO|storageos|quobyte|flocker|gitRepo}", unsupportedVolume, refusalProof, "agent/kuberuntime.TestGenerateConfigs"),
 	}}

@@ -44,6 +44,8 @@ type Server struct {
 	updateErrs map[string]error  // container name → error on UpdateContainerResources
 	sandboxErr error             // the error of UpdatePodSandboxResources
 	memUsage   map[string]uint64 // container name → ContainerStats memory usage
+	// stopHolds: container name → StopContainer waits until it is closed.
+	stopHolds  map[string]chan struct{}
 	exitOnStop int32
 	execExit   int32
 	noEvents   bool
@@ -67,6 +69,7 @@ func Start(t testing.TB) *Server {
 		startErrs:  map[string]error{},
 		updateErrs: map[string]error{},
 		memUsage:   map[string]uint64{},
+		stopHolds:  map[string]chan struct{}{},
 		exitOnStop: 137,
 		now:        time.Now,
 	}
@@ -166,6 +169,17 @@ func (s *Server) FailPull(name string, err error) {
 		return
 	}
 	s.pullErrs[name] = err
+}
+
+// HoldStop makes StopContainer of containers with this name, once recorded, wait until release
+// is called (a container slow to stop), so a test sees what happens meanwhile.
+func (s *Server) HoldStop(name string) (release func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := make(chan struct{})
+	s.stopHolds[name] = ch
+	var once sync.Once
+	return func() { once.Do(func() { close(ch) }) }
 }
 
 // SetExecExitCode makes every later ExecSync report code (probes and hooks read it).

@@ -154,16 +154,25 @@ func (s *Server) StartContainer(_ context.Context, r *runtimeapi.StartContainerR
 	return &runtimeapi.StartContainerResponse{}, nil
 }
 
-func (s *Server) StopContainer(_ context.Context, r *runtimeapi.StopContainerRequest) (*runtimeapi.StopContainerResponse, error) {
+func (s *Server) StopContainer(ctx context.Context, r *runtimeapi.StopContainerRequest) (*runtimeapi.StopContainerResponse, error) {
 	s.mu.Lock()
 	c, ok := s.containers[r.ContainerId]
+	var hold chan struct{}
 	if ok {
 		s.record("StopContainer %s timeout=%d", c.Metadata.Name, r.Timeout)
+		hold = s.stopHolds[c.Metadata.Name]
 	}
 	code := s.exitOnStop
 	s.mu.Unlock()
 	if !ok {
 		return nil, notFound("container", r.ContainerId)
+	}
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	s.ExitContainer(r.ContainerId, code)
 	return &runtimeapi.StopContainerResponse{}, nil
