@@ -107,6 +107,9 @@ func (h *Handler) Admit(pod *v1.Pod, others []*v1.Pod) Result {
 	if pod.Spec.OS != nil && string(pod.Spec.OS.Name) != goruntime.GOOS {
 		return Result{Reason: PodOSNotSupported, Message: "Failed to admit pod as the OS field doesn't match node OS"}
 	}
+	if r, refused := unsupportedFields(pod); refused {
+		return r
+	}
 
 	active := activeOthers(pod, others)
 	fails := h.generalPredicates(pod, node, active)

@@ -55,6 +55,9 @@ type Status struct {
 	// Resources are the cpu and memory the runtime reports the container has; nil when it
 	// reports none.
 	Resources *ContainerResources
+	// User is the identity the container's process runs with, as the runtime reports it (uid,
+	// gid and the supplementary groups it actually got); nil when it reports none.
+	User *v1.ContainerUser
 }
 
 // ContainerResources are a container's resources as a runtime reports them (from the Linux cgroup

@@ -88,10 +88,10 @@ func storageOverLimit(p *v1.Pod, s statsapi.PodStats) (signal, message string) {
 		containerUsed[c.Name] = used
 		podUsed += used
 	}
-	// Disk-backed emptyDirs count toward the pod; memory-backed ones, and the agent's configMap,
-	// secret and downward API volumes (tmpfs here), use no node disk.
+	// Disk-backed emptyDirs count toward the pod; memory and huge page ones, and the agent's
+	// configMap, secret and downward API volumes (tmpfs here), use no node disk.
 	for _, v := range p.Spec.Volumes {
-		if v.EmptyDir != nil && v.EmptyDir.Medium != v1.StorageMediumMemory {
+		if v.EmptyDir != nil && v.EmptyDir.Medium == v1.StorageMediumDefault {
 			podUsed += volumeUsed[v.Name]
 		}
 	}

@@ -109,8 +109,10 @@ func (m *Manager) makeEnv(ctx context.Context, pod *v1.Pod, c *v1.Container, pod
 				v, found, err = m.keyRef(ctx, pod.Namespace, src.ConfigMapKeyRef.Name, src.ConfigMapKeyRef.Key, src.ConfigMapKeyRef.Optional, false)
 			case src.SecretKeyRef != nil:
 				v, found, err = m.keyRef(ctx, pod.Namespace, src.SecretKeyRef.Name, src.SecretKeyRef.Key, src.SecretKeyRef.Optional, true)
+			case src.FileKeyRef != nil:
+				err = errors.New("valueFrom.fileKeyRef is not supported")
 			default:
-				err = fmt.Errorf("env %s: unsupported valueFrom", e.Name)
+				err = errors.New("unsupported valueFrom")
 			}
 			if err != nil {
 				return nil, nil, fmt.Errorf("env %s: %w", e.Name, err)
@@ -427,6 +429,9 @@ func (m *Manager) generateContainerConfig(ctx context.Context, pod *v1.Pod, c *v
 // were pulled (pullImageVolumes).
 func (m *Manager) generateContainerConfigWith(ctx context.Context, pod *v1.Pod, c *v1.Container, restartCount int, imageRef string,
 	podIPs []string, imageVols imageVolumes) (*runtimeapi.ContainerConfig, error) {
+	if err := refuseVolumeDevices(c); err != nil {
+		return nil, err
+	}
 	sc := containerSecurityContext(pod, c)
 	if err := m.containerSecurityProfiles(pod, c, sc); err != nil {
 		return nil, err
@@ -483,5 +488,8 @@ func (m *Manager) generateContainerConfigWith(ctx context.Context, pod *v1.Pod, 
 		},
 	}
 	applyContainerUserns(cfg, userns)
+	if cfg.Linux.SecurityContext.SupplementalGroupsPolicy, err = m.supplementalGroupsPolicy(ctx, pod); err != nil {
+		return nil, err
+	}
 	return cfg, nil
 }

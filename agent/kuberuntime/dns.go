@@ -78,22 +78,106 @@ func (d DNSConfigurer) PodDNS(pod *v1.Pod) *runtimeapi.DNSConfig {
 		cfg.Options = append(cfg.Options, d.host.Options...)
 	case v1.DNSClusterFirst, v1.DNSClusterFirstWithHostNet:
 		cfg.Servers = append(cfg.Servers, d.ClusterDNS...)
+		searches := d.host.Searches
 		if d.ClusterDomain != "" {
-			cfg.Searches = []string{pod.Namespace + ".svc." + d.ClusterDomain, "svc." + d.ClusterDomain, d.ClusterDomain}
+			searches = append([]string{pod.Namespace + ".svc." + d.ClusterDomain, "svc." + d.ClusterDomain, d.ClusterDomain}, searches...)
 		}
-		cfg.Searches = append(cfg.Searches, d.host.Searches...)
+		cfg.Searches = withoutDuplicates(searches)
 		cfg.Options = []string{"ndots:5"}
 	}
 	if pc := pod.Spec.DNSConfig; pc != nil {
-		cfg.Servers = append(cfg.Servers, pc.Nameservers...)
-		cfg.Searches = append(cfg.Searches, pc.Searches...)
-		for _, o := range pc.Options {
-			if o.Value != nil {
-				cfg.Options = append(cfg.Options, o.Name+":"+*o.Value)
-			} else {
-				cfg.Options = append(cfg.Options, o.Name)
-			}
-		}
+		cfg.Servers = withoutDuplicates(append(cfg.Servers, pc.Nameservers...))
+		cfg.Searches = withoutDuplicates(append(cfg.Searches, pc.Searches...))
+		cfg.Options = mergeOptions(cfg.Options, pc.Options)
 	}
 	return cfg
+}
+
+// podDNS is the sandbox's DNS config, cut to what resolvers take; each cut is a DNSConfigForming
+// warning on the pod, as the kubelet's.
+func (m *Manager) podDNS(pod *v1.Pod) *runtimeapi.DNSConfig {
+	cfg := m.DNS.PodDNS(pod)
+	for _, warning := range fitDNSLimits(cfg) {
+		m.Recorder.Event(pod, v1.EventTypeWarning, "DNSConfigForming", warning)
+	}
+	return cfg
+}
+
+// The API server's limits on a pod's own dnsConfig, which the kubelet also applies to the
+// config it composes with the node's resolver and the cluster's search domains.
+const (
+	maxDNSNameservers     = 3
+	maxDNSSearchPaths     = 32
+	maxDNSSearchListChars = 2048
+	maxDNSSearchLength    = 253 // a longer search path makes some resolvers (glibc 2.28) abort
+)
+
+// fitDNSLimits keeps the first 3 nameservers and as many search paths as fit, and says what it cut.
+func fitDNSLimits(cfg *runtimeapi.DNSConfig) []string {
+	var warnings []string
+	if len(cfg.Servers) > maxDNSNameservers {
+		cfg.Servers = cfg.Servers[:maxDNSNameservers]
+		warnings = append(warnings, "Nameserver limits were exceeded, some nameservers have been omitted, "+
+			"the applied nameserver line is: "+strings.Join(cfg.Servers, " "))
+	}
+	cut := false
+	if len(cfg.Searches) > maxDNSSearchPaths {
+		cfg.Searches, cut = cfg.Searches[:maxDNSSearchPaths], true
+	}
+	kept := cfg.Searches[:0]
+	for _, s := range cfg.Searches {
+		if len(s) > maxDNSSearchLength {
+			cut = true
+			continue
+		}
+		kept = append(kept, s)
+	}
+	cfg.Searches = kept
+	for len(strings.Join(cfg.Searches, " ")) > maxDNSSearchListChars {
+		cfg.Searches, cut = cfg.Searches[:len(cfg.Searches)-1], true
+	}
+	if cut {
+		warnings = append(warnings, "Search Line limits were exceeded, some search paths have been omitted, "+
+			"the applied search line is: "+strings.Join(cfg.Searches, " "))
+	}
+	return warnings
+}
+
+func withoutDuplicates(list []string) []string {
+	seen := make(map[string]bool, len(list))
+	out := list[:0:0]
+	for _, s := range list {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// mergeOptions adds the pod's resolver options to the policy's; an option the pod names again
+// takes the pod's value, in the place it had.
+func mergeOptions(base []string, pod []v1.PodDNSConfigOption) []string {
+	out := make([]string, 0, len(base)+len(pod))
+	at := map[string]int{}
+	put := func(name, opt string) {
+		if i, ok := at[name]; ok {
+			out[i] = opt
+			return
+		}
+		at[name] = len(out)
+		out = append(out, opt)
+	}
+	for _, o := range base {
+		name, _, _ := strings.Cut(o, ":")
+		put(name, o)
+	}
+	for _, o := range pod {
+		opt := o.Name
+		if o.Value != nil && *o.Value != "" {
+			opt += ":" + *o.Value
+		}
+		put(o.Name, opt)
+	}
+	return out
 }

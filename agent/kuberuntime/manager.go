@@ -281,6 +281,7 @@ func toContainerStatus(s *runtimeapi.ContainerStatus) *kubecontainer.Status {
 		Reason:       s.Reason,
 		Message:      s.Message,
 		Resources:    toContainerResources(s.Resources),
+		User:         toContainerUser(s.User),
 	}
 	if cs.ImageID == "" {
 		cs.ImageID = s.ImageRef

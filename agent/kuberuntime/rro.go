@@ -16,33 +16,58 @@ import (
 // the kubelet's runtime state is refreshed by its runtime check every 5 s.
 const handlerRefresh = 5 * time.Second
 
-// handlerFeatures is the runtime handlers' recursive read-only support as the runtime's Status last
-// listed it. Its zero value is ready: nothing is known and the first question asks the runtime.
+// handlerFeatures is the runtime handlers' recursive read-only support, and the runtime's own
+// features, as the runtime's Status last listed them. Its zero value is ready: nothing is known
+// and the first question asks the runtime.
 type handlerFeatures struct {
 	mu   sync.Mutex
 	read time.Time
 	rro  map[string]bool // by handler name; nil until a Status listed handlers
+	// runtime are the runtime's features besides its handlers'; nil until a Status answered.
+	runtime *runtimeapi.RuntimeFeatures
 }
 
-// handlerSupportsRRO asks the runtime's Status (at most every handlerRefresh, failed or not)
-// whether handler takes recursive read-only mounts. A runtime that lists no handlers, or not this
-// one, takes none, as the kubelet judges it; a failed Status keeps what the last one said.
+// refreshHandlers asks the runtime's Status again when the last answer is older than
+// handlerRefresh (failed or not); a failed Status keeps what the last one said. h.mu is held.
+func (m *Manager) refreshHandlers(ctx context.Context) {
+	h := &m.handlers
+	now := m.Now()
+	if !h.read.IsZero() && now.Sub(h.read) < handlerRefresh {
+		return
+	}
+	h.read = now
+	st, err := m.Runtime.Status(ctx, &runtimeapi.StatusRequest{})
+	if err != nil {
+		m.Log.Warn("runtime status for its handlers' features", "err", err)
+		return
+	}
+	h.rro = map[string]bool{}
+	for _, rh := range st.GetRuntimeHandlers() {
+		h.rro[rh.GetName()] = rh.GetFeatures().GetRecursiveReadOnlyMounts()
+	}
+	h.runtime = st.GetFeatures()
+	if h.runtime == nil {
+		h.runtime = &runtimeapi.RuntimeFeatures{}
+	}
+}
+
+// runtimeFeatures are the features the runtime's Status last reported (nil: none known).
+func (m *Manager) runtimeFeatures(ctx context.Context) *runtimeapi.RuntimeFeatures {
+	h := &m.handlers
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m.refreshHandlers(ctx)
+	return h.runtime
+}
+
+// handlerSupportsRRO asks the runtime's Status (at most every handlerRefresh) whether handler
+// takes recursive read-only mounts. A runtime that lists no handlers, or not this one, takes none,
+// as the kubelet judges it.
 func (m *Manager) handlerSupportsRRO(ctx context.Context, handler string) bool {
 	h := &m.handlers
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if now := m.Now(); h.read.IsZero() || now.Sub(h.read) >= handlerRefresh {
-		h.read = now
-		st, err := m.Runtime.Status(ctx, &runtimeapi.StatusRequest{})
-		if err != nil {
-			m.Log.Warn("runtime status for its handlers' features", "err", err)
-		} else {
-			h.rro = map[string]bool{}
-			for _, rh := range st.GetRuntimeHandlers() {
-				h.rro[rh.GetName()] = rh.GetFeatures().GetRecursiveReadOnlyMounts()
-			}
-		}
-	}
+	m.refreshHandlers(ctx)
 	supported, known := h.rro[handler]
 	if !known && len(h.rro) > 0 {
 		m.Log.Error("Unknown runtime handler", "runtimeHandlerName", handler)

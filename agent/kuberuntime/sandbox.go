@@ -107,7 +107,7 @@ func (m *Manager) generatePodSandboxConfig(ctx context.Context, pod *v1.Pod, att
 		},
 		Hostname:     hostname,
 		LogDirectory: logDir,
-		DnsConfig:    m.DNS.PodDNS(pod),
+		DnsConfig:    m.podDNS(pod),
 		Labels:       newSandboxLabels(pod),
 		Annotations:  copyMap(pod.Annotations),
 	}
@@ -131,6 +131,7 @@ func (m *Manager) generatePodSandboxConfig(ctx context.Context, pod *v1.Pod, att
 	lsc := &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: namespaceOptions(pod),
 		Seccomp: &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}}
 	lsc.NamespaceOptions.UsernsOptions = userns
+	lsc.SupplementalGroupsPolicy = podSupplementalGroupsPolicy(pod)
 	if psc := pod.Spec.SecurityContext; psc != nil {
 		if psc.RunAsUser != nil {
 			lsc.RunAsUser = &runtimeapi.Int64Value{Value: *psc.RunAsUser}

@@ -70,6 +70,8 @@ func validatePodSpec(spec *v1.PodSpec, fld *field.Path) field.ErrorList {
 	errs = append(errs, validatePodSecurityContext(spec.SecurityContext, fld.Child("securityContext"))...)
 	errs = append(errs, validateHostUsers(spec, fld)...)
 	errs = append(errs, validateProcMounts(spec, fld)...)
+	_, refused := unsupported(spec, fld, false)
+	errs = append(errs, refused...)
 	errs = append(errs, metav1validation.ValidateLabels(spec.NodeSelector, fld.Child("nodeSelector"))...)
 	errs = append(errs, ValidateTolerations(spec.Tolerations, fld.Child("tolerations"))...)
 	if n := spec.RuntimeClassName; n != nil {

@@ -79,7 +79,15 @@ func Generate(pod *v1.Pod, ps *kubecontainer.PodStatus, old v1.PodStatus, in Inp
 		}
 	}
 	s.Conditions = conditions(pod, &s, ps, old.Conditions, in)
+	s.ObservedGeneration = observedGeneration(pod, old)
 	return s
+}
+
+// observedGeneration is the pod generation this status answers (PodObservedGenerationTracking, on
+// by default since 1.34). It never goes back: a sync working from an older copy of the pod must
+// not undo what a newer one reported.
+func observedGeneration(pod *v1.Pod, old v1.PodStatus) int64 {
+	return max(pod.Generation, old.ObservedGeneration)
 }
 
 func containerID(runtimeName, id string) string {
@@ -173,6 +181,7 @@ func containerStatuses(pod *v1.Pod, specs []v1.Container, ps *kubecontainer.PodS
 			st.ImageID = cur.ImageID
 		}
 		st.ContainerID = containerID(in.RuntimeName, cur.ID)
+		st.User = cur.User
 		st.Resources = statusResources(&spec, cur, st.ContainerID, oldSt, in.Actuated)
 		switch cur.State {
 		case kubecontainer.StateRunning:
@@ -317,7 +326,8 @@ func conditions(pod *v1.Pod, s *v1.PodStatus, ps *kubecontainer.PodStatus, old [
 		if ok {
 			st = v1.ConditionTrue
 		}
-		c := v1.PodCondition{Type: t, Status: st, Reason: reason, Message: message, LastTransitionTime: metav1.NewTime(now)}
+		c := v1.PodCondition{Type: t, Status: st, Reason: reason, Message: message, LastTransitionTime: metav1.NewTime(now),
+			ObservedGeneration: pod.Generation}
 		if o, found := oldBy[t]; found && o.Status == st {
 			c.LastTransitionTime = o.LastTransitionTime
 		}

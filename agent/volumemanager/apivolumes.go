@@ -303,9 +303,13 @@ func formatMap(m map[string]string) []byte {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	// One key="value" a line, without a newline after the last, as the kubelet writes them.
 	var b bytes.Buffer
-	for _, k := range keys {
-		fmt.Fprintf(&b, "%s=%q\n", k, m[k])
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		fmt.Fprintf(&b, "%s=%q", k, m[k])
 	}
 	return b.Bytes()
 }
@@ -327,7 +331,11 @@ func downwardFiles(pod *v1.Pod, items []v1.DownwardAPIVolumeFile, def *int32, al
 			case "metadata.annotations":
 				data = formatMap(pod.Annotations)
 			default:
-				return fmt.Errorf("downwardAPI field %q is not supported", it.FieldRef.FieldPath)
+				v, err := subscriptedField(pod, it.FieldRef.FieldPath)
+				if err != nil {
+					return err
+				}
+				data = []byte(v)
 			}
 		case it.ResourceFieldRef != nil:
 			v, err := ResourceFieldValue(pod, it.ResourceFieldRef, allocatable)

@@ -13,7 +13,8 @@ import (
 
 // setUpEmptyDir makes the folder; for medium Memory it mounts a tmpfs there once, sized by
 // sizeLimit (else the kernel's default of half the RAM), so the pod's writes count against memory
-// and vanish with the pod.
+// and vanish with the pod; for HugePages media, a hugetlbfs of the pod's huge page size, whose
+// pages the pod cgroup's hugetlb limit pays for.
 func (m *Manager) setUpEmptyDir(pod *v1.Pod, v *v1.Volume) error {
 	parent, err := m.pluginDir(pod.UID, podpath.EmptyDirPlugin)
 	if err != nil {
@@ -31,7 +32,8 @@ func (m *Manager) setUpEmptyDir(pod *v1.Pod, v *v1.Volume) error {
 	if err := os.Chmod(dir, 0o777); err != nil {
 		return err
 	}
-	if v.EmptyDir.Medium != v1.StorageMediumMemory {
+	medium := v.EmptyDir.Medium
+	if medium != v1.StorageMediumMemory && !isHugePagesMedium(medium) {
 		return own(dir, true, fsGroup(pod))
 	}
 	if mounted, err := m.isMountPoint(dir); err != nil || mounted {
@@ -39,6 +41,16 @@ func (m *Manager) setUpEmptyDir(pod *v1.Pod, v *v1.Volume) error {
 			err = own(dir, true, fsGroup(pod))
 		}
 		return err
+	}
+	if isHugePagesMedium(medium) {
+		size, err := hugePageSize(medium, pod)
+		if err != nil {
+			return err
+		}
+		if err := m.mounter().MountHugetlbfs(dir, size.String()); err != nil {
+			return fmt.Errorf("hugetlbfs: %w", err)
+		}
+		return own(dir, true, fsGroup(pod))
 	}
 	var size int64
 	if v.EmptyDir.SizeLimit != nil {

@@ -78,6 +78,8 @@ type ObjectSource interface {
 type Mounter interface {
 	// MountTmpfs mounts a nosuid, nodev tmpfs of sizeBytes (0: the kernel's default) whose root has mode.
 	MountTmpfs(target string, sizeBytes int64, mode os.FileMode) error
+	// MountHugetlbfs mounts a nosuid, nodev hugetlbfs of pages of pageSize (a quantity: 2Mi, 1Gi).
+	MountHugetlbfs(target, pageSize string) error
 	// ResizeTmpfs remounts the tmpfs at target with a new size, keeping its files.
 	ResizeTmpfs(target string, sizeBytes int64) error
 	BindFd(fdPath, target string) error

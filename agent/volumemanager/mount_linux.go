@@ -21,6 +21,10 @@ func (kernelMounter) MountTmpfs(target string, size int64, mode os.FileMode) err
 	return unix.Mount("tmpfs", target, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts)
 }
 
+func (kernelMounter) MountHugetlbfs(target, pageSize string) error {
+	return unix.Mount("nodev", target, "hugetlbfs", unix.MS_NOSUID|unix.MS_NODEV, "pagesize="+pageSize)
+}
+
 func (kernelMounter) ResizeTmpfs(target string, size int64) error {
 	return unix.Mount("tmpfs", target, "tmpfs", unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NODEV, "size="+strconv.FormatInt(size, 10))
 }

@@ -44,8 +44,8 @@ func containersArea() area {
 		h(anyContainer+".env[].valueFrom.secretKeyRef.{name|key}", "the key of the secret in the pod's namespace", containerProof),
 		h(anyContainer+".env[].valueFrom.secretKeyRef.optional", "a missing secret or key leaves the variable out", containerProof),
 		ref(anyContainer+".env[].valueFrom.fileKeyRef", "static pods: \"spec.containers[<i>].env[<j>].valueFrom.fileKeyRef: "+
-			"Forbidden: is not supported for static pods\"; other pods: CreateContainerConfigError \"env <name>: env <name>: "+
-			"unsupported valueFrom\"", "test/podspec.TestFileKeyRefIsRefused"),
+			"Forbidden: is not supported for static pods\"; other pods: CreateContainerConfigError \"env <name>: "+
+			"valueFrom.fileKeyRef is not supported\"", "test/podspec.TestFileKeyRefIsRefused"),
 		h(anyContainer+".envFrom[].{configMapRef|secretRef}.name", "every key of the config map or secret becomes a variable",
 			"agent/kuberuntime.TestEnvFromReachesTheContainerConfig", "agent/kuberuntime.TestEnvFromOnTheRealRuntime"),
 		h(anyContainer+".envFrom[].{configMapRef|secretRef}.optional", "a missing config map or secret is skipped", containerProof),
@@ -64,8 +64,9 @@ func containersArea() area {
 			"agent/volumemanager.TestSubPathSymlinkEscape", "agent/integration.TestWorkloadOnNodeletRuntime"),
 		ref("spec.ephemeralContainers[].volumeMounts[].{subPath|subPathExpr}", ephemeralRefusal,
 			"agent/podvalidation.TestValidateEphemeralContainersRefuses"),
-		ign(anyContainer+".volumeDevices[]", "the kubelet maps a block PersistentVolumeClaim's device at devicePath; "+
-			"the agent neither maps it nor refuses the container"),
+		ref(anyContainer+".volumeDevices[]", "nodelet maps no block devices: the container does not start, "+
+			"CreateContainerConfigError \"volumeDevices: volume \\\"<name>\\\" at <devicePath>: block volumes are not supported\"",
+			"test/podspec.TestVolumeDevicesAreRefused"),
 
 		// Ports.
 		h(appOrInit+".ports[].containerPort", "app containers' ports become the sandbox's port mappings (as with the "+
@@ -91,14 +92,16 @@ func containersArea() area {
 
 		// Restart policy.
 		h("spec.initContainers[].restartPolicy", "Always makes a sidecar: started in order without waiting for it to end, restarted, probed; at pod termination it is stopped after the app containers and the sidecars started after it, in reverse order, within the grace period (2 s at least), as the kubelet does", "agent/kuberuntime.TestComputePodActionsSidecarLiveness", "agent/status.TestSidecarConditions", "agent/integration.TestWorkloadOnNodeletRuntime", "agent/kuberuntime.TestTerminationOrder", "agent/kuberuntime.TestKillPodStopsSidecarsAfterApps", "agent/kuberuntime.TestSidecarStopsAfterTheAppOnTheRealRuntime"),
-		ign("spec.containers[].restartPolicy", "static pods refuse it (\"spec.containers[<i>].restartPolicy: Forbidden: may not "+
-			"be set for non-init containers\"); from the API server (ContainerRestartRules gate) it is ignored and the "+
-			"pod's restartPolicy applies"),
+		ref("spec.containers[].restartPolicy", "\"spec.containers[<i>].restartPolicy: Forbidden: may not be set for "+
+			"non-init containers\": static pods are refused when read, pods from the API server at admission (Failed, reason "+
+			"ContainerRestartRulesNotSupported): the kubelet 1.34 leaves the ContainerRestartRules gate off", unsupportedProof...),
 		ref("spec.ephemeralContainers[].restartPolicy", "CreateContainerConfigError \"invalid ephemeral container: "+
 			"spec.ephemeralContainers[<i>].restartPolicy: Forbidden: may not be set for non-init containers\"",
 			"agent/podvalidation.TestValidateEphemeralContainersRefuses"),
-		ign(appOrInit+".restartPolicyRules[]", "the kubelet (ContainerRestartRules gate) restarts or not by exit code; the "+
-			"agent ignores the rules"),
+		ref(appOrInit+".restartPolicyRules[]", "\"spec.containers[<i>].restartPolicyRules: Forbidden: is not supported on "+
+			"this node\" (initContainers alike): static pods are refused when read, pods from the API server at admission "+
+			"(Failed, reason ContainerRestartRulesNotSupported; the ContainerRestartRules gate is off in the kubelet 1.34)",
+			unsupportedProof...),
 		ref("spec.ephemeralContainers[].restartPolicyRules[]", ephemeralRefusal),
 
 		h("spec.ephemeralContainers[].targetContainerName", "the debug container joins that container's PID namespace "+

@@ -338,7 +338,8 @@ func TestFileKeyRefIsRefused(t *testing.T) {
 	pod.Spec.Containers[0].Env = []v1.EnvVar{{Name: "F", ValueFrom: &v1.EnvVarSource{FileKeyRef: &v1.FileKeySelector{
 		VolumeName: "v", Path: "f", Key: "k"}}}}
 	got := syncOnce(t, pod)
-	if got.err == nil || !strings.Contains(got.err.Error(), "env F: env F: unsupported valueFrom") || got.container != nil {
+	if got.err == nil || !strings.Contains(got.err.Error(), "env F: valueFrom.fileKeyRef is not supported") ||
+		strings.Count(got.err.Error(), "env F:") != 1 || got.container != nil {
 		t.Fatalf("sync: %v, container %v", got.err, got.container)
 	}
 }

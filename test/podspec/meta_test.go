@@ -7,6 +7,10 @@ const (
 	refusalProof   = "test/podspec.TestUnsupportedVolumeIsRefused"
 )
 
+// unsupportedProof are the tests of the fields refused for static pods and at admission.
+var unsupportedProof = []string{"agent/podvalidation.TestValidateStaticPodRefusesUnsupportedFields",
+	"agent/admission.TestUnsupportedFields"}
+
 func metaArea() area {
 	return area{title: "Object metadata and annotations", rows: []row{
 		h("metadata.name", "the pod's name in the CRI sandbox metadata and labels, its log folder and its status; "+
@@ -21,8 +25,9 @@ func metaArea() area {
 			"agent/kuberuntime.TestSyncPodStartsSandboxAndContainers", "agent/config.TestUIDIsStableAcrossReads",
 			"agent/podvalidation.TestValidateUIDAcceptsSafeElements", "agent/kuberuntime.TestUnsafePodNamesCreateNothing"),
 		na("metadata.resourceVersion", "the API server's concurrency token; status patches do not depend on it"),
-		ign("metadata.generation", "only the resize conditions carry it as observedGeneration; the kubelet "+
-			"(PodObservedGenerationTracking) also reports it as status.observedGeneration and in every condition"),
+		h("metadata.generation", "reported as status.observedGeneration (never lowered by a sync from an older copy) "+
+			"and as the observedGeneration of every condition the agent sets; the resize conditions carry the "+
+			"generation they were decided for (PodObservedGenerationTracking)", "agent/status.TestGenerateObservedGeneration"),
 		h("metadata.creationTimestamp", "where the pod start latency metric counts from", "agent/metrics.TestPodStartTracker"),
 		h("metadata.deletionTimestamp", "the pod is killed (preStop hooks, then the grace period); in a cluster the "+
 			"agent deletes the object with grace 0 once its containers are gone",

@@ -12,17 +12,23 @@ func podArea() area {
 		h("spec.dnsPolicy", "ClusterFirst (the cluster DNS, <ns>.svc.<domain> searches, ndots:5; the host's resolver "+
 			"for hostNetwork pods or without clusterDNS), ClusterFirstWithHostNet, Default (the host's resolv.conf), "+
 			"None, as the sandbox's DNS config", sandboxProof, "agent/kuberuntime.TestGenerateConfigs"),
-		h("spec.dnsConfig.nameservers", "appended to the sandbox's DNS servers; unlike the kubelet, more than 3 in all are "+
-			"not cut (the resolver uses the first 3)", sandboxProof),
-		h("spec.dnsConfig.searches", "appended to the search domains; unlike the kubelet, more than 32 are not cut", sandboxProof),
-		h("spec.dnsConfig.options[].name", "appended to the resolver options", sandboxProof),
+		h("spec.dnsConfig.nameservers", "appended to the sandbox's DNS servers, duplicates left out; past 3 in all the "+
+			"rest are cut with a DNSConfigForming warning event, as the kubelet's", sandboxProof,
+			"agent/kuberuntime.TestPodDNSFitsResolverLimits"),
+		h("spec.dnsConfig.searches", "appended to the search domains, duplicates left out; past 32 paths or 2048 "+
+			"characters, the last are cut, and paths longer than 253 dropped, with a DNSConfigForming warning event",
+			sandboxProof, "agent/kuberuntime.TestPodDNSFitsResolverLimits"),
+		h("spec.dnsConfig.options[].name", "added to the resolver options; one the policy already sets (ndots) takes "+
+			"the pod's value", sandboxProof, "agent/kuberuntime.TestPodDNSFitsResolverLimits"),
 		h("spec.dnsConfig.options[].value", "written as name:value", sandboxProof),
 		h("spec.hostname", "the sandbox's hostname (default: the pod's name, cut to 63 characters) and its /etc/hosts line",
 			sandboxProof, "agent/kuberuntime.TestEtcHostsManaged", "agent/integration.TestPodFeaturesOnNodeletRuntime"),
 		h("spec.subdomain", "the pod's FQDN <hostname>.<subdomain>.<ns>.svc.<domain> in its /etc/hosts",
 			"agent/kuberuntime.TestEtcHostsManaged"),
 		h("spec.setHostnameAsFQDN", "the sandbox's hostname is the pod's FQDN (<hostname>.<subdomain>.<namespace>.svc.<clusterDomain>); longer than 64 characters, the sandbox is not made: FailedCreatePodSandBox \"failed to construct FQDN from pod hostname and cluster domain, FQDN ... is too long\"", "agent/kuberuntime.TestSandboxHostname", "agent/kuberuntime.TestSandboxNotMadeWithTooLongFQDN", "agent/kuberuntime.TestHostnameAsFQDNOnTheRealRuntime"),
-		ign("spec.hostnameOverride", "the kubelet (HostnameOverride gate) makes it the pod's hostname over hostname and subdomain"),
+		ref("spec.hostnameOverride", "\"spec.hostnameOverride: Forbidden: is not supported on this node\": static pods are "+
+			"refused when read, pods from the API server at admission (Failed, reason HostnameOverrideNotSupported); the "+
+			"kubelet 1.34 leaves the HostnameOverride gate off", unsupportedProof...),
 		h("spec.hostAliases[].ip", "a line of the pod's /etc/hosts (also for hostNetwork pods, after the node's)",
 			"agent/kuberuntime.TestEtcHostsManaged", "agent/kuberuntime.TestEtcHostsHostNetwork"),
 		h("spec.hostAliases[].hostnames", "the names on that line", "agent/kuberuntime.TestEtcHostsManaged"),
@@ -51,8 +57,10 @@ func podArea() area {
 			"agent/kuberuntime.TestSandboxConfigCarriesPodResources", "agent/cm/qos.TestPodLimits", "agent/admission.TestResources"),
 		h("spec.readinessGates[].conditionType", "the pod is Ready only when each named condition in its status is True "+
 			"(reason ReadinessGatesNotReady otherwise)", "agent/status.TestReadinessGatesAndOthersConditions"),
-		ign("spec.resources", "pod-level resources: admission and the pod cgroup take them through the resource helpers, "+
-			"but the QoS class, the containers' limits and the downward API do not; untested as a whole"),
+		ref("spec.resources", "pod-level resources are not applied to the QoS class, the containers' limits and eviction, "+
+			"so a pod setting them does not run: \"spec.resources: Forbidden: pod-level resources are not supported on the "+
+			"node\" (static pods, when read; pods from the API server at admission, Failed with the kubelet's reason "+
+			"PodLevelResourcesNotSupported)", unsupportedProof...),
 		ref("spec.resourceClaims[]", "refused at admission: reason FailedPrepareDynamicResources, \"Failed to prepare dynamic resources: prepare dynamic resources: no DRA driver is registered for resource claim ...\" (nodelet has no DRA)", "agent/admission.TestAdmitResourceClaims", "agent.TestAdmitRefusesResourceClaims"),
 		h("spec.os.name", "another OS than this node's is rejected at admission (PodOSNotSupported)", "agent/admission.TestOS"),
 	}}

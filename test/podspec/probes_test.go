@@ -54,8 +54,10 @@ func probesArea() area {
 				"(PreStopHook for preStop); a failed postStart kills the container", "agent/lifecycle.TestRun"),
 			h(hook+".sleep.seconds", "waits that long, cut short (without failing) by the end of the grace period",
 				"agent/lifecycle.TestSleepCutByGracePeriod", hookProof),
-			ign(appOrInit+".lifecycle.stopSignal", "the kubelet (ContainerStopSignals gate) sends it to the runtime as "+
-				"the container's stop signal; the agent leaves the image's"),
+			ref(appOrInit+".lifecycle.stopSignal", "as the kubelet 1.34 with its default gates (ContainerStopSignals off) "+
+				"would not send it, the pod does not run: static pods \"spec.containers[<i>].lifecycle.stopSignal: Forbidden: "+
+				"is not supported on this node\"; pods from the API server are rejected at admission (Failed, reason "+
+				"ContainerStopSignalsNotSupported) with the same message", unsupportedProof...),
 			ref("spec.ephemeralContainers[].{livenessProbe|readinessProbe|startupProbe|lifecycle}", ephemeralRefusal,
 				"agent/podvalidation.TestValidateEphemeralContainersRefuses"),
 		}}

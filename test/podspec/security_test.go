@@ -13,14 +13,19 @@ func securityArea() area {
 			"not numeric) does not start: CreateContainerConfigError \"container has runAsNonRoot and image will run "+
 			"as root (pod: ..., container: ...)\"", "agent/kuberuntime.TestRunAsNonRoot", "agent/kuberuntime.TestRunAsNonRootOnTheRealRuntime"),
 		h(podSC+".supplementalGroups", "added to every container's groups", sandboxProof, containerProof),
-		ign(podSC+".supplementalGroupsPolicy", "Strict asks the runtime not to add the image's /etc/group memberships "+
-			"(CRI SupplementalGroupsPolicy), and the kubelet reports the groups in status.containerStatuses[].user; "+
-			"the agent sends Merge behaviour always"),
+		h(podSC+".supplementalGroupsPolicy", "sent as the CRI SupplementalGroupsPolicy of the sandbox and every "+
+			"container: Merge (default) keeps the groups the image's /etc/group gives the user, Strict only the pod's; "+
+			"the runtime's report of the user (uid, gid, groups) is status.containerStatuses[].user.linux. Strict on a "+
+			"runtime whose Status does not claim the feature: CreateContainerConfigError \"SupplementalGroupsPolicy=Strict "+
+			"is not supported in this node\" (the kubelet's admission message)",
+			"agent/kuberuntime.TestSupplementalGroupsPolicyOnTheRealRuntime", "test/podspec.TestStrictSupplementalGroupsNeedsTheRuntime",
+			"agent/status.TestGenerateReportsContainerUser"),
 		h(podSC+".fsGroup", "added to every container's groups; emptyDir and API volumes (secret, configMap, downwardAPI, "+
 			"projected) are owned by it, group-writable", containerProof, "agent/volumemanager.TestWriteAtomicFSGroup",
 			"test/podspec.TestFSGroupOwnsEmptyDir"),
-		ign(podSC+".fsGroupChangePolicy", "ownership is always applied (the Always behaviour); OnRootMismatch is not "+
-			"told apart"),
+		h(podSC+".fsGroupChangePolicy", "as the kubelet: it hands the policy only to persistent volumes' plugins (CSI, "+
+			"local, iSCSI, FC, FlexVolume), which nodelet refuses; emptyDir and API volumes take the fsGroup whatever the "+
+			"policy says (OnRootMismatch included)", "test/podspec.TestFSGroupOwnsEmptyDir", "agent/volumemanager.TestWriteAtomicFSGroup"),
 		h(podSC+".sysctls[].{name|value}", "set in the sandbox; unsafe ones must be in allowedUnsafeSysctls and a node "+
 			"namespace's are refused (SysctlForbidden)", sandboxProof, "agent.TestAdmitChecksSysctls",
 			"agent/internal/sysctl.TestAdmit"),

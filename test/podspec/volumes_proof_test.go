@@ -53,7 +53,9 @@ func TestAPIVolumeFieldsReachTheFiles(t *testing.T) {
 			{Name: "d", VolumeSource: v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{DefaultMode: ptr(int32(0o444)),
 				Items: []v1.DownwardAPIVolumeFile{
 					{Path: "labels", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.labels"}, Mode: ptr(int32(0o600))},
-					{Path: "note", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.annotations"}}}}}},
+					{Path: "note", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.annotations"}},
+					{Path: "app", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.labels['app']"}},
+					{Path: "one-note", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.annotations['note']"}}}}}},
 			{Name: "p", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{DefaultMode: ptr(int32(0o400)),
 				Sources: []v1.VolumeProjection{
 					{ServiceAccountToken: &v1.ServiceAccountTokenProjection{Audience: "vault", ExpirationSeconds: ptr(int64(7200)), Path: "token"}},
@@ -79,8 +81,10 @@ func TestAPIVolumeFieldsReachTheFiles(t *testing.T) {
 		{"s", "dir/x", "A", 0o600},
 		{"c", "a", "ca", 0o640},
 		{"c", "b", "cb", 0o640},
-		{"d", "labels", "app=\"x\"\n", 0o600},
-		{"d", "note", "note=\"hi\"\n", 0o444},
+		{"d", "labels", "app=\"x\"", 0o600},
+		{"d", "note", "note=\"hi\"", 0o444},
+		{"d", "app", "x", 0o444},
+		{"d", "one-note", "hi", 0o444},
 		{"p", "token", "tok", 0o400},
 		{"p", "b", "cb", 0o604},
 		{"p", "ns", "ns", 0o644},
@@ -187,22 +191,32 @@ func TestUnsupportedVolumeIsRefused(t *testing.T) {
 	}
 }
 
-// fsGroup owns a pod's emptyDir, so containers running as other users of that group share it.
+// fsGroup owns a pod's emptyDir, so containers running as other users of that group share it;
+// fsGroupChangePolicy does not change that: the kubelet hands the policy only to persistent volumes'
+// plugins (CSI, local, iSCSI, FC, FlexVolume), and emptyDir applies the ownership whatever it says.
 func TestFSGroupOwnsEmptyDir(t *testing.T) {
-	m := &volumemanager.Manager{RootDir: t.TempDir()}
-	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-fsgroup"},
-		Spec: v1.PodSpec{SecurityContext: &v1.PodSecurityContext{FSGroup: ptr(int64(4321))},
-			Volumes: []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}}}
-	t.Cleanup(func() { m.TearDown(pod.UID) })
-	if err := m.SetUp(context.Background(), pod); err != nil {
-		t.Fatal(err)
-	}
-	var st syscall.Stat_t
-	dir := filepath.Join(m.RootDir, "pods", string(pod.UID), "volumes", "kubernetes.io~empty-dir", "scratch")
-	if err := syscall.Stat(dir, &st); err != nil {
-		t.Fatal(err)
-	}
-	if st.Gid != 4321 {
-		t.Fatalf("emptyDir group %d, want the fsGroup 4321", st.Gid)
+	for _, policy := range []*v1.PodFSGroupChangePolicy{nil, ptr(v1.FSGroupChangeAlways), ptr(v1.FSGroupChangeOnRootMismatch)} {
+		name := "unset"
+		if policy != nil {
+			name = string(*policy)
+		}
+		t.Run(name, func(t *testing.T) {
+			m := &volumemanager.Manager{RootDir: t.TempDir()}
+			pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-fsgroup"},
+				Spec: v1.PodSpec{SecurityContext: &v1.PodSecurityContext{FSGroup: ptr(int64(4321)), FSGroupChangePolicy: policy},
+					Volumes: []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}}}
+			t.Cleanup(func() { m.TearDown(pod.UID) })
+			if err := m.SetUp(context.Background(), pod); err != nil {
+				t.Fatal(err)
+			}
+			var st syscall.Stat_t
+			dir := filepath.Join(m.RootDir, "pods", string(pod.UID), "volumes", "kubernetes.io~empty-dir", "scratch")
+			if err := syscall.Stat(dir, &st); err != nil {
+				t.Fatal(err)
+			}
+			if st.Gid != 4321 || st.Mode&syscall.S_ISGID == 0 || st.Mode&0o070 != 0o070 {
+				t.Fatalf("emptyDir group %d mode %o, want the fsGroup 4321, group rwx and setgid", st.Gid, st.Mode)
+			}
+		})
 	}
 }

@@ -20,9 +20,11 @@ func volumesArea() area {
 		h(vol+".name", "the volume's folder and what volumeMounts name; one path element only",
 			"agent/volumemanager.TestVolumesInRealContainers", "agent/volumemanager.TestClimbingNamesAreRefused"),
 
-		h(vol+".emptyDir.medium", "\"\": a folder on the node's disk; Memory: a tmpfs. HugePages and HugePages-<size> get a "+
-			"folder on disk, not the kubelet's hugetlbfs (a bug: they should be refused or honoured)",
-			"agent/volumemanager.TestEmptyDirMemoryAndTearDown", "agent/volumemanager.TestVolumesInRealContainers"),
+		h(vol+".emptyDir.medium", "\"\": a folder on the node's disk; Memory: a tmpfs; HugePages and HugePages-<size>: a "+
+			"hugetlbfs (pagesize= the size named, or the one size the containers request), as the kubelet's; no huge page "+
+			"request of that size, or several sizes for HugePages, fail the mount (FailedMount) with the kubelet's messages",
+			"agent/volumemanager.TestEmptyDirMemoryAndTearDown", "agent/volumemanager.TestVolumesInRealContainers",
+			"agent/volumemanager.TestEmptyDirHugePages", "agent/volumemanager.TestEmptyDirHugePagesErrors"),
 		h(vol+".emptyDir.sizeLimit", "the tmpfs's size (Memory); on disk, a pod using more is evicted",
 			"agent/volumemanager.TestVolumesInRealContainers", "agent/eviction.TestStorageOverLimit"),
 		h(vol+".hostPath.path", "the node's path, bind-mounted", "agent/volumemanager.TestVolumesInRealContainers",
@@ -42,9 +44,9 @@ func volumesArea() area {
 		h(vol+".{secret|configMap|downwardAPI|projected}.defaultMode", "the files' mode when an item sets none (default 0644)",
 			"agent/integration.TestWorkloadOnNodeletRuntime", volumeProof),
 		h(downward+".items[].path", "the file's path inside the volume", "agent/volumemanager.TestPrepareWritesAPIVolumes"),
-		h(downward+".items[].fieldRef.fieldPath", "metadata.name, namespace, uid, labels, annotations. One label or annotation by ['key'] (valid, and honoured by the kubelet) fails the mount: FailedMount "+
-			"\"volume \\\"<name>\\\": downwardAPI field \\\"metadata.labels['key']\\\" is not supported\" (a bug)",
-			"agent/volumemanager.TestPrepareWritesAPIVolumes",
+		h(downward+".items[].fieldRef.fieldPath", "metadata.name, namespace, uid; labels and annotations as key=\"value\" "+
+			"lines; one label or annotation by ['key'] as its bare value (empty when unset), as the kubelet writes them",
+			"agent/volumemanager.TestPrepareWritesAPIVolumes", "agent/volumemanager.TestDownwardSubscriptedFields",
 			"agent/integration.TestWorkloadOnNodeletRuntime", volumeProof),
 		na(downward+".items[].fieldRef.apiVersion", "the API version of fieldPath; only v1 is valid, which the API server "+
 			"(and static pod validation) checks"),
