@@ -309,11 +309,11 @@ func (m *Manager) fillStatus(ctx context.Context, s *v1.NodeStatus) []event {
 	var evs []event
 	now := metav1.NewTime(m.now())
 	if m.Resources != nil {
-		s.Capacity, s.Allocatable = m.Resources()
+		capacity, allocatable := m.Resources()
+		setResources(s, capacity, allocatable)
 	} else {
 		capacity := Capacity(m.MaxPods, m.RootDir)
-		s.Capacity = capacity
-		s.Allocatable = capacity.DeepCopy()
+		setResources(s, capacity, capacity)
 	}
 	s.Addresses = nil
 	for _, ip := range m.NodeIPs {
