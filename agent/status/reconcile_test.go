@@ -1,9 +1,16 @@
 package status
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	kubecontainer "github.com/nodelet/nodelet/agent/container"
+	"github.com/nodelet/nodelet/test/harness/kubefake"
 )
 
 func TestNeedsReadinessReconcile(t *testing.T) {
@@ -45,5 +52,47 @@ func TestNeedsReadinessReconcile(t *testing.T) {
 		if got := NeedsReadinessReconcile(tc.pod); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// A readiness gate a controller sets after the agent made the pod's status, and before the status
+// is written, stays as the controller set it: the write takes others' conditions as they are now.
+func TestStatusWriteKeepsConditionsSetMeanwhile(t *testing.T) {
+	pod := mkPod(v1.RestartPolicyAlways, nil, "a")
+	pod.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: "example.com/lb"}}
+	client := fake.NewSimpleClientset(pod.DeepCopy())
+	m := NewManager(kubefake.Wrap(client), mirrors{}, nil)
+	ctx := context.Background()
+	m.SetPodStatus(pod, Generate(pod, ps(c("a", kubecontainer.StateRunning, 0, 0)), v1.PodStatus{},
+		Inputs{Reasons: kubecontainer.NewReasonCache(), Now: time.Now()}))
+
+	set, err := client.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set.Status.Conditions = append(set.Status.Conditions, v1.PodCondition{Type: "example.com/lb", Status: v1.ConditionTrue})
+	if _, err := client.CoreV1().Pods("default").UpdateStatus(ctx, set, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	m.SyncBatch(ctx)
+
+	got, err := client.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gate, ready *v1.PodCondition
+	for i, c := range got.Status.Conditions {
+		switch c.Type {
+		case "example.com/lb":
+			gate = &got.Status.Conditions[i]
+		case v1.PodReady:
+			ready = &got.Status.Conditions[i]
+		}
+	}
+	if gate == nil || gate.Status != v1.ConditionTrue {
+		t.Fatalf("the controller's gate was lost or turned back: %+v", got.Status.Conditions)
+	}
+	if ready == nil || got.Status.Phase != v1.PodRunning {
+		t.Fatalf("the agent's status was not written: %+v", got.Status)
 	}
 }
