@@ -16,6 +16,9 @@ import (
 	"github.com/nodelet/nodelet/agent/server"
 )
 
+// nodeLogDir is what /logs/ serves, as the kubelet's system log handler does.
+const nodeLogDir = "/var/log"
+
 // api is the agent's HTTP API (pods, logs, exec, stats, metrics) where the configuration asks for
 // it: the root-only unix socket, and HTTPS for the apiserver and people.
 type api struct {
@@ -37,10 +40,16 @@ func newAPI(a *Agent) (*api, error) {
 	if p.serve.Socket == "" && p.serve.TCPAddress == "" {
 		return nil, nil
 	}
-	p.srv = server.New(server.Deps{
+	// /configz: the running configuration in the kubelet's format; it never changes while running.
+	kc := cfg.KubeletConfiguration()
+	d := server.Deps{
 		NodeName: cfg.NodeName, Pods: a, Events: a, Node: a, Runtime: a.runtime,
-		SyncLoopHealthy: a.Healthz, Summary: a.stats.Summary, Config: func() any { return cfg },
-	})
+		SyncLoopHealthy: a.Healthz, Summary: a.stats.Summary, Config: func() any { return kc },
+	}
+	if cfg.EnableSystemLogHandler {
+		d.NodeLogDir = nodeLogDir
+	}
+	p.srv = server.New(d)
 	return p, nil
 }
 

@@ -2,14 +2,18 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/nodelet/nodelet/agent/agentconfig"
 )
@@ -52,5 +56,51 @@ func TestAgentServesItsAPI(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// /configz is the running configuration as the kubelet's KubeletConfiguration; /logs/ is the host's
+// /var/log unless enableSystemLogHandler turns it off. Both are built by New, so no Run is needed.
+func TestAgentConfigzAndNodeLogs(t *testing.T) {
+	for _, logsOn := range []bool{true, false} {
+		dir := t.TempDir()
+		cfg := agentconfig.Default()
+		cfg.ContainerRuntimeEndpoint = "unix://" + filepath.Join(dir, "no-runtime.sock")
+		cfg.RootDir, cfg.PodLogsDir = filepath.Join(dir, "root"), filepath.Join(dir, "logs")
+		cfg.HostnameOverride, cfg.HealthzPort, cfg.CgroupRoot = "n1", 0, ""
+		cfg.MaxPods, cfg.ClusterDomain = 42, "cluster.example"
+		cfg.EnableSystemLogHandler = logsOn
+		cfg.APISocket = filepath.Join(dir, "agent.sock")
+		if err := agentconfig.Complete(&cfg); err != nil {
+			t.Fatal(err)
+		}
+		a, err := New(cfg, Deps{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { a.conn.Close() }) // what Run would close
+		get := func(path string) (int, []byte) {
+			w := httptest.NewRecorder()
+			a.api.srv.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "http://n1"+path, nil))
+			return w.Code, w.Body.Bytes()
+		}
+		code, body := get("/configz")
+		var got struct {
+			KubeletConfig kubeletv1beta1.KubeletConfiguration `json:"kubeletconfig"`
+		}
+		if err := json.Unmarshal(body, &got); code != 200 || err != nil {
+			t.Fatalf("/configz: %d %v %s", code, err, body)
+		}
+		if kc := got.KubeletConfig; kc.MaxPods != 42 || kc.ClusterDomain != "cluster.example" ||
+			kc.CgroupsPerQOS == nil || *kc.CgroupsPerQOS || *kc.EnableSystemLogHandler != logsOn {
+			t.Errorf("/configz: %s", body)
+		}
+		want := http.StatusOK
+		if !logsOn {
+			want = http.StatusMethodNotAllowed
+		}
+		if code, body := get("/logs/"); code != want {
+			t.Errorf("/logs/ with enableSystemLogHandler %v: %d %.200s", logsOn, code, body)
+		}
 	}
 }

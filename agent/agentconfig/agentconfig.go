@@ -158,6 +158,10 @@ type Config struct {
 	FailSwapOn   bool
 	FailCgroupV1 bool
 
+	// EnableSystemLogHandler serves the host's /var/log under the API's /logs/
+	// (enableSystemLogHandler); false answers there as the kubelet does with it off.
+	EnableSystemLogHandler bool
+
 	// APISocket is the root-only unix socket of the agent's API; "" serves none.
 	APISocket string
 	// Serving is the API's HTTPS listener; its zero value (port 0, as Default has it) serves none.
@@ -207,6 +211,8 @@ func Default() Config {
 		EvictionHard:                     eviction.DefaultEvictionHard(),
 		EvictionPressureTransitionPeriod: eviction.DefaultPressureTransitionPeriod,
 		EvictionMonitoringInterval:       eviction.DefaultMonitoringInterval,
+
+		EnableSystemLogHandler: true,
 	}
 }
 
@@ -715,6 +721,9 @@ func ApplyKubeletConfiguration(c *Config, data []byte) error {
 	}
 	if kc.TopologyManagerScope != "" {
 		c.TopologyManagerScope = kc.TopologyManagerScope
+	}
+	if kc.EnableSystemLogHandler != nil {
+		c.EnableSystemLogHandler = *kc.EnableSystemLogHandler
 	}
 	return nil
 }

@@ -80,8 +80,8 @@ var kubeletConfigFields = lazy.Value[map[string]fieldRule]{New: func() map[strin
 		"enableContentionProfiling": only("no profiling handlers are served", false),
 		"enableProfilingHandler":    only("no /debug/pprof handler is served", false),
 		"enableDebugFlagsHandler":   only("no /debug/flags/v handler is served", false),
-		"enableSystemLogHandler": only("/logs/ (the node's /var/log) is always served to authorized callers; "+
-			"turning it off is not implemented", true),
+		"enableSystemLogHandler": honoured("/logs/ serves the node's /var/log (listings and regular files, never " +
+			"outside it) to authorized callers; false answers 405 there"),
 		"enableSystemLogQuery":           only("/logs/?query (journal queries) is not implemented", false),
 		"streamingConnectionIdleTimeout": only("exec/attach/port-forward streams are the runtime's; their idle timeout is the runtime's setting"),
 

@@ -28,6 +28,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodelet/nodelet/test/harness/crirt"
@@ -218,6 +219,23 @@ func clusterAPIScenario(t *testing.T, e *env, hostNetwork bool) {
 		}
 	})
 
+	t.Run("configz and logs through the node proxy", func(t *testing.T) {
+		out, err := kubectl("get", "--raw", "/api/v1/nodes/e2e/proxy/configz")
+		var cz struct {
+			KubeletConfig kubeletv1beta1.KubeletConfiguration `json:"kubeletconfig"`
+		}
+		if err != nil || json.Unmarshal([]byte(out), &cz) != nil {
+			t.Fatalf("/configz: %v %s", err, tail(out, 10))
+		}
+		if kc := cz.KubeletConfig; kc.Port != int32(port) || kc.Address != nodeIP || kc.MaxPods != 110 ||
+			kc.Authentication.X509.ClientCAFile != filepath.Join(cpDir, "ca.crt") {
+			t.Errorf("/configz does not show the running configuration: %s", tail(out, 10))
+		}
+		if out, err := kubectl("get", "--raw", "/api/v1/nodes/e2e/proxy/logs/"); err != nil || !strings.Contains(out, "<pre>") {
+			t.Errorf("/logs/: %v %s", err, tail(out, 10))
+		}
+	})
+
 	t.Run("anonymous gets 401", func(t *testing.T) {
 		base := "https://" + net.JoinHostPort(nodeIP, strconv.Itoa(port))
 		for _, args := range [][]string{
@@ -242,6 +260,8 @@ func clusterAPIScenario(t *testing.T, e *env, hostNetwork bool) {
 			{base + "/containerLogs/default/talker/app"},
 			{"-X", "POST", base + "/exec/default/talker/app?command=ls&output=1"},
 			{base + "/stats/summary"},
+			{base + "/logs/"},
+			{base + "/configz"},
 		} {
 			if code := curl(t, append(creds("nobody"), args...)...); code != "403" {
 				t.Errorf("curl as nobody %v: %s, want 403", args, code)

@@ -6,26 +6,19 @@
 package nodestatus
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	goruntime "runtime"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nodelet/nodelet/agent/kubeclient"
-	"golang.org/x/sys/unix"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -316,11 +309,11 @@ func (m *Manager) fillStatus(ctx context.Context, s *v1.NodeStatus) []event {
 	var evs []event
 	now := metav1.NewTime(m.now())
 	if m.Resources != nil {
-		s.Capacity, s.Allocatable = m.Resources()
+		capacity, allocatable := m.Resources()
+		setResources(s, capacity, allocatable)
 	} else {
 		capacity := Capacity(m.MaxPods, m.RootDir)
-		s.Capacity = capacity
-		s.Allocatable = capacity.DeepCopy()
+		setResources(s, capacity, capacity)
 	}
 	s.Addresses = nil
 	for _, ip := range m.NodeIPs {
@@ -474,90 +467,4 @@ func (m *Manager) images(ctx context.Context) []v1.ContainerImage {
 		}
 	}
 	return out
-}
-
-// RenewLease creates or renews the node's Lease.
-func (m *Manager) RenewLease(ctx context.Context) error {
-	leases := m.Client.Leases(LeaseNamespace)
-	now := metav1.NewMicroTime(time.Now())
-	holder := m.NodeName
-	dur := m.LeaseDurationSeconds
-	lease, err := leases.Get(ctx, m.NodeName, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		l := &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: m.NodeName, Namespace: LeaseNamespace},
-			Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &dur, RenewTime: &now},
-		}
-		if uid := m.NodeUID(); uid != "" {
-			l.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: m.NodeName, UID: uid}}
-		}
-		_, err = leases.Create(ctx, l, metav1.CreateOptions{})
-		return err
-	}
-	if err != nil {
-		return err
-	}
-	lease.Spec.HolderIdentity, lease.Spec.LeaseDurationSeconds, lease.Spec.RenewTime = &holder, &dur, &now
-	_, err = leases.Update(ctx, lease, metav1.UpdateOptions{})
-	return err
-}
-
-// Host facts, read from files rather than any network lookup.
-
-// Capacity is the node's capacity as the Node reports it: this machine's CPUs and memory, maxPods
-// pods, and as ephemeral-storage the size of the filesystem holding rootDir (the agent's root, where
-// emptyDir volumes and pod files live), as the kubelet reports its root filesystem. Allocatable is
-// the same for now (nothing is reserved for the system). What cannot be read is left out rather
-// than reported as 0.
-func Capacity(maxPods int, rootDir string) v1.ResourceList {
-	c := v1.ResourceList{
-		v1.ResourceCPU:  *resource.NewQuantity(int64(goruntime.NumCPU()), resource.DecimalSI),
-		v1.ResourcePods: *resource.NewQuantity(int64(maxPods), resource.DecimalSI),
-	}
-	if mem := memTotal(); mem > 0 {
-		c[v1.ResourceMemory] = *resource.NewQuantity(mem, resource.BinarySI)
-	}
-	var st unix.Statfs_t
-	if rootDir != "" && unix.Statfs(rootDir, &st) == nil && st.Blocks > 0 {
-		c[v1.ResourceEphemeralStorage] = *resource.NewQuantity(int64(st.Blocks)*st.Bsize, resource.BinarySI)
-	}
-	return c
-}
-
-func memTotal() int64 {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) >= 2 && f[0] == "MemTotal:" {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb * 1024
-		}
-	}
-	return 0
-}
-
-func nodeInfo() v1.NodeSystemInfo {
-	info := v1.NodeSystemInfo{OperatingSystem: goruntime.GOOS, Architecture: goruntime.GOARCH}
-	var u unix.Utsname
-	if unix.Uname(&u) == nil {
-		info.KernelVersion = unix.ByteSliceToString(u.Release[:])
-	}
-	if b, err := os.ReadFile("/etc/os-release"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "PRETTY_NAME="); ok {
-				info.OSImage = strings.Trim(v, `"`)
-			}
-		}
-	}
-	if b, err := os.ReadFile("/etc/machine-id"); err == nil {
-		info.MachineID = strings.TrimSpace(string(b))
-	}
-	if b, err := os.ReadFile("/proc/sys/kernel/random/boot_id"); err == nil {
-		info.BootID = strings.TrimSpace(string(b))
-	}
-	return info
 }

@@ -1,6 +1,6 @@
 // Package server is the agent's HTTP API, the kubelet's port-10250 surface: /healthz, /pods,
-// /node (nodelet's own: the Node and its events), /runningpods, /containerLogs, /exec, /attach, /portForward, /stats/summary, /metrics and
-// /metrics/resource. It depends on the agent only through the small interfaces below, and on the
+// /node (nodelet's own: the Node and its events), /runningpods, /containerLogs, /exec, /attach, /portForward, /stats/summary, /metrics,
+// /metrics/resource, /logs/ and /configz. It depends on the agent only through the small interfaces below, and on the
 // runtime only through CRI, so tests run it on fakes and any CRI runtime serves its streams.
 package server
 
@@ -70,9 +70,10 @@ type Deps struct {
 	// Metrics is /metrics; nil uses metrics.Registry().
 	Metrics prometheus.Gatherer
 	// NodeLogDir, when set ("/var/log"), is served read-only under /logs/, as the kubelet's
-	// system log handler does.
+	// system log handler does; "" is the handler turned off (enableSystemLogHandler false).
 	NodeLogDir string
-	// Config, when set, is /configz: the agent's effective configuration, under "kubeletconfig".
+	// Config, when set, is /configz: the effective configuration as a KubeletConfiguration, under
+	// "kubeletconfig", as the kubelet answers.
 	Config func() any
 	// Limits bound what one client may hold of the server; zero fields take the defaults.
 	Limits Limits
@@ -147,8 +148,12 @@ func (s *Server) routes() {
 	handle("/portForward/{ns}/{pod}", "portForward", true, s.portForward)
 	handle("/portForward/{ns}/{pod}/{uid}", "portForward", true, s.portForward)
 	if s.d.NodeLogDir != "" {
-		files := http.StripPrefix("/logs/", http.FileServer(http.Dir(s.d.NodeLogDir)))
-		handle("GET /logs/", "logs", false, files.ServeHTTP)
+		handle("GET /logs/", "logs", false, nodeLogs(s.d.NodeLogDir).ServeHTTP)
+	} else {
+		// The kubelet's answer with enableSystemLogHandler false.
+		handle("/logs/", "logs", false, func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "logs endpoint is disabled.", http.StatusMethodNotAllowed)
+		})
 	}
 	if s.d.Config != nil {
 		handle("GET /configz", "configz", false, func(w http.ResponseWriter, r *http.Request) {

@@ -374,9 +374,9 @@ func TestNodeLogsAndConfigz(t *testing.T) {
 	if code, body := get(t, c, "/configz"); code != 200 || !strings.Contains(body, `"kubeletconfig":{"maxPods":110}`) {
 		t.Fatalf("/configz: %d %q", code, body)
 	}
-	// Not configured: not served.
+	// Not configured: refused, as the kubelet refuses it with enableSystemLogHandler false.
 	_, _, plain := setup(t)
-	if code, _ := get(t, plain, "/logs/messages"); code != 404 {
+	if code, _ := get(t, plain, "/logs/messages"); code != http.StatusMethodNotAllowed {
 		t.Fatalf("/logs/ without NodeLogDir: %d", code)
 	}
 }

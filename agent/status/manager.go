@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"sort"
 	"sync"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/nodelet/nodelet/agent/kubeclient"
 	"github.com/nodelet/nodelet/agent/metrics"
@@ -213,18 +215,52 @@ func (m *Manager) patch(ctx context.Context, pod *v1.Pod, s v1.PodStatus) error 
 		}
 		target = mirror
 	}
-	body, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"uid": target.UID},
-		"status":   s,
-	})
-	if err != nil {
+	pods := m.client.Pods(target.Namespace)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		// The patch replaces the whole list of conditions, so those others own (readiness gates,
+		// DisruptionTarget…) are taken from the object as it is now rather than as it was when the
+		// status was made, and the write is made on that version only: a gate a controller set
+		// meanwhile is neither lost nor turned back, as the kubelet's status manager keeps them.
+		current, err := pods.Get(ctx, target.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if current.UID != target.UID {
+			return nil // replaced by another pod of the same name: not ours to write
+		}
+		s.Conditions = othersThenOwned(current.Status.Conditions, s.Conditions)
+		body, err := json.Marshal(map[string]any{
+			"metadata": map[string]any{"uid": target.UID, "resourceVersion": current.ResourceVersion},
+			"status":   s,
+		})
+		if err != nil {
+			return err
+		}
+		_, err = pods.Patch(ctx, target.Name, types.MergePatchType, body, metav1.PatchOptions{}, "status")
 		return err
-	}
-	_, err = m.client.Pods(target.Namespace).Patch(ctx, target.Name, types.MergePatchType, body, metav1.PatchOptions{}, "status")
+	})
 	if apierrors.IsNotFound(err) {
 		return nil // the pod is gone; nothing to report to
 	}
 	return err
+}
+
+// othersThenOwned is the apiserver's conditions of types the agent does not own, with the agent's
+// own from its status, in the order Generate keeps.
+func othersThenOwned(current, ours []v1.PodCondition) []v1.PodCondition {
+	var out []v1.PodCondition
+	for _, c := range current {
+		if !ownedCondition(c.Type) {
+			out = append(out, c)
+		}
+	}
+	for _, c := range ours {
+		if ownedCondition(c.Type) {
+			out = append(out, c)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Type < out[j].Type })
+	return out
 }
 
 // PodTerminated finishes the deletion of an apiserver pod whose containers are all gone: the

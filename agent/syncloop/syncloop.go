@@ -22,6 +22,7 @@ import (
 	"github.com/nodelet/nodelet/agent/podsync"
 	"github.com/nodelet/nodelet/agent/podworkers"
 	"github.com/nodelet/nodelet/agent/prober"
+	"github.com/nodelet/nodelet/agent/status"
 )
 
 // Defaults as the kubelet's.
@@ -223,6 +224,11 @@ func (l *SyncLoop) handleUpdate(u config.PodUpdate) {
 	case config.RECONCILE:
 		for _, p := range u.Pods {
 			l.Pods.UpdatePod(p)
+			// A readiness gate's condition, set by someone else, reaches Ready through the pod's
+			// next status: its worker makes that one now rather than at the periodic sync.
+			if !podmanager.IsMirrorPod(p) && status.NeedsReadinessReconcile(p) {
+				l.dispatch(p, podworkers.SyncPodSync)
+			}
 		}
 	}
 }

@@ -1,0 +1,140 @@
+package agentconfig
+
+import (
+	"reflect"
+	"strings"
+
+	kubeletv1beta1 "github.com/nodelet/nodelet/agent/internal/kubeletconfig"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// KubeletConfiguration writes the configuration the agent runs with in the kubelet's format, for
+// /configz: flags and file merged, defaults filled, as the kubelet shows its own there. A fixed
+// field (docs/kubeletconfig.md) holds the value it accepts besides being left out, which says what
+// the agent does; one that accepts only being left out stays so. Like the kubelet's, it carries
+// no apiVersion or kind: the kubelet converts its internal configuration without setting them.
+func (c Config) KubeletConfiguration() kubeletv1beta1.KubeletConfiguration {
+	var kc kubeletv1beta1.KubeletConfiguration
+	fillFixed(&kc)
+	i32 := func(v int32) *int32 { return &v }
+	on := func(v bool) *bool { return &v }
+	d := func(v metav1.Duration) *metav1.Duration { return &v }
+
+	kc.StaticPodPath, kc.StaticPodURL, kc.StaticPodURLHeader = c.PodManifestPath, c.ManifestURL, c.ManifestURLHeader
+	kc.FileCheckFrequency, kc.HTTPCheckFrequency = dur(c.FileCheckFrequency), dur(c.HTTPCheckFrequency)
+	kc.SyncFrequency = dur(c.SyncFrequency)
+
+	s := c.Serving
+	// As agent.New decides: standalone, the HTTPS API is served only when a port was asked for.
+	kc.EnableServer = on(s.Port != 0 && (s.PortSet || c.Kubeconfig != ""))
+	kc.Address, kc.Port = s.Address, int32(s.Port)
+	kc.TLSCertFile, kc.TLSPrivateKeyFile, kc.ServerTLSBootstrap = s.TLSCertFile, s.TLSPrivateKeyFile, s.ServerTLSBootstrap
+	kc.Authentication, kc.Authorization = s.Authentication, s.Authorization
+	kc.HealthzPort, kc.HealthzBindAddress = i32(int32(c.HealthzPort)), c.HealthzBindAddress
+	kc.EnableSystemLogHandler = on(c.EnableSystemLogHandler)
+
+	kc.RegisterNode, kc.RegisterWithTaints = on(c.RegisterNode), c.RegisterWithTaints
+	kc.NodeStatusUpdateFrequency = dur(c.NodeStatusUpdateFrequency)
+	kc.NodeStatusReportFrequency = kc.NodeStatusUpdateFrequency // posted at every update
+	kc.NodeLeaseDurationSeconds = c.NodeLeaseDurationSeconds
+	kc.KubeAPIQPS, kc.KubeAPIBurst, kc.ContentType = i32(int32(c.KubeAPIQPS)), int32(c.KubeAPIBurst), c.ContentType
+	kc.PodCIDR = c.PodCIDR
+
+	kc.ImageMinimumGCAge = dur(c.ImageMinimumGCAge)
+	kc.ImageGCHighThresholdPercent = i32(int32(c.ImageGCHighThresholdPercent))
+	kc.ImageGCLowThresholdPercent = i32(int32(c.ImageGCLowThresholdPercent))
+	kc.SerializeImagePulls = on(c.SerializeImagePulls)
+	if c.MaxParallelImagePulls > 0 {
+		kc.MaxParallelImagePulls = i32(c.MaxParallelImagePulls)
+	}
+
+	kc.ContainerRuntimeEndpoint, kc.RuntimeRequestTimeout = c.ContainerRuntimeEndpoint, dur(c.RuntimeRequestTimeout)
+	kc.ClusterDomain, kc.ClusterDNS = c.ClusterDomain, c.ClusterDNS
+	resolv := c.ResolvConf
+	kc.ResolverConfig = &resolv
+	kc.MaxPods, kc.PodsPerCore = int32(c.MaxPods), int32(c.PodsPerCore)
+	kc.AllowedUnsafeSysctls = c.AllowedUnsafeSysctls
+
+	kc.PodLogsDir, kc.ContainerLogMaxSize = c.PodLogsDir, c.ContainerLogMaxSize
+	kc.ContainerLogMaxFiles = i32(c.ContainerLogMaxFiles)
+	kc.ContainerLogMonitorInterval = d(dur(c.ContainerLogMonitorInterval))
+	kc.Logging.Format = "text"
+
+	// evictionHard is the merged set: mergeDefaultEvictionSettings has done its work.
+	kc.EvictionHard, kc.EvictionSoft = c.EvictionHard, c.EvictionSoft
+	kc.EvictionSoftGracePeriod, kc.EvictionMinimumReclaim = c.EvictionSoftGracePeriod, c.EvictionMinimumReclaim
+	kc.EvictionMaxPodGracePeriod = c.EvictionMaxPodGracePeriod
+	kc.EvictionPressureTransitionPeriod = dur(c.EvictionPressureTransitionPeriod)
+	kc.KernelMemcgNotification = c.KernelMemcgNotification
+
+	kc.CgroupsPerQOS = on(c.CgroupRoot != "")
+	// The file's cgroupRoot is the parent of kubepods; the agent keeps the kubepods cgroup itself
+	// (--cgroup-root names it), so a root not ending in kubepods is shown as it is.
+	kc.CgroupRoot = strings.TrimSuffix(c.CgroupRoot, DefaultCgroupRoot)
+	kc.FailSwapOn, kc.FailCgroupV1 = on(c.FailSwapOn), on(c.FailCgroupV1)
+	kc.SystemReserved, kc.KubeReserved = c.SystemReserved, c.KubeReserved
+	kc.SystemReservedCgroup, kc.KubeReservedCgroup = c.SystemReservedCgroup, c.KubeReservedCgroup
+	kc.EnforceNodeAllocatable = c.EnforceNodeAllocatable
+	pids := c.PodPidsLimit
+	kc.PodPidsLimit = &pids
+	kc.CPUManagerPolicy, kc.CPUManagerPolicyOptions = c.CPUManagerPolicy, c.CPUManagerPolicyOptions
+	kc.CPUManagerReconcilePeriod, kc.ReservedSystemCPUs = dur(c.CPUManagerReconcilePeriod), c.ReservedSystemCPUs
+	kc.TopologyManagerPolicy, kc.TopologyManagerScope = c.TopologyManagerPolicy, c.TopologyManagerScope
+	return kc
+}
+
+// fillFixed sets every fixed field that accepts a value to its first accepted one; it returns the
+// fields whose value does not fit their type (a mistake in kubeletConfigFields, which the test catches).
+func fillFixed(kc *kubeletv1beta1.KubeletConfiguration) (unfit []string) {
+	v := reflect.ValueOf(kc).Elem()
+	index := kubeletConfigIndex.Get()
+	for name, rule := range kubeletConfigFields.Get() {
+		if rule.honoured || rule.accept != nil || len(rule.allowed) == 0 {
+			continue
+		}
+		if !setTo(v.Field(index[name]), reflect.ValueOf(rule.allowed[0])) {
+			unfit = append(unfit, name)
+		}
+	}
+	return unfit
+}
+
+// setTo sets f (through a pointer, which it allocates) to val, deep-copied so the rules' values
+// are never shared.
+func setTo(f, val reflect.Value) bool {
+	if f.Kind() == reflect.Pointer {
+		p := reflect.New(f.Type().Elem())
+		if !setTo(p.Elem(), val) {
+			return false
+		}
+		f.Set(p)
+		return true
+	}
+	if val.Kind() != f.Kind() || !val.Type().ConvertibleTo(f.Type()) {
+		return false
+	}
+	f.Set(deepCopy(val).Convert(f.Type()))
+	return true
+}
+
+// deepCopy copies the pointers inside a struct value (crashLoopBackOff's maxContainerRestartPeriod).
+func deepCopy(v reflect.Value) reflect.Value {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			return v
+		}
+		p := reflect.New(v.Type().Elem())
+		p.Elem().Set(deepCopy(v.Elem()))
+		return p
+	case reflect.Struct:
+		out := reflect.New(v.Type()).Elem()
+		for i := range v.NumField() {
+			if out.Field(i).CanSet() {
+				out.Field(i).Set(deepCopy(v.Field(i)))
+			}
+		}
+		return out
+	}
+	return v
+}
