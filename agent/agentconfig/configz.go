@@ -54,6 +54,7 @@ func (c Config) KubeletConfiguration() kubeletv1beta1.KubeletConfiguration {
 	kc.ResolverConfig = &resolv
 	kc.MaxPods, kc.PodsPerCore = int32(c.MaxPods), int32(c.PodsPerCore)
 	kc.AllowedUnsafeSysctls = c.AllowedUnsafeSysctls
+	kc.SeccompDefault = &c.SeccompDefault
 
 	kc.PodLogsDir, kc.ContainerLogMaxSize = c.PodLogsDir, c.ContainerLogMaxSize
 	kc.ContainerLogMaxFiles = i32(c.ContainerLogMaxFiles)

@@ -53,6 +53,7 @@ resolvConf: /run/systemd/resolve/resolv.conf
 maxPods: 42
 podsPerCore: 10
 allowedUnsafeSysctls: [net.core.somaxconn]
+seccompDefault: true
 podLogsDir: /var/log/pods2
 containerLogMaxSize: 20Mi
 containerLogMaxFiles: 4
