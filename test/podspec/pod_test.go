@@ -56,7 +56,10 @@ func podArea() area {
 		h("spec.overhead", "counted at admission, added to the pod cgroup's limits and sent with the sandbox config",
 			"agent/kuberuntime.TestSandboxConfigCarriesPodResources", "agent/cm/qos.TestPodLimits", "agent/admission.TestResources"),
 		h("spec.readinessGates[].conditionType", "the pod is Ready only when each named condition in its status is True "+
-			"(reason ReadinessGatesNotReady otherwise)", "agent/status.TestReadinessGatesAndOthersConditions"),
+			"(reason ReadinessGatesNotReady otherwise); a condition changed in the API server wakes the pod's worker at once, "+
+			"and the agent's status writes keep the conditions others set", "agent/status.TestReadinessGatesAndOthersConditions",
+			"agent.TestReadinessGateChangeReachesReady", "agent/syncloop.TestReconcileWakesWorkerOnReadinessGateChange",
+			"agent/status.TestStatusWriteKeepsConditionsSetMeanwhile", "agent/integration.TestClusterReadinessGateAndExtendedResources"),
 		ref("spec.resources", "pod-level resources are not applied to the QoS class, the containers' limits and eviction, "+
 			"so a pod setting them does not run: \"spec.resources: Forbidden: pod-level resources are not supported on the "+
 			"node\" (static pods, when read; pods from the API server at admission, Failed with the kubelet's reason "+

@@ -31,9 +31,6 @@ const (
 	// notApplicable: the field is not a node's business (the scheduler's, a controller's, the API
 	// server's, another OS's); the note says whose.
 	notApplicable verdict = "not applicable"
-	// ignored: accepted and dropped today. Each is a bug to fix, by honouring or refusing it; the note
-	// says what the kubelet does with it.
-	ignored verdict = "ignored"
 )
 
 // A row classifies one field path, in JSON names: "spec.containers[].securityContext.runAsUser".
@@ -57,7 +54,6 @@ type area struct {
 func h(path, note string, tests ...string) row      { return row{path, honoured, note, tests} }
 func ref(path, message string, tests ...string) row { return row{path, refused, message, tests} }
 func na(path, why string) row                       { return row{path, notApplicable, why, nil} }
-func ign(path, missing string) row                  { return row{path, ignored, missing, nil} }
 
 // Prefixes shared by the areas.
 const (
@@ -331,9 +327,9 @@ func renderDoc() string {
 
 What the agent does with each field of a Pod it runs (k8s.io/api ` + apiVersion() + `), in the JSON names
 users write. A field is **honoured** (applied as the kubelet applies it; the tests named prove it),
-**refused** (a pod or container setting it does not run, with the message shown), **not applicable**
-(another component's business: the scheduler's, a controller's, the API server's, another OS's), or
-**ignored**: accepted and dropped today, a bug to fix by honouring or refusing it.
+**refused** (a pod or container setting it does not run, with the message shown), or **not
+applicable** (another component's business: the scheduler's, a controller's, the API server's,
+another OS's). No field is accepted and ignored.
 
 ` + "`{a|b}`" + ` stands for each alternative and ` + "`[]`" + ` for each element of a list. A row that is not honoured
 covers every field under it. Static pods (manifest folder or URL) are first validated as the API
@@ -351,8 +347,8 @@ names no test or one that does not exist.
 			count[r.verdict]++
 		}
 	}
-	fmt.Fprintf(&b, "\nRows: %d honoured, %d refused, %d not applicable, %d ignored.\n",
-		count[honoured], count[refused], count[notApplicable], count[ignored])
+	fmt.Fprintf(&b, "\nRows: %d honoured, %d refused, %d not applicable.\n",
+		count[honoured], count[refused], count[notApplicable])
 	for _, a := range areas() {
 		fmt.Fprintf(&b, "\n## %s\n\n", a.title)
 		if a.intro != "" {
