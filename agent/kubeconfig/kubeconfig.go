@@ -30,7 +30,7 @@ import (
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
-	"github.com/nodelet/nodelet/agent/internal/regularfile"
+	"github.com/nodelet/nodelet/internal/regularfile"
 )
 
 // The v1 file format (k8s.io/client-go/tools/clientcmd/api/v1), the fields a client config uses.

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/nodelet/nodelet/agent/internal/regularfile"
+	"github.com/nodelet/nodelet/internal/regularfile"
 )
 
 // MaxSize bounds what a source reads of one manifest file or URL body: the API server's

@@ -12,7 +12,7 @@ import (
 	"k8s.io/utils/cpuset"
 	"k8s.io/utils/dump"
 
-	"github.com/nodelet/nodelet/agent/internal/regularfile"
+	"github.com/nodelet/nodelet/internal/regularfile"
 	"github.com/nodelet/nodelet/internal/atomicfile"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodelet/nodelet/agent/internal/regularfile"
+	"github.com/nodelet/nodelet/internal/regularfile"
 )
 
 // Enabled reports whether the kernel enforces AppArmor: its securityfs folder is there and the

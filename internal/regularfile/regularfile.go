@@ -1,4 +1,4 @@
-// Package regularfile reads files the agent does not control — manifests, the node's hosts file,
+// Package regularfile reads files nodelet does not control — manifests, the node's hosts file,
 // what a container left in its termination message file — as regular files only: a FIFO never
 // blocks the open, a device is never opened, and no more than a bound is ever held in memory.
 package regularfile
