@@ -147,8 +147,9 @@ func joinColon(p []string) string {
 }
 
 // UnmountIdmapDir detaches every mount under dir (the idmapped layers of one container, as
-// AttachIdmapped made them) and removes their directories. It fails, rather than leave one
-// attached, if any cannot be unmounted.
+// AttachIdmapped made them, or the idmapped volume clones of one) and removes their mount points.
+// It fails, rather than leave one attached, if any cannot be unmounted; it never removes
+// recursively, so nothing is deleted through a mount still attached.
 func UnmountIdmapDir(dir string) error {
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {

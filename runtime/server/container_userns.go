@@ -13,6 +13,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/runtime/errdefs"
+	"github.com/nodelet/nodelet/runtime/imagestore"
 )
 
 // A container of a pod with its own user namespace runs as ids mapped to unprivileged host ids,
@@ -202,27 +203,8 @@ func attachIdmappedTree(src, target string, userns *os.File) error {
 // never removes recursively: a clone still attached (a detach that failed) must not have its
 // files, a volume's, deleted through it.
 func detachIdmappedMounts(dir string) error {
-	ents, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
+	if err := imagestore.UnmountIdmapDir(dir); err != nil {
 		return err
-	}
-	for _, e := range ents {
-		p := filepath.Join(dir, e.Name())
-		for {
-			err := unix.Unmount(p, unix.MNT_DETACH)
-			if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) {
-				break
-			}
-			if err != nil {
-				return fmt.Errorf("detach idmapped mount %s: %w", p, err)
-			}
-		}
-		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
 	}
 	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
