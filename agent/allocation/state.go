@@ -12,8 +12,8 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/nodelet/nodelet/internal/regularfile"
 	"github.com/nodelet/nodelet/internal/atomicfile"
+	"github.com/nodelet/nodelet/internal/regularfile"
 )
 
 // The checkpoint files under the root dir, named as the kubelet names its own (our format is not

@@ -11,8 +11,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/agent/internal/podpath"
-	"github.com/nodelet/nodelet/internal/regularfile"
 	"github.com/nodelet/nodelet/internal/atomicfile"
+	"github.com/nodelet/nodelet/internal/regularfile"
 )
 
 const etcHostsPath = "/etc/hosts"

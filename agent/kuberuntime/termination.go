@@ -14,8 +14,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/agent/internal/podpath"
-	"github.com/nodelet/nodelet/internal/regularfile"
 	"github.com/nodelet/nodelet/agent/logs"
+	"github.com/nodelet/nodelet/internal/regularfile"
 )
 
 // AnnotationTerminationMessageFile names the host file mounted at the container's

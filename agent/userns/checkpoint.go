@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodelet/nodelet/agent/internal/podpath"
-	"github.com/nodelet/nodelet/internal/regularfile"
 	"github.com/nodelet/nodelet/internal/atomicfile"
+	"github.com/nodelet/nodelet/internal/regularfile"
 )
 
 // checkpointName is the file in a pod's folder that holds its range, as the kubelet names it:

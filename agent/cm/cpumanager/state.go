@@ -12,8 +12,8 @@ import (
 	"k8s.io/utils/cpuset"
 	"k8s.io/utils/dump"
 
-	"github.com/nodelet/nodelet/internal/regularfile"
 	"github.com/nodelet/nodelet/internal/atomicfile"
+	"github.com/nodelet/nodelet/internal/regularfile"
 )
 
 // StateFile is the checkpoint's name under the root dir, as the kubelet names it, so that tools
