@@ -7,12 +7,16 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodelet/nodelet/agent/server/apiclient"
 )
+
+// clock is the client verbs' present, which ages ("5m") and "ago" count from; tests fix it.
+var clock = time.Now
 
 // clientFlags are how the client verbs (get, describe, logs, exec, port-forward, top) reach the
 // agent's API: its local socket by default, or HTTPS with a client certificate.

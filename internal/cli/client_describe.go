@@ -47,7 +47,7 @@ func newDescribeCmd() *cobra.Command {
 			if err := c.GetJSON(cmd.Context(), "/events/"+url.PathEscape(pod.Namespace)+"/"+url.PathEscape(pod.Name), nil, &events); err != nil {
 				return err
 			}
-			return describePod(cmd.OutOrStdout(), pod, events.Items, time.Now())
+			return describePod(cmd.OutOrStdout(), pod, events.Items, clock())
 		},
 	}
 	cf.bind(cmd, false)

@@ -96,7 +96,7 @@ func newGetCmd() *cobra.Command {
 				}
 				return nil
 			}
-			return printPodTable(out, pods, cf.allNS, output == "wide", noHeaders, time.Now())
+			return printPodTable(out, pods, cf.allNS, output == "wide", noHeaders, clock())
 		},
 	}
 	cf.bind(cmd, true)
@@ -136,7 +136,7 @@ func watchPods(ctx context.Context, w io.Writer, pods []v1.Pod, list func() ([]v
 	for i := range pods {
 		seen[pods[i].UID] = rowKey(&pods[i])
 	}
-	if err := printPodTable(w, pods, allNS, wide, noHeaders, time.Now()); err != nil {
+	if err := printPodTable(w, pods, allNS, wide, noHeaders, clock()); err != nil {
 		return err
 	}
 	t := time.NewTicker(watchPoll)
@@ -162,7 +162,7 @@ func watchPods(ctx context.Context, w io.Writer, pods []v1.Pod, list func() ([]v
 			}
 		}
 		if len(changed) > 0 {
-			if err := printPodTable(w, changed, allNS, wide, true, time.Now()); err != nil {
+			if err := printPodTable(w, changed, allNS, wide, true, clock()); err != nil {
 				return err
 			}
 		}

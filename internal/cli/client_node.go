@@ -82,7 +82,7 @@ func getNodes(cmd *cobra.Command, cf *clientFlags, names []string, output string
 		_, err := fmt.Fprintf(out, "node/%s\n", n.Name)
 		return err
 	}
-	return printNodeTable(out, []v1.Node{*n}, output == "wide", noHeaders, time.Now())
+	return printNodeTable(out, []v1.Node{*n}, output == "wide", noHeaders, clock())
 }
 
 func printObject(w io.Writer, obj any, format string) error {
@@ -206,7 +206,7 @@ func describeNodeCmd(cmd *cobra.Command, cf *clientFlags, names []string) error 
 	if err := c.GetJSON(ctx, "/node/events", nil, &events); err != nil {
 		return err
 	}
-	return describeNode(cmd.OutOrStdout(), n, pods, events.Items, time.Now())
+	return describeNode(cmd.OutOrStdout(), n, pods, events.Items, clock())
 }
 
 func describeNode(w io.Writer, n *v1.Node, pods []v1.Pod, events []v1.Event, now time.Time) error {

@@ -32,6 +32,9 @@ type clientFixture struct {
 func newClientFixture(t *testing.T) *clientFixture {
 	t.Helper()
 	f := apitest.NewFixture(t)
+	// Ages count from the fixture's present, not the wall clock: a slow run prints the same.
+	clock = func() time.Time { return apitest.Now }
+	t.Cleanup(func() { clock = time.Now })
 	sock := f.ServeUnix(t, f.Server(nil))
 	return &clientFixture{Fixture: f, endpoint: "unix://" + sock}
 }

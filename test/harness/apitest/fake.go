@@ -86,7 +86,7 @@ func (p *Pods) AddEvent(ns, name, typ, reason, msg string) {
 		InvolvedObject: v1.ObjectReference{Kind: "Pod", Namespace: ns, Name: name},
 		Type:           typ, Reason: reason, Message: msg, Count: 1,
 		Source:        v1.EventSource{Component: "nodelet"},
-		LastTimestamp: metav1.NewTime(time.Now().Add(-time.Minute)),
+		LastTimestamp: metav1.NewTime(Now.Add(-time.Minute)),
 	})
 }
 
@@ -107,7 +107,7 @@ type Runtime struct {
 // and returns it.
 func (f *Fixture) AddPod(ns, name string, containers ...string) *v1.Pod {
 	uid := types.UID(fmt.Sprintf("uid-%s-%s", ns, name))
-	created := time.Now().Add(-5 * time.Minute)
+	created := Now.Add(-5 * time.Minute)
 	pod := &v1.Pod{
 		TypeMeta:   metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: uid, CreationTimestamp: metav1.NewTime(created), Labels: map[string]string{"app": name}},
@@ -383,6 +383,11 @@ func (streamRuntime) PortForward(ctx context.Context, sandbox string, port int32
 	_, err := io.Copy(stream, stream)
 	return err
 }
+
+// Now is the fixtures' present: their pods were created 5 minutes before it and their events
+// recorded 1 minute before. A client under test that takes it as its clock prints the same
+// ages however long the test runs.
+var Now = time.Now()
 
 // Fixture is a fake agent: its pods, its runtime, the API on them.
 type Fixture struct {
