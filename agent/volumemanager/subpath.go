@@ -59,7 +59,17 @@ func (m *Manager) SubPath(pod *v1.Pod, container string, index int, volume, volu
 	}
 	defer root.Close()
 	if _, err := root.Lstat(subPath); errors.Is(err, os.ErrNotExist) {
-		if err := root.MkdirAll(subPath, 0o755); err != nil {
+		// Made with the volume's own mode, special bits included, as the kubelet makes it: under
+		// an fsGroup the folder must be group-writable and setgid as its volume is.
+		vi, err := root.Stat(".")
+		if err != nil {
+			return "", fmt.Errorf("volume %q: %w", volume, err)
+		}
+		mode := vi.Mode() & (os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky)
+		if err := root.MkdirAll(subPath, mode.Perm()); err != nil {
+			return "", fmt.Errorf("subPath %q of volume %q: %w", subPath, volume, errors.Join(ErrBadSubPath, err))
+		}
+		if err := root.Chmod(subPath, mode); err != nil {
 			return "", fmt.Errorf("subPath %q of volume %q: %w", subPath, volume, errors.Join(ErrBadSubPath, err))
 		}
 	}

@@ -488,3 +488,41 @@ func TestTearDownVolumesOfAFinishedPod(t *testing.T) {
 		t.Errorf("a second teardown: %v", err)
 	}
 }
+
+// The e2e spec "nonexistent volume subPath should have the correct mode and owner using FSGroup":
+// a memory emptyDir is a tmpfs whose root is 1777, as the kubelet mounts it; the fsGroup adds
+// setgid and keeps the sticky bit; a missing subPath is made with the volume's whole mode.
+func TestTmpfsFSGroupSubPathMode(t *testing.T) {
+	testutil.Require(t)
+	m := &Manager{RootDir: t.TempDir()}
+	pod := testPod("uid-fsg-sub",
+		v1.Volume{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}},
+		v1.Volume{Name: "disk", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}})
+	gid := int64(123)
+	pod.Spec.SecurityContext = &v1.PodSecurityContext{FSGroup: &gid}
+	t.Cleanup(func() { m.TearDown(pod.UID) })
+	if err := m.SetUp(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	mem := emptyDir(t, m, pod, "mem")
+	p, err := m.SubPath(pod, "c", 0, "mem", mem, "test-sub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{mem, filepath.Join(mem, "test-sub"), p} {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode().String(); got != "dgtrwxrwxrwx" {
+			t.Errorf("mode of %s: %s, want dgtrwxrwxrwx", path, got)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); st.Gid != 123 || st.Uid != 0 {
+			t.Errorf("owner of %s: %d:%d, want 0:123", path, st.Uid, st.Gid)
+		}
+	}
+	// On disk the folder is 0777 and setgid under the fsGroup, never sticky, as the kubelet's.
+	if fi, _ := os.Stat(emptyDir(t, m, pod, "disk")); fi == nil || fi.Mode().String() != "dgrwxrwxrwx" {
+		t.Errorf("disk emptyDir: %v", fi.Mode())
+	}
+}
