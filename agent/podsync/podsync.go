@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -176,6 +177,7 @@ func (s *Syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, mirr
 	if err != nil {
 		return false, err
 	}
+	s.hostNetworkIPs(pod, ps)
 	if s.Allocation != nil {
 		pod = s.Allocation.HandlePodResourcesResize(pod)
 		s.Allocation.CheckPodResizeInProgress(pod, ps)
@@ -203,6 +205,7 @@ func (s *Syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, mirr
 	}
 	syncErr := s.Runtime.SyncPod(ctx, pod, ps)
 	if ps, err = s.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace); err == nil {
+		s.hostNetworkIPs(pod, ps)
 		if s.Prober != nil {
 			s.Prober.SyncPod(pod, ps)
 		}
@@ -212,6 +215,15 @@ func (s *Syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, mirr
 		s.publish(ctx, pod, ps, false)
 	}
 	return false, syncErr
+}
+
+// hostNetworkIPs gives a host-network pod the node's IPs, which the runtime does not report for
+// its sandbox: the containers' status.podIP(s) references, hooks and probes then see the IPs the
+// pod's status publishes, as the kubelet copies its published pod IPs back before SyncPod.
+func (s *Syncer) hostNetworkIPs(pod *v1.Pod, ps *kubecontainer.PodStatus) {
+	if pod.Spec.HostNetwork {
+		ps.IPs = slices.Clone(s.NodeIPs)
+	}
 }
 
 func (s *Syncer) syncMirror(ctx context.Context, pod *v1.Pod) {
@@ -247,6 +259,7 @@ func (s *Syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, grace *int
 	if err != nil {
 		return err
 	}
+	s.hostNetworkIPs(pod, ps) // preStop httpGet hooks reach the pod at the node's IP
 	if _, ok := s.evictionMessage(pod.UID); ok {
 		// Failed/Evicted is known before the grace period runs out, as with the kubelet.
 		s.publish(ctx, pod, ps, true)
