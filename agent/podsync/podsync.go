@@ -59,6 +59,7 @@ type Volumes interface {
 // Prober runs the containers' probes (*prober.Manager); nil when unused.
 type Prober interface {
 	SyncPod(pod *v1.Pod, ps *kubecontainer.PodStatus)
+	StopLivenessAndStartup(uid types.UID)
 	RemovePod(uid types.UID)
 	status.ProbeResults
 }
@@ -249,7 +250,7 @@ func (s *Syncer) syncMirror(ctx context.Context, pod *v1.Pod) {
 // SyncTerminatingPod stops the pod's containers with the grace period.
 func (s *Syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, grace *int64) error {
 	if s.Prober != nil {
-		s.Prober.RemovePod(pod.UID)
+		s.Prober.StopLivenessAndStartup(pod.UID)
 	}
 	if s.Allocation != nil {
 		// Its status shows what it held, not a resize it was never granted.
@@ -289,6 +290,9 @@ func (s *Syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, grace *int
 // to the apiserver, and deletes its mirror; a pod that merely finished (or was evicted) keeps its
 // containers and loses its volumes.
 func (s *Syncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, deleted bool) error {
+	if s.Prober != nil {
+		s.Prober.RemovePod(pod.UID)
+	}
 	if !deleted {
 		if s.Volumes != nil {
 			if err := s.Volumes.TearDownVolumes(pod.UID); err != nil {

@@ -164,6 +164,21 @@ func (w *worker) spec() *v1.Container {
 	return nil
 }
 
+// StopLivenessAndStartup stops the liveness and startup probes of a pod being terminated, as the
+// kubelet does: a container on its way out is not restarted. Its readiness probes go on until the
+// pod is removed, so that a container that stops being ready leaves its Services during the
+// grace period.
+func (m *Manager) StopLivenessAndStartup(uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, w := range m.workers {
+		if k.pod == uid && k.probe != Readiness {
+			w.stop()
+			delete(m.workers, k)
+		}
+	}
+}
+
 // RemovePod stops the pod's workers and forgets their results.
 func (m *Manager) RemovePod(uid types.UID) {
 	m.mu.Lock()
