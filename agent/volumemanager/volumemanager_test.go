@@ -159,9 +159,18 @@ func TestSubPathSymlinkEscape(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(p, "shadow")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("subPath mount follows the swapped link: %v", err)
 	}
-	// Idempotent, and a missing subPath is made as a folder.
+	// The next container start checks the subPath anew, as the kubelet does, and refuses it now.
+	if p2, err := m.SubPath(pod, "c", 10, "data", vol, "inside"); !errors.Is(err, ErrBadSubPath) {
+		t.Fatalf("again after the swap: got %q, %v; want ErrBadSubPath", p2, err)
+	}
+	// Idempotent while it names the same folder, and a missing subPath is made as a folder.
+	os.Remove(filepath.Join(vol, "inside"))
+	os.Symlink("inner/real", filepath.Join(vol, "inside"))
 	if p2, err := m.SubPath(pod, "c", 10, "data", vol, "inside"); err != nil || p2 != p {
 		t.Fatalf("again: %q %v", p2, err)
+	}
+	if mps := testutil.MountsUnder(p); len(mps) != 1 {
+		t.Fatalf("mounts at %s: %v", p, mps)
 	}
 	p3, err := m.SubPath(pod, "c", 11, "data", vol, "made/here")
 	if err != nil {
@@ -362,6 +371,25 @@ func TestSubPathIntoAtomicVolume(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(p); string(b) != "a=1" {
 		t.Fatalf("read %q", b)
+	}
+	// The configMap changes: the bound file stays what the running container has, and the next
+	// container start (SubPath again) binds the new file, once.
+	if _, err := WriteAtomic(vol, map[string]File{"conf/app.ini": {Data: []byte("a=2")}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "a=1" {
+		t.Fatalf("the bound file changed under the container: %q", b)
+	}
+	for range 2 {
+		if p2, err := m.SubPath(pod, "c", 0, "cm", vol, "conf/app.ini"); err != nil || p2 != p {
+			t.Fatalf("SubPath after the update: %q %v", p2, err)
+		}
+		if b, _ := os.ReadFile(p); string(b) != "a=2" {
+			t.Fatalf("after the update the subPath reads %q, want a=2", b)
+		}
+	}
+	if mps := testutil.MountsUnder(p); len(mps) != 1 {
+		t.Fatalf("mounts at %s: %v", p, mps)
 	}
 }
 
