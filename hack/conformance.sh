@@ -2,7 +2,7 @@
 # The upstream Kubernetes e2e specs that exercise a node, run against `nodelet agent` as the only
 # node of a loopback control plane, on nodelet's runtime or on containerd.
 #
-#   hack/conformance.sh [--runtime nodelet|containerd] [--node-suite | --subset | --node-subset]
+#   hack/conformance.sh [--runtime nodelet|containerd] [--node-suite | --subset]
 #                       [--focus REGEX] [--skip REGEX] [--procs N] [--keep]
 #
 # Builds (once, cached with the other Kubernetes binaries by hack/kube/build.sh) the node and
@@ -18,11 +18,12 @@
 #
 # What runs:
 #   (default)      every [Conformance] spec of sig-node and sig-storage;
-#   --subset       the CI subset of those (hack/conformance-subset.txt);
 #   --node-suite   every [sig-node] and [sig-storage] spec of the binary, less those
 #                  hack/node-suite-skips.txt lists, each with its reason (serial, disruptive,
 #                  slow, flaky, feature-gated, or needing what one machine lacks);
-#   --node-subset  the CI slice of the node suite (hack/node-suite-subset.txt);
+#   --subset       what hack/test.sh runs: a slice of the conformance set
+#                  (hack/conformance-subset.txt) and one of the rest of the node suite
+#                  (hack/node-suite-subset.txt);
 #   --focus REGEX  replaces the selection's focus; --skip REGEX adds to its skips.
 # Specs of the conformance set that cannot run on one machine are skipped with the reason from
 # hack/conformance-skips.txt in every mode. A selection that runs no spec fails. --keep keeps the
@@ -32,7 +33,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=hack/kube/lib.sh
 . "$here/kube/lib.sh"
 
-usage="usage: $0 [--runtime nodelet|containerd] [--node-suite|--subset|--node-subset] [--focus REGEX] [--skip REGEX] [--procs N] [--keep]"
+usage="usage: $0 [--runtime nodelet|containerd] [--node-suite|--subset] [--focus REGEX] [--skip REGEX] [--procs N] [--keep]"
 runtime=nodelet procs=3 mode=conformance user_focus= user_skip=
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -42,7 +43,6 @@ while [ $# -gt 0 ]; do
     --procs) procs=$2; shift 2 ;;
     --subset) mode=subset; shift ;;
     --node-suite) mode=node-suite; shift ;;
-    --node-subset) mode=node-subset; shift ;;
     --keep) export NL_KEEP=1; shift ;;
     *) nl_die "unknown argument $1 ($usage)" ;;
   esac
@@ -58,10 +58,11 @@ join_alt() { local out= a; for a in "$@"; do [ -z "$a" ] || out=${out:+$out|}$a;
 skip_files=("$here/conformance-skips.txt")
 case "$mode" in
   conformance) focus='\[sig-node\].*\[Conformance\]|\[sig-storage\].*\[Conformance\]' ;;
-  subset) focus=$(alternatives "$here/conformance-subset.txt") ;;
-  node-suite|node-subset)
+  subset)
+    focus=$(join_alt "$(alternatives "$here/conformance-subset.txt")" "$(alternatives "$here/node-suite-subset.txt")")
+    skip_files+=("$here/node-suite-skips.txt") ;;
+  node-suite)
     focus='\[sig-node\] |\[sig-storage\] '
-    [ "$mode" = node-suite ] || focus=$(alternatives "$here/node-suite-subset.txt")
     skip_files+=("$here/node-suite-skips.txt") ;;
 esac
 [ -z "$user_focus" ] || focus=$user_focus
@@ -69,7 +70,7 @@ esac
 # suite's host-exec pods enter the host's mount namespace through PID 1 (nsenter
 # --mount=/proc/1/ns/mnt), which an init may refuse even to root (as a microVM's does).
 machine_skips=()
-if [ "$mode" = node-suite ] || [ "$mode" = node-subset ]; then
+if [ "$mode" != conformance ]; then
   if ! nsenter --mount=/proc/1/ns/mnt -- true 2>/dev/null; then
     machine_skips+=("\\[sig-node\\] Mount propagation  # its host-exec pod enters PID 1's mount namespace, which PID 1 refuses on this machine (nsenter --mount=/proc/1/ns/mnt: Permission denied)")
   fi
@@ -186,12 +187,17 @@ node_ready() { [ "$(kubectl get node "$node" -o jsonpath='{.status.conditions[?(
 nl_wait 120 node_ready || { tail -30 "$NL_WORK/agent.log" >&2; nl_die "node $node not Ready after 120 s"; }
 nl_say "node $node Ready after $(( $(date +%s) - t_start )) s"
 
-# A subset line that also matches a spec outside the conformance set would test what a node need
-# not do: ginkgo's dry run lists what the focus selects.
+# A line of hack/conformance-subset.txt that also matches a spec outside the conformance set would
+# test what a node need not do, and a line of hack/node-suite-subset.txt that matches none of the
+# node suite a spec it skips: ginkgo's dry run lists what each selects.
 if [ "$mode" = subset ]; then
-  outside=$("$bin/e2e-node.test" --ginkgo.dry-run --ginkgo.v --ginkgo.no-color --ginkgo.focus="$focus" 2>&1 |
-    grep -E '^\[sig-' | grep -v '\[Conformance\]' || true)
+  dry() { "$bin/e2e-node.test" --ginkgo.dry-run --ginkgo.v --ginkgo.no-color --ginkgo.focus="$1" ${2:+--ginkgo.skip="$2"} 2>&1 | grep -E '^\[sig-' || true; }
+  outside=$(dry "$(alternatives "$here/conformance-subset.txt")" | grep -v '\[Conformance\]' || true)
   [ -z "$outside" ] || nl_die "hack/conformance-subset.txt selects specs outside the conformance set: $outside"
+  suite=$(dry '\[sig-node\] |\[sig-storage\] ' "$skip")
+  while IFS= read -r line; do
+    grep -qE -- "$line" <<<"$suite" || nl_die "hack/node-suite-subset.txt: $line selects no spec of the node suite"
+  done < <(sed -e 's/[[:space:]]*#.*$//' -e '/^[[:space:]]*$/d' "$here/node-suite-subset.txt")
 fi
 
 report=$NL_WORK/report
