@@ -49,11 +49,8 @@ while [ $# -gt 0 ]; do
 done
 case "$runtime" in nodelet|containerd) ;; *) nl_die "--runtime is nodelet or containerd, not $runtime" ;; esac
 
-# lines of FILE without comments and blank lines, joined by |
-alternatives() { sed -e 's/[[:space:]]*#.*$//' -e '/^[[:space:]]*$/d' "$1" | paste -sd'|'; }
-# its non-empty arguments joined by |: an empty part would make an alternative that matches
-# every spec, and as a skip that runs nothing.
-join_alt() { local out= a; for a in "$@"; do [ -z "$a" ] || out=${out:+$out|}$a; done; printf '%s' "$out"; }
+alternatives() { nl_alternatives "$@"; }
+join_alt() { nl_join_alt "$@"; }
 
 skip_files=("$here/conformance-skips.txt")
 case "$mode" in
