@@ -272,7 +272,8 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	nodeDeps := nodestatus.Deps{Runtime: a.runtime, Images: imageService, Recorder: a.events,
 		NodeName: cfg.NodeName, Labels: cfg.NodeLabels, Taints: cfg.RegisterWithTaints, RootDir: cfg.RootDir, PodCIDR: cfg.PodCIDR,
 		NodeIPs: cfg.NodeIPs, MaxPods: cfg.MaxPods, StatusUpdateFrequency: cfg.NodeStatusUpdateFrequency,
-		LeaseDurationSeconds: cfg.NodeLeaseDurationSeconds, Log: log, Pressure: a.eviction.NodeConditions, Resources: a.cm.Resources}
+		StatusReportFrequency: cfg.NodeStatusReportFrequency,
+		LeaseDurationSeconds:  cfg.NodeLeaseDurationSeconds, Log: log, Pressure: a.eviction.NodeConditions, Resources: a.cm.Resources}
 	if a.client != nil && cfg.RegisterNode {
 		nodeDeps.Client = a.client
 	}

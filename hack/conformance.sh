@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The upstream Kubernetes conformance specs that exercise a node, run against `nodelet agent` as
-# the only node of a loopback control plane, on nodelet's runtime or on containerd.
+# The upstream Kubernetes e2e specs that exercise a node, run against `nodelet agent` as the only
+# node of a loopback control plane, on nodelet's runtime or on containerd.
 #
-#   hack/conformance.sh [--runtime nodelet|containerd] [--focus REGEX] [--skip REGEX] [--procs N]
-#                       [--subset] [--keep]
+#   hack/conformance.sh [--runtime nodelet|containerd] [--node-suite | --subset]
+#                       [--focus REGEX] [--skip REGEX] [--procs N] [--keep]
 #
 # Builds (once, cached with the other Kubernetes binaries by hack/kube/build.sh) the node and
 # storage specs of test/e2e as one test binary, agnhost and the ginkgo CLI from the module proxy
@@ -13,41 +13,69 @@
 # nginx, httpd, nonewprivs and nonroot stand-ins); starts kube-proxy too, so that pods reach the
 # API server through the kubernetes Service;
 # starts the runtime, the control plane and the agent; runs the specs with ginkgo in parallel and
-# prints `conformance: N passed, N failed, N skipped`, then each failure's first line.
+# prints `conformance: N passed, N failed, N skipped`, then each failure's first line and the
+# reasons the suite gave for the specs it skipped itself.
 #
-# --focus defaults to every [Conformance] spec of sig-node and sig-storage; --subset runs the
-# CI subset instead (hack/conformance-subset.txt). Specs that cannot run on one machine are
-# skipped with the reason from hack/conformance-skips.txt. --keep keeps the work dir (reports,
-# every component's log). Exit 0 only when nothing failed.
+# What runs:
+#   (default)      every [Conformance] spec of sig-node and sig-storage;
+#   --node-suite   every [sig-node] and [sig-storage] spec of the binary, less those
+#                  hack/node-suite-skips.txt lists, each with its reason (serial, disruptive,
+#                  slow, flaky, feature-gated, or needing what one machine lacks);
+#   --subset       what hack/test.sh runs: a slice of the conformance set
+#                  (hack/conformance-subset.txt) and one of the rest of the node suite
+#                  (hack/node-suite-subset.txt);
+#   --focus REGEX  replaces the selection's focus; --skip REGEX adds to its skips.
+# Specs of the conformance set that cannot run on one machine are skipped with the reason from
+# hack/conformance-skips.txt in every mode. A selection that runs no spec fails. --keep keeps the
+# work dir (reports, every component's log). Exit 0 only when nothing failed.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=hack/kube/lib.sh
 . "$here/kube/lib.sh"
 
-runtime=nodelet procs=3 subset=
-focus='\[sig-node\].*\[Conformance\]|\[sig-storage\].*\[Conformance\]'
-skip=
+usage="usage: $0 [--runtime nodelet|containerd] [--node-suite|--subset] [--focus REGEX] [--skip REGEX] [--procs N] [--keep]"
+runtime=nodelet procs=3 mode=conformance user_focus= user_skip=
 while [ $# -gt 0 ]; do
   case "$1" in
     --runtime) runtime=$2; shift 2 ;;
-    --focus) focus=$2; shift 2 ;;
-    --skip) skip=$2; shift 2 ;;
+    --focus) user_focus=$2; shift 2 ;;
+    --skip) user_skip=$2; shift 2 ;;
     --procs) procs=$2; shift 2 ;;
-    --subset) subset=1; shift ;;
+    --subset) mode=subset; shift ;;
+    --node-suite) mode=node-suite; shift ;;
     --keep) export NL_KEEP=1; shift ;;
-    *) nl_die "unknown argument $1 (usage: $0 [--runtime nodelet|containerd] [--focus REGEX] [--skip REGEX] [--procs N] [--subset] [--keep])" ;;
+    *) nl_die "unknown argument $1 ($usage)" ;;
   esac
 done
 case "$runtime" in nodelet|containerd) ;; *) nl_die "--runtime is nodelet or containerd, not $runtime" ;; esac
 
-# lines of FILE without comments and blank lines, joined by |
-alternatives() { sed -e 's/[[:space:]]*#.*$//' -e '/^[[:space:]]*$/d' "$1" | paste -sd'|'; }
-if [ -n "$subset" ]; then
-  focus=$(alternatives "$here/conformance-subset.txt")
+alternatives() { nl_alternatives "$@"; }
+join_alt() { nl_join_alt "$@"; }
+
+skip_files=("$here/conformance-skips.txt")
+case "$mode" in
+  conformance) focus='\[sig-node\].*\[Conformance\]|\[sig-storage\].*\[Conformance\]' ;;
+  subset)
+    focus=$(join_alt "$(alternatives "$here/conformance-subset.txt")" "$(alternatives "$here/node-suite-subset.txt")")
+    skip_files+=("$here/node-suite-skips.txt") ;;
+  node-suite)
+    focus='\[sig-node\] |\[sig-storage\] '
+    skip_files+=("$here/node-suite-skips.txt") ;;
+esac
+[ -z "$user_focus" ] || focus=$user_focus
+# What this machine cannot do, found out here ("REGEX  # reason" as in the files): the e2e
+# suite's host-exec pods enter the host's mount namespace through PID 1 (nsenter
+# --mount=/proc/1/ns/mnt), which an init may refuse even to root (as a microVM's does).
+machine_skips=()
+if [ "$mode" != conformance ]; then
+  if ! nsenter --mount=/proc/1/ns/mnt -- true 2>/dev/null; then
+    machine_skips+=("\\[sig-node\\] Mount propagation  # its host-exec pod enters PID 1's mount namespace, which PID 1 refuses on this machine (nsenter --mount=/proc/1/ns/mnt: Permission denied)")
+  fi
 fi
-# Each skip line is "REGEX  # reason": the reasons are printed with the summary.
-known_skips=$(alternatives "$here/conformance-skips.txt")
-skip=${skip:+$skip|}$known_skips
+skip=$user_skip
+for f in "${skip_files[@]}"; do skip=$(join_alt "$skip" "$(alternatives "$f")"); done
+for l in ${machine_skips[@]+"${machine_skips[@]}"}; do skip=$(join_alt "$skip" "${l%%  #*}"); done
+[ -n "$focus" ] || nl_die "the focus is empty: it would select every spec of the binary"
 
 NL_NAME=conformance
 # Subnets of its own, so that a conformance run and hack/critest.sh (10.92/10.89) can share a machine.
@@ -58,6 +86,14 @@ t_start=$(date +%s)
 bin=$("$here/kube/build.sh" etcd kube-apiserver kube-controller-manager kube-scheduler kubectl \
   kube-proxy e2e-node.test agnhost ginkgo | tail -1)
 kube_dir=$(cd "$(dirname "$bin")/wrap-kube" && GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' k8s.io/kubernetes)
+
+# The selection, as ginkgo's dry run counts it: a run that would select nothing stops here.
+selected=$("$bin/e2e-node.test" --ginkgo.dry-run --ginkgo.no-color --ginkgo.focus="$focus" ${skip:+--ginkgo.skip="$skip"} 2>&1 |
+  sed -n 's/^Will run \([0-9]*\) of \([0-9]*\) specs.*/\1 of \2/p')
+case "$selected" in
+  ''|0\ *) nl_die "the selection runs no spec (focus: $focus; skip: ${skip:-none}): nothing would be tested" ;;
+esac
+nl_say "selected $selected specs of the binary ($mode)"
 busybox=$("$here/kube/busybox.sh" | tail -1)
 NL_REGISTRY_ARGS=(--busybox "$busybox" --agnhost "$bin/agnhost" --agnhost-certs "$kube_dir/test/images/agnhost/porter")
 nl_registry
@@ -124,10 +160,20 @@ NL_AFTER+=(proxy_cleanup)
 cg_root=/nodelet-conformance-$$
 NL_AFTER+=("nl_remove_cgroup $cg_root")
 
-agent_port=$(free_port)
-mkdir -p "$NL_WORK/agent/manifests"
+# The kubelet's port, as on any node: specs reach the node's API through the API server's node
+# proxy at port 10250 whatever the Node's daemonEndpoints say. Another port only when something
+# else (a kubelet of the host's own) holds it; those specs then fail and say why.
+agent_port=10250
+if ss -Hltn "sport = :$agent_port" | grep -q .; then
+  agent_port=$(free_port)
+  nl_say "port 10250 is taken on this machine: the agent serves on $agent_port, specs that reach the node through the API server at 10250 will fail"
+fi
+mkdir -p "$NL_WORK/agent/manifests" "$NL_WORK/node-bin"
+# The agent runs as `kubelet`, as a node installed the way kubeadm installs one: specs that look for
+# the node's kubelet by name (`pidof kubelet`, to enter its mount namespace) find it.
+ln -sf "$NL_NODELET_BIN" "$NL_WORK/node-bin/kubelet"
 nl_say "starting nodelet agent as node $node ($node_ip:$agent_port) on $runtime"
-"$NL_NODELET_BIN" agent --kubeconfig "$cp_dir/node.kubeconfig" --container-runtime-endpoint "$endpoint" \
+"$NL_WORK/node-bin/kubelet" --kubeconfig "$cp_dir/node.kubeconfig" --container-runtime-endpoint "$endpoint" \
   --root-dir "$NL_WORK/agent/root" --pod-logs-dir "$NL_WORK/agent/logs" --pod-manifest-path "$NL_WORK/agent/manifests" \
   --hostname-override "$node" --node-ip "$node_ip" --address "$node_ip" --port "$agent_port" \
   --client-ca-file "$cp_dir/kubelet-ca.crt" --cgroup-root "$cg_root" --healthz-port 0 --api-socket "" \
@@ -138,12 +184,17 @@ node_ready() { [ "$(kubectl get node "$node" -o jsonpath='{.status.conditions[?(
 nl_wait 120 node_ready || { tail -30 "$NL_WORK/agent.log" >&2; nl_die "node $node not Ready after 120 s"; }
 nl_say "node $node Ready after $(( $(date +%s) - t_start )) s"
 
-# A subset line that also matches a spec outside the conformance set would test what a node need
-# not do: ginkgo's dry run lists what the focus selects.
-if [ -n "$subset" ]; then
-  outside=$("$bin/e2e-node.test" --ginkgo.dry-run --ginkgo.v --ginkgo.no-color --ginkgo.focus="$focus" 2>&1 |
-    grep -E '^\[sig-' | grep -v '\[Conformance\]' || true)
+# A line of hack/conformance-subset.txt that also matches a spec outside the conformance set would
+# test what a node need not do, and a line of hack/node-suite-subset.txt that matches none of the
+# node suite a spec it skips: ginkgo's dry run lists what each selects.
+if [ "$mode" = subset ]; then
+  dry() { "$bin/e2e-node.test" --ginkgo.dry-run --ginkgo.v --ginkgo.no-color --ginkgo.focus="$1" ${2:+--ginkgo.skip="$2"} 2>&1 | grep -E '^\[sig-' || true; }
+  outside=$(dry "$(alternatives "$here/conformance-subset.txt")" | grep -v '\[Conformance\]' || true)
   [ -z "$outside" ] || nl_die "hack/conformance-subset.txt selects specs outside the conformance set: $outside"
+  suite=$(dry '\[sig-node\] |\[sig-storage\] ' "$skip")
+  while IFS= read -r line; do
+    grep -qE -- "$line" <<<"$suite" || nl_die "hack/node-suite-subset.txt: $line selects no spec of the node suite"
+  done < <(sed -e 's/[[:space:]]*#.*$//' -e '/^[[:space:]]*$/d' "$here/node-suite-subset.txt")
 fi
 
 report=$NL_WORK/report
@@ -164,10 +215,14 @@ tail -5 "$NL_WORK/ginkgo.log" >&2
 [ -s "$report/report.json" ] || { tail -40 "$NL_WORK/ginkgo.log" >&2; nl_die "ginkgo wrote no report (exit $ginkgo_rc)"; }
 
 (cd "$NL_ROOT" && go run ./hack/kube/e2ereport --focus "$focus" ${skip:+--skip "$skip"} "$report/report.json") || ginkgo_rc=1
-echo "conformance run: $runtime, $(( $(date +%s) - t_run )) s of specs, $(( $(date +%s) - t_start )) s in all"
-if [ -n "$known_skips" ]; then
-  echo "not run here (hack/conformance-skips.txt):"
-  sed -n 's/^\(.*[^[:space:]]\)[[:space:]]*#[[:space:]]*\(.*\)$/  \1: \2/p' "$here/conformance-skips.txt"
+echo "conformance run ($mode): $runtime, $(( $(date +%s) - t_run )) s of specs, $(( $(date +%s) - t_start )) s in all"
+if [ ${#machine_skips[@]} -gt 0 ]; then
+  echo "not run on this machine:"
+  for l in "${machine_skips[@]}"; do printf '  %s: %s\n' "${l%%  #*}" "${l#*  # }"; done
 fi
+for f in "${skip_files[@]}"; do
+  reasons=$(sed -n 's/^\([^#[:space:]].*[^[:space:]]\)[[:space:]]*#[[:space:]]*\(.*\)$/  \1: \2/p' "$f")
+  [ -z "$reasons" ] || printf 'not run here (hack/%s):\n%s\n' "$(basename "$f")" "$reasons"
+done
 [ -z "${NL_KEEP:-}" ] || nl_say "reports and logs in $NL_WORK"
 exit "$ginkgo_rc"

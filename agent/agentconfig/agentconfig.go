@@ -62,6 +62,9 @@ type Config struct {
 
 	SyncFrequency             time.Duration
 	NodeStatusUpdateFrequency time.Duration
+	// NodeStatusReportFrequency: an unchanged status is posted this often (the kubelet's default
+	// 5m, or nodeStatusUpdateFrequency when only that is set).
+	NodeStatusReportFrequency time.Duration
 	NodeLeaseDurationSeconds  int32
 
 	ClusterDNS    []string
@@ -182,6 +185,7 @@ func Default() Config {
 		MaxPods:                   DefaultMaxPods,
 		SyncFrequency:             time.Minute,
 		NodeStatusUpdateFrequency: 10 * time.Second,
+		NodeStatusReportFrequency: 5 * time.Minute,
 		NodeLeaseDurationSeconds:  40,
 		ResolvConf:                DefaultResolvConf,
 		CgroupRoot:                DefaultCgroupRoot,
@@ -577,6 +581,12 @@ func ApplyKubeletConfiguration(c *Config, data []byte) error {
 	set(&c.FileCheckFrequency, kc.FileCheckFrequency.Duration)
 	set(&c.HTTPCheckFrequency, kc.HTTPCheckFrequency.Duration)
 	set(&c.NodeStatusUpdateFrequency, kc.NodeStatusUpdateFrequency.Duration)
+	// As the kubelet's defaults: a configuration that sets only the update frequency reports at it.
+	if kc.NodeStatusReportFrequency.Duration > 0 {
+		c.NodeStatusReportFrequency = kc.NodeStatusReportFrequency.Duration
+	} else if kc.NodeStatusUpdateFrequency.Duration > 0 {
+		c.NodeStatusReportFrequency = kc.NodeStatusUpdateFrequency.Duration
+	}
 	set(&c.RuntimeRequestTimeout, kc.RuntimeRequestTimeout.Duration)
 	if kc.NodeLeaseDurationSeconds > 0 {
 		c.NodeLeaseDurationSeconds = kc.NodeLeaseDurationSeconds

@@ -35,7 +35,7 @@ func (c Config) KubeletConfiguration() kubeletv1beta1.KubeletConfiguration {
 
 	kc.RegisterNode, kc.RegisterWithTaints = on(c.RegisterNode), c.RegisterWithTaints
 	kc.NodeStatusUpdateFrequency = dur(c.NodeStatusUpdateFrequency)
-	kc.NodeStatusReportFrequency = kc.NodeStatusUpdateFrequency // posted at every update
+	kc.NodeStatusReportFrequency = dur(c.NodeStatusReportFrequency)
 	kc.NodeLeaseDurationSeconds = c.NodeLeaseDurationSeconds
 	kc.KubeAPIQPS, kc.KubeAPIBurst, kc.ContentType = i32(int32(c.KubeAPIQPS)), int32(c.KubeAPIBurst), c.ContentType
 	kc.PodCIDR = c.PodCIDR

@@ -35,6 +35,7 @@ healthzBindAddress: 127.0.0.2
 registerNode: false
 registerWithTaints: [{key: dedicated, value: edge, effect: NoSchedule}]
 nodeStatusUpdateFrequency: 20s
+nodeStatusReportFrequency: 4m
 nodeLeaseDurationSeconds: 60
 kubeAPIQPS: 20
 kubeAPIBurst: 40

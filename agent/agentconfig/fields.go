@@ -90,17 +90,8 @@ var kubeletConfigFields = lazy.Value[map[string]fieldRule]{New: func() map[strin
 		"registerWithTaints":        honoured("the Node's taints at registration (--register-with-taints)"),
 		"providerID":                only("spec.providerID is not set on the Node; setting it is not implemented"),
 		"nodeStatusUpdateFrequency": honoured("how often the Node's status is computed and posted"),
-		"nodeStatusReportFrequency": {
-			does: "the status is posted at every nodeStatusUpdateFrequency; a separate report frequency is not implemented",
-			accept: func(kc *kubeletv1beta1.KubeletConfiguration) error {
-				r := kc.NodeStatusReportFrequency.Duration
-				if r == 0 || r == kc.NodeStatusUpdateFrequency.Duration || (kc.NodeStatusUpdateFrequency.Duration == 0 && r == 10*time.Second) {
-					return nil
-				}
-				return fmt.Errorf("%s differs from nodeStatusUpdateFrequency", r)
-			},
-			acceptedDoc: "equal to nodeStatusUpdateFrequency",
-		},
+		"nodeStatusReportFrequency": honoured("a status unchanged but for its heartbeats is posted only this long after the last post " +
+			"(default 5m, or nodeStatusUpdateFrequency when only that is set); the Lease shows the node alive meanwhile"),
 		"nodeLeaseDurationSeconds": honoured("the Lease's duration; it is renewed every quarter of it"),
 		"nodeStatusMaxImages":      only("the Node lists its 50 largest images", int32(50)),
 		"kubeAPIQPS":               honoured("the apiserver client's queries per second (client-go's rate limiter)"),

@@ -125,7 +125,7 @@ func TestKubeletConfigurationValues(t *testing.T) {
 		"userns default ids":      {"userNamespaces: {}\n", ""},
 		"userns 131072 ids":       {"userNamespaces: {idsPerPod: 131072}\n", "userNamespaces"},
 		"report == update":        {"nodeStatusUpdateFrequency: 20s\nnodeStatusReportFrequency: 20s\n", ""},
-		"report != update":        {"nodeStatusReportFrequency: 5m\n", "nodeStatusReportFrequency"},
+		"report != update":        {"nodeStatusReportFrequency: 5m\n", ""},
 		"json logs":               {"logging: {format: json}\n", "logging"},
 		"verbose":                 {"logging: {verbosity: 4}\n", "logging"},
 		"two at once, both named": {"runOnce: true\nshutdownGracePeriod: 30s\n", "runOnce"},
@@ -170,6 +170,17 @@ failCgroupV1: false
 	cfg, err = load(t, header+"containerLogMaxSize: 1Mi\n", "--container-log-max-size=2Mi", "--kube-api-qps=-1")
 	if err != nil || cfg.ContainerLogMaxSize != "2Mi" || cfg.KubeAPIQPS != -1 {
 		t.Errorf("flags over the file: %v %q %v", err, cfg.ContainerLogMaxSize, cfg.KubeAPIQPS)
+	}
+	// The node status report frequency, with the kubelet's defaults.
+	for yaml, want := range map[string]time.Duration{
+		"":                                 5 * time.Minute,
+		"nodeStatusReportFrequency: 1m\n":  time.Minute,
+		"nodeStatusUpdateFrequency: 20s\n": 20 * time.Second,
+		"nodeStatusUpdateFrequency: 20s\nnodeStatusReportFrequency: 2m\n": 2 * time.Minute,
+	} {
+		if cfg, err := load(t, header+yaml); err != nil || cfg.NodeStatusReportFrequency != want {
+			t.Errorf("%q: report frequency %v (%v), want %v", yaml, cfg.NodeStatusReportFrequency, err, want)
+		}
 	}
 	for _, bad := range []string{"containerLogMaxSize: lots\n", "containerLogMaxFiles: 1\n", "containerLogMonitorInterval: 1s\n"} {
 		if _, err := load(t, header+bad); err == nil || !strings.Contains(err.Error(), strings.Split(bad, ":")[0]) {

@@ -28,7 +28,7 @@ func TestClusterReadinessGateAndExtendedResources(t *testing.T) {
 	ctx := context.Background()
 	e.cfg.Kubeconfig = admin
 	e.cfg.NodeIPs = []string{"127.0.0.1"}
-	e.cfg.NodeStatusUpdateFrequency = time.Second
+	e.cfg.NodeStatusUpdateFrequency, e.cfg.NodeStatusReportFrequency = time.Second, time.Second
 	e.cfg.SyncFrequency = time.Hour
 	e.startAgent()
 	e.eventually("node Ready", func() bool { return nodeCondition(ctx, client, v1.NodeReady) == v1.ConditionTrue })

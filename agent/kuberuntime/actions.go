@@ -70,6 +70,17 @@ func containerSucceeded(c *v1.Container, status *kubecontainer.PodStatus) bool {
 	return cs != nil && cs.State == kubecontainer.StateExited && cs.ExitCode == 0
 }
 
+// anyAppContainerCreated reports whether one of the pod's app containers was created, which
+// means its initialization completed.
+func anyAppContainerCreated(pod *v1.Pod, status *kubecontainer.PodStatus) bool {
+	for i := range pod.Spec.Containers {
+		if cs := status.FindContainerStatusByName(pod.Spec.Containers[i].Name); cs != nil && cs.State != kubecontainer.StateUnknown {
+			return true
+		}
+	}
+	return false
+}
+
 // shouldContainerBeRestarted applies the restart policy to a container that is not running.
 func shouldContainerBeRestarted(c *v1.Container, pod *v1.Pod, status *kubecontainer.PodStatus) bool {
 	cs := status.FindContainerStatusByName(c.Name)
@@ -205,7 +216,9 @@ func computePodActions(pod *v1.Pod, status *kubecontainer.PodStatus, probes Prob
 			}
 			toStart = append(toStart, i)
 		}
-		if len(toStart) == 0 && len(pod.Spec.InitContainers) == 0 {
+		// Nothing to start and initialization done (an app container was made): the pod is over,
+		// as the kubelet decides it; init containers are not run again for it.
+		if len(toStart) == 0 && anyAppContainerCreated(pod, status) {
 			changes.CreateSandbox = false
 			return changes
 		}

@@ -48,6 +48,7 @@ func TestComputePodActions(t *testing.T) {
 	onFailure := testPod(v1.RestartPolicyOnFailure, nil, "a", "b")
 	withInit := testPod(v1.RestartPolicyAlways, []string{"i1", "i2"}, "a")
 	neverInit := testPod(v1.RestartPolicyNever, []string{"i1"}, "a")
+	onFailureInit := testPod(v1.RestartPolicyOnFailure, []string{"i1"}, "a")
 	changed := testPod(v1.RestartPolicyAlways, nil, "a", "b")
 	changedSpec := changed.DeepCopy()
 	changedSpec.Spec.Containers[0].Image = "busybox:2"
@@ -91,6 +92,12 @@ func TestComputePodActions(t *testing.T) {
 			podActions{KillPod: true, SandboxID: "sb1", Attempt: 1, ContainersToKill: noKill}},
 		{"sandbox died with OnFailure: succeeded containers are not rerun", onFailure, status(dead, exited(onFailure, "a", 0), exited(onFailure, "b", 137)),
 			podActions{KillPod: true, CreateSandbox: true, SandboxID: "sb1", Attempt: 1, ContainersToStart: []int{1}, ContainersToKill: noKill}},
+		{"sandbox died with OnFailure, all succeeded after init: no new sandbox, no init rerun", onFailureInit,
+			status(dead, exited(onFailureInit, "i1", 0), exited(onFailureInit, "a", 0)),
+			podActions{KillPod: true, SandboxID: "sb1", Attempt: 1, ContainersToKill: noKill}},
+		{"sandbox died before any app container: init containers again", onFailureInit, status(dead, exited(onFailureInit, "i1", 1)),
+			podActions{KillPod: true, CreateSandbox: true, SandboxID: "sb1", Attempt: 1,
+				NextInitContainerToStart: &onFailureInit.Spec.InitContainers[0], ContainersToKill: noKill}},
 		{"two ready sandboxes: replace", always, status([]*runtimeapi.PodSandboxStatus{sandbox("sb2", 1, true), sandbox("sb1", 0, true)}),
 			podActions{KillPod: true, CreateSandbox: true, SandboxID: "sb2", Attempt: 2, ContainersToStart: []int{0, 1}, ContainersToKill: noKill}},
 		{"host network changed: replace sandbox", hostNet, status(ready, running(hostNet, "a")),

@@ -139,7 +139,12 @@ func (m *Manager) startContainerTargeting(ctx context.Context, sandboxID string,
 		m.Recorder.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
 		return &configGenError{err}
 	}
-	created, err := m.Runtime.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
+	// Once its creation begins a container is created and started to the end, even when the pod
+	// is deleted meanwhile, as the kubelet runs its runtime's SyncPod without cancellation: a start
+	// cut halfway leaves a container that never ran yet reads as failed (StartError, exit 128).
+	// The kill that follows the deletion stops it; the runtime request timeout bounds both calls.
+	rctx := context.WithoutCancel(ctx)
+	created, err := m.Runtime.CreateContainer(rctx, &runtimeapi.CreateContainerRequest{
 		PodSandboxId: sandboxID, Config: cfg, SandboxConfig: sandboxCfg})
 	if err != nil {
 		metrics.ContainerStarted(containerKind(pod, c), err)
@@ -151,7 +156,7 @@ func (m *Manager) startContainerTargeting(ctx context.Context, sandboxID string,
 	if m.CPUs != nil {
 		m.CPUs.Created(created.ContainerId, cfg.Linux.Resources.CpusetCpus)
 	}
-	_, err = m.Runtime.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: created.ContainerId})
+	_, err = m.Runtime.StartContainer(rctx, &runtimeapi.StartContainerRequest{ContainerId: created.ContainerId})
 	metrics.ContainerStarted(containerKind(pod, c), err)
 	if err != nil {
 		m.Recorder.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -366,5 +367,39 @@ func TestRuntimeClassPicksHandler(t *testing.T) {
 	f.mustSync(pod)
 	if got := f.cri.CallsWithPrefix("handler"); !slices.Equal(got, []string{"handler gvisor"}) {
 		t.Fatalf("handler calls %q", got)
+	}
+}
+
+// cancelOnCreate cancels the sync's context once the runtime created a container, as a pod
+// deletion does while a container is being started.
+type cancelOnCreate struct {
+	runtimeapi.RuntimeServiceClient
+	cancel context.CancelFunc
+}
+
+func (c cancelOnCreate) CreateContainer(ctx context.Context, r *runtimeapi.CreateContainerRequest, o ...grpc.CallOption) (*runtimeapi.CreateContainerResponse, error) {
+	resp, err := c.RuntimeServiceClient.CreateContainer(ctx, r, o...)
+	c.cancel()
+	return resp, err
+}
+
+// A deletion that lands between CreateContainer and StartContainer does not cut the start: the
+// container runs (and the kill then stops it) rather than ending as a StartError that never ran.
+func TestStartIsNotCutByCancellation(t *testing.T) {
+	f := newFixture(t)
+	f.cri.AddImage("busybox:1.36")
+	pod := testPod(v1.RestartPolicyAlways, nil, "a")
+	pod.Spec.Containers[0].Image = "busybox:1.36"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f.m.Runtime = cancelOnCreate{f.m.Runtime, cancel}
+	if err := f.m.SyncPod(ctx, pod, f.status(pod)); err != nil {
+		t.Fatalf("SyncPod: %v", err)
+	}
+	if got, want := f.cri.Calls(), []string{"RunPodSandbox web", "CreateContainer web/a", "StartContainer a"}; !slices.Equal(got, want) {
+		t.Fatalf("calls %q, want %q", got, want)
+	}
+	if c := f.cri.Containers()[0]; c.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		t.Fatalf("container %s, want running", c.State)
 	}
 }

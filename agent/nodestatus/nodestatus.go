@@ -74,6 +74,10 @@ type Deps struct {
 	PodCIDR string
 
 	StatusUpdateFrequency time.Duration // default 10s
+	// StatusReportFrequency: a status that changed in nothing but its heartbeats is posted only
+	// this long after the last post (the kubelet's nodeStatusReportFrequency), the Lease telling
+	// the cluster meanwhile that the node lives; 0 posts it at every update.
+	StatusReportFrequency time.Duration
 	LeaseDurationSeconds  int32         // default 40
 	LeaseRenewInterval    time.Duration // default 10s
 	Log                   *slog.Logger
@@ -86,8 +90,9 @@ type Manager struct {
 	now     func() time.Time
 
 	mu          sync.Mutex
-	node        *v1.Node // the latest built or posted, nil before the first
-	sentPodCIDR string   // what the runtime was last given by UpdateRuntimeConfig
+	node        *v1.Node  // the latest built or posted, nil before the first
+	sentPodCIDR string    // what the runtime was last given by UpdateRuntimeConfig
+	posted      time.Time // when the status was last posted
 }
 
 // New makes a manager.
@@ -269,38 +274,40 @@ func (m *Manager) Register(ctx context.Context) error {
 }
 
 // UpdateStatus writes the node's status: addresses, capacity, info, and conditions.
+// As the kubelet, the first read comes from the apiserver's cache (resourceVersion 0), a retry
+// after a conflict from etcd; a status unchanged but for its heartbeats is posted only once per
+// StatusReportFrequency.
 func (m *Manager) UpdateStatus(ctx context.Context) error {
+	try := 0
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		node, err := m.Client.Nodes().Get(ctx, m.NodeName, metav1.GetOptions{})
+		opts := metav1.GetOptions{}
+		if try++; try == 1 {
+			opts.ResourceVersion = "0"
+		}
+		node, err := m.Client.Nodes().Get(ctx, m.NodeName, opts)
 		if err != nil {
 			return err
 		}
+		before := node.Status.DeepCopy()
 		evs := m.fillStatus(ctx, &node.Status)
+		now := m.now()
+		m.mu.Lock()
+		due := m.StatusReportFrequency <= 0 || m.posted.IsZero() || now.Sub(m.posted) >= m.StatusReportFrequency
+		m.mu.Unlock()
+		if !due && len(evs) == 0 && sameButHeartbeats(before, &node.Status) {
+			return nil
+		}
 		updated, err := m.Client.Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
 		if err != nil {
 			return err
 		}
 		m.setNode(updated)
+		m.mu.Lock()
+		m.posted = now
+		m.mu.Unlock()
 		m.record(evs)
 		return nil
 	})
-}
-
-// pressureTypes are the conditions Pressure gives, in the kubelet's order.
-var pressureTypes = []v1.NodeConditionType{v1.NodeMemoryPressure, v1.NodeDiskPressure, v1.NodePIDPressure}
-
-// pressureEvents are the kubelet's event reasons for a pressure condition becoming False or True;
-// false for a condition that is not a pressure condition.
-func pressureEvents(t v1.NodeConditionType) ([2]string, bool) {
-	switch t {
-	case v1.NodeMemoryPressure:
-		return [2]string{"NodeHasSufficientMemory", "NodeHasInsufficientMemory"}, true
-	case v1.NodeDiskPressure:
-		return [2]string{"NodeHasNoDiskPressure", "NodeHasDiskPressure"}, true
-	case v1.NodePIDPressure:
-		return [2]string{"NodeHasSufficientPID", "NodeHasInsufficientPID"}, true
-	}
-	return [2]string{}, false
 }
 
 // fillStatus refreshes s and returns the events its changes call for, to be recorded once the

@@ -155,3 +155,62 @@ func TestCapacity(t *testing.T) {
 		t.Errorf("pods %v", pods.String())
 	}
 }
+
+// As the kubelet with nodeStatusReportFrequency: a status that changed in nothing but its
+// heartbeats is posted once per report period; a change is posted at once.
+func TestUnchangedStatusIsReportedInfrequently(t *testing.T) {
+	ctx := context.Background()
+	cri := fakecri.Start(t)
+	client := fake.NewSimpleClientset()
+	var pressure atomic.Value
+	pressure.Store(v1.ConditionFalse)
+	m := New(Deps{Client: kubefake.Wrap(client), Runtime: cri.Runtime(), Images: cri.Images(), NodeName: "n1",
+		NodeIPs: []string{"192.0.2.10"}, StatusReportFrequency: 5 * time.Minute,
+		Pressure: func() []v1.NodeCondition {
+			return []v1.NodeCondition{{Type: v1.NodeMemoryPressure, Status: pressure.Load().(v1.ConditionStatus)}}
+		}})
+	now := time.Unix(1_000_000, 0)
+	m.now = func() time.Time { return now }
+	if err := m.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	posts := func() int {
+		n := 0
+		for _, a := range client.Actions() {
+			if a.GetVerb() == "update" && a.GetSubresource() == "status" {
+				n++
+			}
+		}
+		return n
+	}
+	update := func(after time.Duration) {
+		t.Helper()
+		now = now.Add(after)
+		if err := m.UpdateStatus(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := posts()
+	update(10 * time.Second)
+	update(10 * time.Second)
+	if got := posts(); got != first {
+		t.Fatalf("%d posts of an unchanged status within the report period", got-first)
+	}
+	pressure.Store(v1.ConditionTrue)
+	update(10 * time.Second)
+	if got := posts(); got != first+1 {
+		t.Fatalf("a changed condition was posted %d times, want once", got-first)
+	}
+	update(4 * time.Minute)
+	if got := posts(); got != first+1 {
+		t.Fatal("posted before the report period ran out")
+	}
+	update(time.Minute)
+	if got := posts(); got != first+2 {
+		t.Fatal("the unchanged status was not posted after the report period")
+	}
+	n, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	if c := ready(t, n); !c.LastHeartbeatTime.Time.Equal(now) {
+		t.Fatalf("heartbeat %v, want %v", c.LastHeartbeatTime, now)
+	}
+}

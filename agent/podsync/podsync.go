@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -58,6 +59,7 @@ type Volumes interface {
 // Prober runs the containers' probes (*prober.Manager); nil when unused.
 type Prober interface {
 	SyncPod(pod *v1.Pod, ps *kubecontainer.PodStatus)
+	StopLivenessAndStartup(uid types.UID)
 	RemovePod(uid types.UID)
 	status.ProbeResults
 }
@@ -176,6 +178,7 @@ func (s *Syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, mirr
 	if err != nil {
 		return false, err
 	}
+	s.hostNetworkIPs(pod, ps)
 	if s.Allocation != nil {
 		pod = s.Allocation.HandlePodResourcesResize(pod)
 		s.Allocation.CheckPodResizeInProgress(pod, ps)
@@ -203,6 +206,7 @@ func (s *Syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, mirr
 	}
 	syncErr := s.Runtime.SyncPod(ctx, pod, ps)
 	if ps, err = s.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace); err == nil {
+		s.hostNetworkIPs(pod, ps)
 		if s.Prober != nil {
 			s.Prober.SyncPod(pod, ps)
 		}
@@ -212,6 +216,15 @@ func (s *Syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, mirr
 		s.publish(ctx, pod, ps, false)
 	}
 	return false, syncErr
+}
+
+// hostNetworkIPs gives a host-network pod the node's IPs, which the runtime does not report for
+// its sandbox: the containers' status.podIP(s) references, hooks and probes then see the IPs the
+// pod's status publishes, as the kubelet copies its published pod IPs back before SyncPod.
+func (s *Syncer) hostNetworkIPs(pod *v1.Pod, ps *kubecontainer.PodStatus) {
+	if pod.Spec.HostNetwork {
+		ps.IPs = slices.Clone(s.NodeIPs)
+	}
 }
 
 func (s *Syncer) syncMirror(ctx context.Context, pod *v1.Pod) {
@@ -237,7 +250,7 @@ func (s *Syncer) syncMirror(ctx context.Context, pod *v1.Pod) {
 // SyncTerminatingPod stops the pod's containers with the grace period.
 func (s *Syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, grace *int64) error {
 	if s.Prober != nil {
-		s.Prober.RemovePod(pod.UID)
+		s.Prober.StopLivenessAndStartup(pod.UID)
 	}
 	if s.Allocation != nil {
 		// Its status shows what it held, not a resize it was never granted.
@@ -247,6 +260,7 @@ func (s *Syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, grace *int
 	if err != nil {
 		return err
 	}
+	s.hostNetworkIPs(pod, ps) // preStop httpGet hooks reach the pod at the node's IP
 	if _, ok := s.evictionMessage(pod.UID); ok {
 		// Failed/Evicted is known before the grace period runs out, as with the kubelet.
 		s.publish(ctx, pod, ps, true)
@@ -276,6 +290,9 @@ func (s *Syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, grace *int
 // to the apiserver, and deletes its mirror; a pod that merely finished (or was evicted) keeps its
 // containers and loses its volumes.
 func (s *Syncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, deleted bool) error {
+	if s.Prober != nil {
+		s.Prober.RemovePod(pod.UID)
+	}
 	if !deleted {
 		if s.Volumes != nil {
 			if err := s.Volumes.TearDownVolumes(pod.UID); err != nil {

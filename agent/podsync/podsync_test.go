@@ -150,3 +150,30 @@ func TestPodCgroupMadeBeforeTheSandbox(t *testing.T) {
 		}
 	}
 }
+
+// A host-network pod's status.podIP env reference is the node's IP, as the kubelet's: the runtime
+// reports no IP for its sandbox (the e2e spec "should provide host IP and pod IP as an env var if
+// pod uses host network" compares the two).
+func TestHostNetworkPodIPIsTheNodes(t *testing.T) {
+	s, cri, st := newSyncer(t)
+	s.NodeIPs = []string{"192.0.2.7"}
+	cri.AddImage("busybox:1")
+	pod := apiPod("")
+	pod.Spec.HostNetwork = true
+	pod.Spec.Containers[0].Env = []v1.EnvVar{
+		{Name: "POD_IP", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
+		{Name: "POD_IPS", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "status.podIPs"}}}}
+	if _, err := s.SyncPod(context.Background(), podworkers.SyncPodCreate, pod, nil); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for _, kv := range cri.ContainerConfig(cri.RunningContainer("c")).Envs {
+		env[kv.Key] = string(kv.Value)
+	}
+	if env["POD_IP"] != "192.0.2.7" || env["POD_IPS"] != "192.0.2.7" {
+		t.Fatalf("env %v, want POD_IP and POD_IPS 192.0.2.7", env)
+	}
+	if got, _ := st.GetPodStatus(pod.UID); got.PodIP != "192.0.2.7" {
+		t.Fatalf("published podIP %q", got.PodIP)
+	}
+}

@@ -65,7 +65,7 @@ func TestHandlers(t *testing.T) {
 			pod := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "app", Ports: []v1.ContainerPort{{Name: "web", ContainerPort: int32(hport)}}}}}}
 			w := &worker{m: New(nil, nil, nil), key: key{container: "app"}, pod: pod, ips: []string{"127.0.0.1"},
 				probe: &v1.Probe{ProbeHandler: c.h, TimeoutSeconds: 5}}
-			err := w.once(context.Background())
+			_, err := w.once(context.Background())
 			if (err == nil) != c.ok {
 				t.Fatalf("probe error %v, want ok %v", err, c.ok)
 			}
@@ -129,4 +129,60 @@ func TestSidecarsAreProbed(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("%d workers; want only the sidecar's", n)
 	}
+}
+
+// A redirect to another host is not followed and passes with a warning, which the worker reports
+// as the kubelet's ProbeWarning event with the start of the answer's body.
+func TestRedirectElsewhereIsAProbeWarning(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://0.0.0.0/", http.StatusFound)
+	}))
+	defer srv.Close()
+	port, _ := strconv.Atoi(srv.URL[strings.LastIndexByte(srv.URL, ':')+1:])
+	probe := &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/redirect", Port: intstr.FromInt(port)}},
+		TimeoutSeconds: 5, PeriodSeconds: 1, FailureThreshold: 1}
+	w := &worker{m: New(nil, nil, nil), pod: &v1.Pod{}, ips: []string{"127.0.0.1"}, probe: probe}
+	warning, err := w.once(context.Background())
+	want := `Probe terminated redirects, Response body: <a href="http://0.0.0.0/">Found</a>.`
+	if err != nil || !strings.HasPrefix(warning, want) {
+		t.Fatalf("once: %q, %v; want the warning %q", warning, err, want)
+	}
+
+	cri := fakecri.Start(t)
+	id := runningContainer(t, cri)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rec := record.NewFakeRecorder(100)
+	m := New(cri.Runtime(), rec, nil)
+	go m.Run(ctx)
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "u1"}, Spec: v1.PodSpec{Containers: []v1.Container{{Name: "app", LivenessProbe: probe}}}}
+	m.SyncPod(pod, &kubecontainer.PodStatus{ID: "u1", IPs: []string{"127.0.0.1"},
+		ContainerStatuses: []*kubecontainer.Status{{ID: id, Name: "app", State: kubecontainer.StateRunning, StartedAt: time.Now()}}})
+	e := <-rec.Events
+	if !strings.HasPrefix(e, "Warning ProbeWarning Liveness probe warning: "+want) {
+		t.Fatalf("event %q", e)
+	}
+	if bad, _ := m.Unhealthy(id); bad {
+		t.Fatal("a redirect elsewhere failed the liveness probe")
+	}
+}
+
+// Once the startup probe passes, the readiness probe runs at once rather than a period later, as
+// the kubelet triggers it (the e2e spec "should be ready immediately after startupProbe succeeds").
+func TestReadinessRunsAsSoonAsStarted(t *testing.T) {
+	cri := fakecri.Start(t)
+	id := runningContainer(t, cri)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m := New(cri.Runtime(), nil, nil)
+	go m.Run(ctx)
+	exec := v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"true"}}}
+	c := v1.Container{Name: "app",
+		// The readiness probe's first run finds no startup yet; its next period is an hour away.
+		StartupProbe:   &v1.Probe{ProbeHandler: exec, InitialDelaySeconds: 1, PeriodSeconds: 1},
+		ReadinessProbe: &v1.Probe{ProbeHandler: exec, PeriodSeconds: 3600}}
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "u1"}, Spec: v1.PodSpec{Containers: []v1.Container{c}}}
+	m.SyncPod(pod, &kubecontainer.PodStatus{ID: "u1", ContainerStatuses: []*kubecontainer.Status{
+		{ID: id, Name: "app", State: kubecontainer.StateRunning, StartedAt: time.Now()}}})
+	waitFor(t, "ready right after the startup probe passed", func() bool { return m.Ready(&c, id) })
 }

@@ -119,3 +119,34 @@ func TestStartupProbeGatesReadiness(t *testing.T) {
 		t.Fatal("ready or started without passing the startup probe")
 	}
 }
+
+// A terminating pod keeps its readiness probes (its Services learn it is going) but no liveness
+// or startup probe restarts its containers, as the kubelet's StopLivenessAndStartup.
+func TestTerminatingKeepsOnlyReadiness(t *testing.T) {
+	cri := fakecri.Start(t)
+	id := runningContainer(t, cri)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m := New(cri.Runtime(), nil, nil)
+	go m.Run(ctx)
+	exec := v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"true"}}}
+	c := v1.Container{Name: "app", StartupProbe: &v1.Probe{ProbeHandler: exec, PeriodSeconds: 3600},
+		ReadinessProbe: &v1.Probe{ProbeHandler: exec, PeriodSeconds: 3600}, LivenessProbe: &v1.Probe{ProbeHandler: exec, PeriodSeconds: 3600}}
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "u1"}, Spec: v1.PodSpec{Containers: []v1.Container{c}}}
+	m.SyncPod(pod, &kubecontainer.PodStatus{ID: "u1", ContainerStatuses: []*kubecontainer.Status{
+		{ID: id, Name: "app", State: kubecontainer.StateRunning, StartedAt: time.Now()}}})
+	m.StopLivenessAndStartup("u1")
+	m.mu.Lock()
+	var kinds []ProbeType
+	for k := range m.workers {
+		kinds = append(kinds, k.probe)
+	}
+	m.mu.Unlock()
+	if len(kinds) != 1 || kinds[0] != Readiness {
+		t.Fatalf("workers left %v, want only readiness", kinds)
+	}
+	m.RemovePod("u1")
+	if len(m.workers) != 0 {
+		t.Fatal("RemovePod left workers")
+	}
+}

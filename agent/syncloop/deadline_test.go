@@ -15,7 +15,8 @@ import (
 
 type fakeStatuses map[types.UID]v1.PodStatus
 
-func (fakeStatuses) RemoveOrphanedStatuses(map[types.UID]bool) {}
+func (fakeStatuses) RemoveOrphanedStatuses(map[types.UID]bool)                {}
+func (fakeStatuses) SetContainerReadiness(types.UID, string, bool, time.Time) {}
 func (f fakeStatuses) GetPodStatus(uid types.UID) (v1.PodStatus, bool) {
 	s, ok := f[uid]
 	return s, ok

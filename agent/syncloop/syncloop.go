@@ -59,11 +59,12 @@ type RuntimePods interface {
 	GetPods(ctx context.Context) ([]*kubecontainer.RuntimePod, error)
 }
 
-// Statuses forgets statuses of pods gone, and gives the start times active deadlines count from
-// (*status.Manager).
+// Statuses forgets statuses of pods gone, gives the start times active deadlines count from, and
+// takes readiness flips as they come (*status.Manager).
 type Statuses interface {
 	RemoveOrphanedStatuses(desired map[types.UID]bool)
 	GetPodStatus(uid types.UID) (v1.PodStatus, bool)
+	SetContainerReadiness(uid types.UID, containerID string, ready bool, now time.Time)
 }
 
 // MirrorDeleter removes mirror pods left by static pods that are gone; nil without an apiserver.
@@ -286,6 +287,10 @@ func (l *SyncLoop) handlePLEGEvent(e *pleg.PodLifecycleEvent) {
 // handleProbeUpdate syncs the pod whose probe flipped: its worker restarts a container that failed
 // liveness or startup, and carries a readiness change into the pod's status.
 func (l *SyncLoop) handleProbeUpdate(u prober.Update) {
+	if u.Probe == prober.Readiness && l.Statuses != nil {
+		// Published at once, as the kubelet's: a terminating pod's worker is busy with the kill.
+		l.Statuses.SetContainerReadiness(u.PodUID, u.ContainerID, u.Result == prober.Success, time.Now())
+	}
 	if p, ok := l.Pods.GetPodByUID(u.PodUID); ok {
 		l.dispatch(p, podworkers.SyncPodSync)
 	}

@@ -2,6 +2,8 @@ package syncloop
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -148,5 +150,38 @@ func TestProbeUpdateSyncsItsPod(t *testing.T) {
 	got := w.take()
 	if len(got) != 1 || got[0].UpdateType != podworkers.SyncPodSync || got[0].Pod.UID != a.UID {
 		t.Fatalf("updates after probe results: %+v", got)
+	}
+}
+
+// readinessRecorder records the readiness flips the loop hands the status manager.
+type readinessRecorder struct {
+	fakeStatuses
+	flips []string
+}
+
+func (r *readinessRecorder) SetContainerReadiness(uid types.UID, id string, ready bool, _ time.Time) {
+	r.flips = append(r.flips, fmt.Sprintf("%s/%s=%v", uid, id, ready))
+}
+
+// A readiness flip goes to the status at once, besides waking the pod's worker (which may be busy
+// killing the pod); other probes' results only wake the worker.
+func TestReadinessFlipReachesTheStatusAtOnce(t *testing.T) {
+	w := &fakeWorkers{}
+	ready := true
+	l, updates, _ := newLoop(w, fakeRuntime{}, &ready)
+	rec := &readinessRecorder{fakeStatuses: fakeStatuses{}}
+	probes := make(chan prober.Update, 2)
+	l.Probes, l.Statuses = probes, rec
+	never := make(chan time.Time)
+	step := func() { l.iteration(context.Background(), never, never) }
+	a := pod("a")
+	updates <- config.PodUpdate{Op: config.ADD, Pods: []*v1.Pod{a}}
+	step()
+	probes <- prober.Update{PodUID: a.UID, ContainerID: "c1", Probe: prober.Readiness, Result: prober.Failure}
+	step()
+	probes <- prober.Update{PodUID: a.UID, ContainerID: "c1", Probe: prober.Liveness, Result: prober.Failure}
+	step()
+	if want := []string{string(a.UID) + "/c1=false"}; !slices.Equal(rec.flips, want) {
+		t.Fatalf("readiness flips %q, want %q", rec.flips, want)
 	}
 }

@@ -162,7 +162,8 @@ func own(path string, dir bool, fsGroup *int64) error {
 	if err != nil {
 		return err
 	}
-	return os.Chmod(path, st.Mode().Perm()|0o050|os.ModeSetgid)
+	// The sticky and setuid bits stay, as the kubelet's SetVolumeOwnership keeps them.
+	return os.Chmod(path, st.Mode()&(os.ModePerm|os.ModeSticky|os.ModeSetuid)|0o050|os.ModeSetgid)
 }
 
 // same reports whether generation dir holds exactly files, owned as fsGroup asks.

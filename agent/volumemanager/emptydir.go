@@ -56,7 +56,9 @@ func (m *Manager) setUpEmptyDir(pod *v1.Pod, v *v1.Volume) error {
 	if v.EmptyDir.SizeLimit != nil {
 		size = v.EmptyDir.SizeLimit.Value()
 	}
-	if err := m.mounter().MountTmpfs(dir, size, 0o777); err != nil {
+	// 1777, the root of a tmpfs mounted with no mode= as the kubelet mounts it: everyone may
+	// write, only a file's owner may remove it.
+	if err := m.mounter().MountTmpfs(dir, size, 0o777|os.ModeSticky); err != nil {
 		return fmt.Errorf("tmpfs: %w", err)
 	}
 	return own(dir, true, fsGroup(pod))

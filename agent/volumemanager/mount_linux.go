@@ -14,11 +14,27 @@ import (
 type kernelMounter struct{}
 
 func (kernelMounter) MountTmpfs(target string, size int64, mode os.FileMode) error {
-	opts := "mode=" + strconv.FormatUint(uint64(mode.Perm()), 8)
+	opts := "mode=" + strconv.FormatUint(uint64(kernelMode(mode)), 8)
 	if size > 0 {
 		opts += ",size=" + strconv.FormatInt(size, 10)
 	}
 	return unix.Mount("tmpfs", target, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts)
+}
+
+// kernelMode is mode as chmod(2) reads it: Go keeps the setuid, setgid and sticky bits apart
+// from the permission bits.
+func kernelMode(mode os.FileMode) uint32 {
+	m := uint32(mode.Perm())
+	if mode&os.ModeSetuid != 0 {
+		m |= unix.S_ISUID
+	}
+	if mode&os.ModeSetgid != 0 {
+		m |= unix.S_ISGID
+	}
+	if mode&os.ModeSticky != 0 {
+		m |= unix.S_ISVTX
+	}
+	return m
 }
 
 func (kernelMounter) MountHugetlbfs(target, pageSize string) error {

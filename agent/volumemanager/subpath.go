@@ -29,7 +29,8 @@ func (m *Manager) SubPathDir(pod *v1.Pod, volume, container string, index int) (
 // So the path is opened here, resolved inside the volume only (os.Root refuses to leave it, through
 // symlinks or ".."), and the opened file itself — not its name — is bind mounted from /proc/self/fd
 // onto a private mount point: swapping a component for a symlink after the check changes nothing.
-// A missing subPath is made as a folder, as upstream. Idempotent per (volume, container, index).
+// A missing subPath is made as a folder, as upstream. Idempotent per (volume, container, index)
+// while the subPath names the same file; bound anew when it was replaced.
 func (m *Manager) SubPath(pod *v1.Pod, container string, index int, volume, volumeHostPath, subPath string) (string, error) {
 	if err := validSubPath(subPath); err != nil {
 		return "", err
@@ -48,18 +49,23 @@ func (m *Manager) SubPath(pod *v1.Pod, container string, index int, volume, volu
 	if err := privateDir(podDir); err != nil {
 		return "", err
 	}
-	if mps, err := m.mounter().MountPoints(target); err != nil {
-		return "", err
-	} else if len(mps) > 0 {
-		return target, nil
-	}
 	root, err := os.OpenRoot(volumeHostPath)
 	if err != nil {
 		return "", fmt.Errorf("volume %q: %w", volume, err)
 	}
 	defer root.Close()
 	if _, err := root.Lstat(subPath); errors.Is(err, os.ErrNotExist) {
-		if err := root.MkdirAll(subPath, 0o755); err != nil {
+		// Made with the volume's own mode, special bits included, as the kubelet makes it: under
+		// an fsGroup the folder must be group-writable and setgid as its volume is.
+		vi, err := root.Stat(".")
+		if err != nil {
+			return "", fmt.Errorf("volume %q: %w", volume, err)
+		}
+		mode := vi.Mode() & (os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky)
+		if err := root.MkdirAll(subPath, mode.Perm()); err != nil {
+			return "", fmt.Errorf("subPath %q of volume %q: %w", subPath, volume, errors.Join(ErrBadSubPath, err))
+		}
+		if err := root.Chmod(subPath, mode); err != nil {
 			return "", fmt.Errorf("subPath %q of volume %q: %w", subPath, volume, errors.Join(ErrBadSubPath, err))
 		}
 	}
@@ -73,6 +79,19 @@ func (m *Manager) SubPath(pod *v1.Pod, container string, index int, volume, volu
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return "", err
+	}
+	if mps, err := m.mounter().MountPoints(target); err != nil {
+		return "", err
+	} else if len(mps) > 0 {
+		var cur unix.Stat_t
+		if err := unix.Stat(target, &cur); err == nil && cur.Dev == st.Dev && cur.Ino == st.Ino {
+			return target, nil
+		}
+		// The volume's file was replaced since it was bound (a configMap or secret update swaps
+		// the atomic writer's files): as the kubelet, a restarted container gets the new one.
+		if err := m.mounter().Unmount(target); err != nil {
+			return "", fmt.Errorf("subPath %q of volume %q: unbind the replaced file: %w", subPath, volume, err)
+		}
 	}
 	if err := os.MkdirAll(filepath.Dir(target), 0o750); err != nil {
 		return "", err

@@ -159,9 +159,18 @@ func TestSubPathSymlinkEscape(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(p, "shadow")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("subPath mount follows the swapped link: %v", err)
 	}
-	// Idempotent, and a missing subPath is made as a folder.
+	// The next container start checks the subPath anew, as the kubelet does, and refuses it now.
+	if p2, err := m.SubPath(pod, "c", 10, "data", vol, "inside"); !errors.Is(err, ErrBadSubPath) {
+		t.Fatalf("again after the swap: got %q, %v; want ErrBadSubPath", p2, err)
+	}
+	// Idempotent while it names the same folder, and a missing subPath is made as a folder.
+	os.Remove(filepath.Join(vol, "inside"))
+	os.Symlink("inner/real", filepath.Join(vol, "inside"))
 	if p2, err := m.SubPath(pod, "c", 10, "data", vol, "inside"); err != nil || p2 != p {
 		t.Fatalf("again: %q %v", p2, err)
+	}
+	if mps := testutil.MountsUnder(p); len(mps) != 1 {
+		t.Fatalf("mounts at %s: %v", p, mps)
 	}
 	p3, err := m.SubPath(pod, "c", 11, "data", vol, "made/here")
 	if err != nil {
@@ -363,6 +372,25 @@ func TestSubPathIntoAtomicVolume(t *testing.T) {
 	if b, _ := os.ReadFile(p); string(b) != "a=1" {
 		t.Fatalf("read %q", b)
 	}
+	// The configMap changes: the bound file stays what the running container has, and the next
+	// container start (SubPath again) binds the new file, once.
+	if _, err := WriteAtomic(vol, map[string]File{"conf/app.ini": {Data: []byte("a=2")}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "a=1" {
+		t.Fatalf("the bound file changed under the container: %q", b)
+	}
+	for range 2 {
+		if p2, err := m.SubPath(pod, "c", 0, "cm", vol, "conf/app.ini"); err != nil || p2 != p {
+			t.Fatalf("SubPath after the update: %q %v", p2, err)
+		}
+		if b, _ := os.ReadFile(p); string(b) != "a=2" {
+			t.Fatalf("after the update the subPath reads %q, want a=2", b)
+		}
+	}
+	if mps := testutil.MountsUnder(p); len(mps) != 1 {
+		t.Fatalf("mounts at %s: %v", p, mps)
+	}
 }
 
 func TestUnmountKeepsFiles(t *testing.T) {
@@ -486,5 +514,43 @@ func TestTearDownVolumesOfAFinishedPod(t *testing.T) {
 	}
 	if err := m.TearDownVolumes(pod.UID); err != nil {
 		t.Errorf("a second teardown: %v", err)
+	}
+}
+
+// The e2e spec "nonexistent volume subPath should have the correct mode and owner using FSGroup":
+// a memory emptyDir is a tmpfs whose root is 1777, as the kubelet mounts it; the fsGroup adds
+// setgid and keeps the sticky bit; a missing subPath is made with the volume's whole mode.
+func TestTmpfsFSGroupSubPathMode(t *testing.T) {
+	testutil.Require(t)
+	m := &Manager{RootDir: t.TempDir()}
+	pod := testPod("uid-fsg-sub",
+		v1.Volume{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}},
+		v1.Volume{Name: "disk", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}})
+	gid := int64(123)
+	pod.Spec.SecurityContext = &v1.PodSecurityContext{FSGroup: &gid}
+	t.Cleanup(func() { m.TearDown(pod.UID) })
+	if err := m.SetUp(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	mem := emptyDir(t, m, pod, "mem")
+	p, err := m.SubPath(pod, "c", 0, "mem", mem, "test-sub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{mem, filepath.Join(mem, "test-sub"), p} {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode().String(); got != "dgtrwxrwxrwx" {
+			t.Errorf("mode of %s: %s, want dgtrwxrwxrwx", path, got)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); st.Gid != 123 || st.Uid != 0 {
+			t.Errorf("owner of %s: %d:%d, want 0:123", path, st.Uid, st.Gid)
+		}
+	}
+	// On disk the folder is 0777 and setgid under the fsGroup, never sticky, as the kubelet's.
+	if fi, _ := os.Stat(emptyDir(t, m, pod, "disk")); fi == nil || fi.Mode().String() != "dgrwxrwxrwx" {
+		t.Errorf("disk emptyDir: %v", fi.Mode())
 	}
 }

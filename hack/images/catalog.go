@@ -235,7 +235,7 @@ func registries(images map[string]v1.Image) []string {
 // Debian's ash drops environment names that are not identifiers, such as the envFrom specs'
 // data-1, which upstream's passes on). agnhost is the real program, built from the suite's own
 // module by hack/kube/build.sh, in an image laid out as upstream's (curl beside it, the porter's
-// localhost certificate, a user and a group defined in the image); certDir holds
+// localhost certificate, a user and a group defined in the image, bash as ash); certDir holds
 // localhost.crt/.key.
 func conformanceImages(busybox, agnhost, certDir string) (map[string]v1.Image, error) {
 	e2e := "registry.k8s.io/e2e-test-images/"
@@ -253,6 +253,9 @@ func conformanceImages(busybox, agnhost, certDir string) (map[string]v1.Image, e
 		testimage.WithFile("/agnhost", string(agn), 0o755),
 		testimage.WithSymlink("/agnhost-2", "agnhost"),
 		testimage.WithHostBinary(curl, "/usr/bin/curl"),
+		// Upstream's has bash, which probe specs run their SIGTERM-trapping scripts with; busybox
+		// has none, and its ash runs those scripts alike.
+		testimage.WithFile("/bin/bash", "#!/bin/sh\nexec /bin/sh \"$@\"\n", 0o755),
 		testimage.WithDir("/uploads", 0o755, 0, 0),
 		testimage.WithUsers(testimage.User{Name: "user-defined-in-image", UID: 1000, GID: 1000, Home: "/home/user-defined-in-image"}),
 		testimage.WithGroups(testimage.Group{Name: "user-defined-in-image", GID: 1000},

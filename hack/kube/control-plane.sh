@@ -15,6 +15,7 @@
 #       (DIR/pki/apiserver.crt, with its CA) is the root CA that service account volumes carry.
 #   hack/kube/control-plane.sh stop DIR            stop exactly the processes start recorded, remove DIR.
 #   hack/kube/control-plane.sh check               start, wait for /readyz, create and read an object, stop.
+# Privileged pods are allowed (--allow-privileged), as kubeadm's and kind's control planes allow them.
 # Authentication is by static tokens and TLS is the API server's self-signed certificate, which the
 # kubeconfigs do not verify: for loopback tests only.
 set -euo pipefail
@@ -119,7 +120,7 @@ start() {
       --token-auth-file "$dir/tokens.csv" --authorization-mode Node,RBAC \
       --service-account-issuer https://kubernetes.default.svc --service-account-key-file "$dir/sa.pub" \
       --service-account-signing-key-file "$dir/sa.key" --service-cluster-ip-range 10.96.0.0/16 \
-      --enable-admission-plugins NodeRestriction \
+      --enable-admission-plugins NodeRestriction --allow-privileged=true \
       --kubelet-client-certificate "$dir/kubelet-client.crt" --kubelet-client-key "$dir/kubelet-client.key" \
       --kubelet-preferred-address-types InternalIP,Hostname >>"$dir/apiserver.log" 2>&1 &
     pid=$! rc=0

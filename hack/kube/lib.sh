@@ -6,6 +6,7 @@
 #   nl_registry            build and start hack/images; sets NL_REGISTRY=127.0.0.1:PORT
 #   nl_containerd NAME     start containerd with its own root/state/socket; sets NL_CONTAINERD_SOCK
 #   nl_nodelet NAME        build and start `nodelet runtime`; sets NL_NODELET_SOCK
+#   nl_alternatives FILE, nl_join_alt PART...   regular expressions joined into one
 # Every runtime gets registry mirrors that send the upstream registries the stand-ins are named
 # after to NL_REGISTRY over plain HTTP.
 
@@ -22,6 +23,11 @@ export PATH=$PATH:/usr/local/go/bin:/usr/local/bin:/usr/sbin:/sbin
 export GOFLAGS=${GOFLAGS:--buildvcs=false}
 
 nl_say() { printf '==> %s\n' "$*" >&2; }
+# nl_alternatives FILE: its lines without comments and blank lines, joined by |
+nl_alternatives() { sed -e 's/[[:space:]]*#.*$//' -e '/^[[:space:]]*$/d' "$1" | paste -sd'|'; }
+# nl_join_alt PART...: the non-empty parts joined by |. An empty part would make an alternative
+# that matches every spec: as a skip, one that runs nothing.
+nl_join_alt() { local out= a; for a in "$@"; do [ -z "$a" ] || out=${out:+$out|}$a; done; printf '%s' "$out"; }
 nl_die() { printf '%s: %s\n' "${NL_NAME:-nodelet}" "$*" >&2; exit 1; }
 
 nl_init() {

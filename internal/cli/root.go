@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -79,7 +80,7 @@ var subcommands = []struct {
 func Execute() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := newRootCmd(os.Args[1:]).ExecuteContext(ctx); err != nil {
+	if err := newRootCmd(argsFor(os.Args[0], os.Args[1:])).ExecuteContext(ctx); err != nil {
 		fmt.Fprintf(os.Stderr, "nodelet: %v\n", err)
 		var ee exitError
 		if errors.As(err, &ee) {
@@ -88,6 +89,17 @@ func Execute() int {
 		return 1
 	}
 	return 0
+}
+
+// argsFor is the command line of a program started as argv0. Installed (or linked) as `kubelet`,
+// nodelet is the agent: kubeadm's kubelet.service and every tool that looks for the node's
+// kubelet by name (`pidof kubelet`, `systemctl status kubelet`) then find it as they find the
+// kubelet, with the kubelet's flags.
+func argsFor(argv0 string, args []string) []string {
+	if filepath.Base(argv0) == "kubelet" {
+		return append([]string{"agent"}, args...)
+	}
+	return args
 }
 
 // exitError carries a specific exit code to Execute.

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -43,5 +44,29 @@ func TestRootBuildsTheNamedVerbOnly(t *testing.T) {
 		if !strings.Contains(help.String(), "\n  "+sub.name+" ") {
 			t.Errorf("root help does not list %s:\n%s", sub.name, help.String())
 		}
+	}
+}
+
+// Started as kubelet (a link kubeadm's unit runs as /usr/bin/kubelet), nodelet is the agent with
+// the kubelet's flags; under any other name its verbs are its own.
+func TestStartedAsKubeletIsTheAgent(t *testing.T) {
+	for _, tc := range []struct {
+		argv0 string
+		args  []string
+		want  []string
+	}{
+		{"/usr/bin/kubelet", []string{"--kubeconfig", "k"}, []string{"agent", "--kubeconfig", "k"}},
+		{"kubelet", nil, []string{"agent"}},
+		{"/usr/local/bin/nodelet", []string{"up"}, []string{"up"}},
+		{"/opt/kubelet/nodelet", []string{"runtime"}, []string{"runtime"}},
+		{"kubelet-old", []string{"up"}, []string{"up"}},
+	} {
+		if got := argsFor(tc.argv0, tc.args); !slices.Equal(got, tc.want) {
+			t.Errorf("argsFor(%q, %q) = %q, want %q", tc.argv0, tc.args, got, tc.want)
+		}
+	}
+	cmd := newRootCmd(argsFor("/usr/bin/kubelet", []string{"--help"}))
+	if sub, _, err := cmd.Find(argsFor("/usr/bin/kubelet", []string{"--help"})); err != nil || sub.Name() != "agent" {
+		t.Fatalf("started as kubelet the command is %v (%v), want agent", sub, err)
 	}
 }

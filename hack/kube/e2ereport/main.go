@@ -3,13 +3,16 @@
 //	go run ./hack/kube/e2ereport [--focus REGEX] [--skip REGEX] report.json
 //
 // It prints `conformance: N passed, N failed, N skipped` over the specs the run selected, then
-// each failed spec with the first line of its failure, and exits 1 when one failed. Specs that
-// --focus does not match, or --skip does, were filtered out by ginkgo and are not counted; a
-// selected spec the suite skipped itself (a missing feature it checks for) counts as skipped.
+// each failed spec with the first line of its failure, then the reasons the suite gave for the
+// specs it skipped itself, and exits 1 when one failed or when the run selected no spec at all.
+// Specs that --focus does not match, or --skip does, were filtered out by ginkgo and are not
+// counted; a selected spec the suite skipped itself (a missing feature it checks for) counts as
+// skipped.
 package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -73,12 +76,21 @@ func run(path, focus, skip string) error {
 		}
 	}
 	sum := summarise(reports, focusRE, skipRE)
+	if sum.passed+len(sum.failed)+sum.skipped == 0 {
+		return errors.New("the run selected no spec: check --focus and --skip")
+	}
 	fmt.Printf("conformance: %d passed, %d failed, %d skipped\n", sum.passed, len(sum.failed), sum.skipped)
 	for _, s := range sum.failed {
 		fmt.Printf("  FAIL (%s) %s\n       %s\n", s.State, s.fullText(), firstLine(s.Failure.Message))
 	}
 	for _, s := range sum.slowest {
 		fmt.Printf("  slowest: %5.1f s %s\n", s.RunTime.Seconds(), s.fullText())
+	}
+	if len(sum.skipReasons) > 0 {
+		fmt.Println("  skipped by the suite itself, by reason:")
+	}
+	for _, r := range sum.skipReasons {
+		fmt.Printf("  %4d × %s\n", r.count, r.reason)
 	}
 	if len(sum.failed) > 0 {
 		os.Exit(1)
@@ -90,6 +102,12 @@ type summary struct {
 	passed, skipped int
 	failed          []specReport
 	slowest         []specReport // the five longest passed specs, longest first
+	skipReasons     []skipReason // why the suite skipped selected specs, most frequent first
+}
+
+type skipReason struct {
+	reason string
+	count  int
 }
 
 // summarise counts the It specs the run selected: ginkgo reports every spec of the suite, those
@@ -97,6 +115,7 @@ type summary struct {
 // report nodes are left out (a failure there fails the run through ginkgo's exit code).
 func summarise(reports []report, focusRE, skipRE *regexp.Regexp) summary {
 	var sum summary
+	reasons := map[string]int{}
 	for _, r := range reports {
 		for _, s := range r.SpecReports {
 			if s.LeafNodeType != "It" {
@@ -112,6 +131,7 @@ func summarise(reports []report, focusRE, skipRE *regexp.Regexp) summary {
 				sum.slowest = append(sum.slowest, s)
 			case "skipped", "pending":
 				sum.skipped++
+				reasons[firstLine(s.Failure.Message)]++
 			default: // failed, panicked, timedout, interrupted, aborted
 				sum.failed = append(sum.failed, s)
 			}
@@ -121,6 +141,16 @@ func summarise(reports []report, focusRE, skipRE *regexp.Regexp) summary {
 	if len(sum.slowest) > 5 {
 		sum.slowest = sum.slowest[:5]
 	}
+	for reason, n := range reasons {
+		if reason == "" {
+			reason = "(no reason given)"
+		}
+		sum.skipReasons = append(sum.skipReasons, skipReason{reason, n})
+	}
+	sort.Slice(sum.skipReasons, func(i, j int) bool {
+		a, b := sum.skipReasons[i], sum.skipReasons[j]
+		return a.count > b.count || (a.count == b.count && a.reason < b.reason)
+	})
 	return sum
 }
 

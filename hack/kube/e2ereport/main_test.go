@@ -2,7 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 )
@@ -18,7 +21,7 @@ const sample = `[{"SuiteDescription": "Kubernetes e2e suite", "SpecReports": [
  {"ContainerHierarchyTexts": ["[sig-node] Probing"], "LeafNodeText": "liveness [Conformance]",
   "LeafNodeType": "It", "State": "timedout"},
  {"ContainerHierarchyTexts": ["[sig-storage] EmptyDir"], "LeafNodeText": "on tmpfs [Conformance]",
-  "LeafNodeType": "It", "State": "skipped"},
+  "LeafNodeType": "It", "State": "skipped", "Failure": {"Message": "Only supported for providers [gce] (not local)"}},
  {"ContainerHierarchyTexts": ["[sig-node] Pods"], "LeafNodeText": "should be slow [Slow]",
   "LeafNodeType": "It", "State": "skipped"},
  {"ContainerHierarchyTexts": ["[sig-apps] Deployment"], "LeafNodeText": "rolls [Conformance]",
@@ -57,6 +60,23 @@ func TestSummarise(t *testing.T) {
 	}
 	if len(sum.slowest) != 1 || sum.slowest[0].RunTime != 3*time.Second {
 		t.Errorf("slowest: %+v", sum.slowest)
+	}
+	// The suite's own skips keep their reason; the specs ginkgo filtered out are not among them.
+	want := []skipReason{{"Only supported for providers [gce] (not local)", 1}}
+	if len(sum.skipReasons) != 1 || sum.skipReasons[0] != want[0] {
+		t.Errorf("skip reasons: got %+v, want %+v", sum.skipReasons, want)
+	}
+}
+
+// A focus or skip that selects nothing is an error, never "0 passed, 0 failed".
+func TestRunRefusesAnEmptySelection(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "report.json")
+	if err := os.WriteFile(path, []byte(sample), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := run(path, `\[sig-node\]`, `.`)
+	if err == nil || !strings.Contains(err.Error(), "selected no spec") {
+		t.Fatalf("run with a skip matching everything: got %v, want the empty-selection error", err)
 	}
 }
 
