@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
-	"github.com/nodelet/nodelet/test/harness/fakecri"
 )
 
 func TestHandlers(t *testing.T) {
@@ -77,14 +76,9 @@ func TestHandlers(t *testing.T) {
 }
 
 func TestUnhealthyEventAndProbeGracePeriod(t *testing.T) {
-	cri := fakecri.Start(t)
-	id := runningContainer(t, cri)
-	cri.SetExecExitCode(1)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	rec := record.NewFakeRecorder(100)
-	m := New(cri.Runtime(), rec, nil)
-	go m.Run(ctx)
+	m, id, cri := runningManager(t, rec)
+	cri.SetExecExitCode(1)
 	grace := int64(7)
 	c := v1.Container{Name: "app", LivenessProbe: &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"false"}}},
 		PeriodSeconds: 1, FailureThreshold: 1, TerminationGracePeriodSeconds: &grace}}
@@ -108,12 +102,7 @@ func TestUnhealthyEventAndProbeGracePeriod(t *testing.T) {
 }
 
 func TestSidecarsAreProbed(t *testing.T) {
-	cri := fakecri.Start(t)
-	id := runningContainer(t, cri)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	m := New(cri.Runtime(), nil, nil)
-	go m.Run(ctx)
+	m, id, _ := runningManager(t, nil)
 	always := v1.ContainerRestartPolicyAlways
 	side := v1.Container{Name: "side", RestartPolicy: &always, ReadinessProbe: &v1.Probe{
 		ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"true"}}}, PeriodSeconds: 1}}
@@ -148,13 +137,8 @@ func TestRedirectElsewhereIsAProbeWarning(t *testing.T) {
 		t.Fatalf("once: %q, %v; want the warning %q", warning, err, want)
 	}
 
-	cri := fakecri.Start(t)
-	id := runningContainer(t, cri)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	rec := record.NewFakeRecorder(100)
-	m := New(cri.Runtime(), rec, nil)
-	go m.Run(ctx)
+	m, id, _ := runningManager(t, rec)
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "u1"}, Spec: v1.PodSpec{Containers: []v1.Container{{Name: "app", LivenessProbe: probe}}}}
 	m.SyncPod(pod, &kubecontainer.PodStatus{ID: "u1", IPs: []string{"127.0.0.1"},
 		ContainerStatuses: []*kubecontainer.Status{{ID: id, Name: "app", State: kubecontainer.StateRunning, StartedAt: time.Now()}}})
@@ -170,12 +154,7 @@ func TestRedirectElsewhereIsAProbeWarning(t *testing.T) {
 // Once the startup probe passes, the readiness probe runs at once rather than a period later, as
 // the kubelet triggers it (the e2e spec "should be ready immediately after startupProbe succeeds").
 func TestReadinessRunsAsSoonAsStarted(t *testing.T) {
-	cri := fakecri.Start(t)
-	id := runningContainer(t, cri)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	m := New(cri.Runtime(), nil, nil)
-	go m.Run(ctx)
+	m, id, _ := runningManager(t, nil)
 	exec := v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"true"}}}
 	c := v1.Container{Name: "app",
 		// The readiness probe's first run finds no startup yet; its next period is an hour away.

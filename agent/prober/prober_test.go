@@ -16,6 +16,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
+	"github.com/nodelet/nodelet/agent/recorder"
 	"github.com/nodelet/nodelet/test/harness/fakecri"
 	"github.com/nodelet/nodelet/test/harness/testutil"
 )
@@ -30,6 +31,18 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// runningManager starts a manager, stopped with the test, over a fake runtime that runs one
+// container "app"; it returns the manager, the container's ID and the runtime.
+func runningManager(t *testing.T, rec recorder.Interface) (*Manager, string, *fakecri.Server) {
+	cri := fakecri.Start(t)
+	id := runningContainer(t, cri)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	m := New(cri.Runtime(), rec, nil)
+	go m.Run(ctx)
+	return m, id, cri
 }
 
 func runningContainer(t *testing.T, cri *fakecri.Server) string {
@@ -102,12 +115,7 @@ func TestReadinessAndLiveness(t *testing.T) {
 }
 
 func TestStartupProbeGatesReadiness(t *testing.T) {
-	cri := fakecri.Start(t)
-	id := runningContainer(t, cri)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	m := New(cri.Runtime(), nil, nil)
-	go m.Run(ctx)
+	m, id, _ := runningManager(t, nil)
 	port := testutil.FreePort(t) // nothing listens: the startup probe fails
 	c := v1.Container{Name: "app",
 		StartupProbe: &v1.Probe{ProbeHandler: v1.ProbeHandler{TCPSocket: &v1.TCPSocketAction{Host: "127.0.0.1", Port: intstr.FromInt(port)}},
@@ -123,12 +131,7 @@ func TestStartupProbeGatesReadiness(t *testing.T) {
 // A terminating pod keeps its readiness probes (its Services learn it is going) but no liveness
 // or startup probe restarts its containers, as the kubelet's StopLivenessAndStartup.
 func TestTerminatingKeepsOnlyReadiness(t *testing.T) {
-	cri := fakecri.Start(t)
-	id := runningContainer(t, cri)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	m := New(cri.Runtime(), nil, nil)
-	go m.Run(ctx)
+	m, id, _ := runningManager(t, nil)
 	exec := v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"true"}}}
 	c := v1.Container{Name: "app", StartupProbe: &v1.Probe{ProbeHandler: exec, PeriodSeconds: 3600},
 		ReadinessProbe: &v1.Probe{ProbeHandler: exec, PeriodSeconds: 3600}, LivenessProbe: &v1.Probe{ProbeHandler: exec, PeriodSeconds: 3600}}
