@@ -68,7 +68,7 @@ spec:
     lifecycle:
       postStart: {exec: {command: [sh, -c, "echo started > /www/poststart"]}}
       preStop: {exec: {command: [sh, -c, "echo stopping >> /www/logs/access.log"]}}
-    readinessProbe: {httpGet: {path: /ready, port: http}, periodSeconds: 1, failureThreshold: 1, timeoutSeconds: 60}
+    readinessProbe: {httpGet: {%[5]spath: /ready, port: http}, periodSeconds: 1, failureThreshold: 1, timeoutSeconds: 60}
     livenessProbe: {exec: {command: [test, -e, /www/healthz]}, periodSeconds: 1, failureThreshold: 1, timeoutSeconds: 60}
     volumeMounts:
     - {name: www, mountPath: /www}
@@ -115,7 +115,9 @@ func (e *env) podReady(name string) (bool, int32) {
 	return false, restarts
 }
 
-// workloadScenario runs the shop on the host's network, as every runtime can.
+// workloadScenario runs the shop on the host's network, as every runtime can. Its web server
+// listens on the host's loopback only, so its readiness probe names that host: without one a
+// probe goes to the pod's IP, which for a host-network pod is the node's, as with the kubelet.
 func workloadScenario(t testing.TB, e *env) {
 	workloadScenarioOn(t, e, "  hostNetwork: true", "127.0.0.1:", freeLoopbackPort(t), "")
 }
@@ -126,7 +128,11 @@ func workloadScenario(t testing.TB, e *env) {
 func workloadScenarioOn(t testing.TB, e *env, spec, addr string, port int, handler string) {
 	e.cfg.SyncFrequency = 2 * time.Second // the config map edit shows at the next periodic sync
 	writeFile(t, filepath.Join(e.manifests, "objects.yaml"), fmt.Sprintf(objectsTmpl, "hello v1"))
-	writeFile(t, filepath.Join(e.manifests, "shop.yaml"), fmt.Sprintf(shopTmpl, e.reg+"/busybox:1", port, spec, addr))
+	probeHost := ""
+	if addr != "" {
+		probeHost = "host: " + strings.TrimSuffix(addr, ":") + ", "
+	}
+	writeFile(t, filepath.Join(e.manifests, "shop.yaml"), fmt.Sprintf(shopTmpl, e.reg+"/busybox:1", port, spec, addr, probeHost))
 	e.startAgent()
 
 	e.eventually("shop ready", func() bool { ready, _ := e.podReady("shop"); return ready })
