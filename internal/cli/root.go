@@ -80,7 +80,7 @@ var subcommands = []struct {
 func Execute() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := newRootCmd(argsFor(os.Args[0], os.Args[1:])).ExecuteContext(ctx); err != nil {
+	if err := commandLine(os.Args[0], os.Args[1:]).ExecuteContext(ctx); err != nil {
 		fmt.Fprintf(os.Stderr, "nodelet: %v\n", err)
 		var ee exitError
 		if errors.As(err, &ee) {
@@ -89,6 +89,14 @@ func Execute() int {
 		return 1
 	}
 	return 0
+}
+
+// commandLine is the command a program started as argv0 with args runs.
+func commandLine(argv0 string, args []string) *cobra.Command {
+	args = argsFor(argv0, args)
+	cmd := newRootCmd(args)
+	cmd.SetArgs(args) // cobra would read os.Args, which a program started as kubelet has no verb in
+	return cmd
 }
 
 // argsFor is the command line of a program started as argv0. Installed (or linked) as `kubelet`,

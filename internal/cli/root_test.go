@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -65,8 +66,14 @@ func TestStartedAsKubeletIsTheAgent(t *testing.T) {
 			t.Errorf("argsFor(%q, %q) = %q, want %q", tc.argv0, tc.args, got, tc.want)
 		}
 	}
-	cmd := newRootCmd(argsFor("/usr/bin/kubelet", []string{"--help"}))
-	if sub, _, err := cmd.Find(argsFor("/usr/bin/kubelet", []string{"--help"})); err != nil || sub.Name() != "agent" {
-		t.Fatalf("started as kubelet the command is %v (%v), want agent", sub, err)
+	// What runs is the agent, with its flags: its help, not the root's.
+	var out bytes.Buffer
+	cmd := commandLine("/usr/bin/kubelet", []string{"--kubeconfig", "/nonexistent", "--help"})
+	cmd.SetOut(&out)
+	if err := cmd.ExecuteContext(context.Background()); err != nil {
+		t.Fatalf("started as kubelet: %v", err)
+	}
+	if !strings.Contains(out.String(), "nodelet agent [flags]") || !strings.Contains(out.String(), "--kubeconfig") {
+		t.Fatalf("started as kubelet, the help printed is not the agent's:\n%.400s", out.String())
 	}
 }
