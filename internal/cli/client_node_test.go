@@ -28,6 +28,7 @@ func (f *fakeNodeSource) NodeEvents() []v1.Event { return f.events }
 func newNodeFixture(t *testing.T) *clientFixture {
 	t.Helper()
 	f := apitest.NewFixture(t)
+	fixClock(t)
 	f.AddPod("default", "web", "nginx")
 	f.Pods.Update("default", "web", func(p *v1.Pod) {
 		p.Spec.Containers[0].Resources = v1.ResourceRequirements{
@@ -37,7 +38,7 @@ func newNodeFixture(t *testing.T) *clientFixture {
 	})
 	f.AddPod("default", "done", "job")
 	f.Pods.Update("default", "done", func(p *v1.Pod) { p.Status.Phase = v1.PodFailed })
-	now := time.Now()
+	now := apitest.Now
 	res := v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("4Gi"),
 		v1.ResourcePods: resource.MustParse("110"), v1.ResourceEphemeralStorage: resource.MustParse("100Gi")}
 	at := metav1.NewTime(now.Add(-10 * time.Minute))

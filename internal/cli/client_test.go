@@ -32,11 +32,16 @@ type clientFixture struct {
 func newClientFixture(t *testing.T) *clientFixture {
 	t.Helper()
 	f := apitest.NewFixture(t)
-	// Ages count from the fixture's present, not the wall clock: a slow run prints the same.
-	clock = func() time.Time { return apitest.Now }
-	t.Cleanup(func() { clock = time.Now })
+	fixClock(t)
 	sock := f.ServeUnix(t, f.Server(nil))
 	return &clientFixture{Fixture: f, endpoint: "unix://" + sock}
+}
+
+// fixClock makes the client verbs count ages from the fixtures' present, not the wall clock: a
+// slow run, or a test run long after the fixtures' package was loaded, prints the same ages.
+func fixClock(t *testing.T) {
+	clock = func() time.Time { return apitest.Now }
+	t.Cleanup(func() { clock = time.Now })
 }
 
 // run executes one verb against the fixture and returns stdout, stderr and the error.
