@@ -35,6 +35,7 @@ type StatusManager interface {
 	SetPodStatus(pod *v1.Pod, s v1.PodStatus) bool
 	GetPodStatus(uid types.UID) (v1.PodStatus, bool)
 	PodTerminated(ctx context.Context, pod *v1.Pod) error
+	TerminatePod(pod *v1.Pod, now time.Time)
 	Forget(uid types.UID)
 }
 
@@ -139,10 +140,7 @@ func (s *Syncer) publish(ctx context.Context, pod *v1.Pod, ps *kubecontainer.Pod
 	if s.RuntimeName != nil {
 		name = s.RuntimeName()
 	}
-	now := time.Now()
-	if s.Now != nil {
-		now = s.Now()
-	}
+	now := s.now()
 	in := status.Inputs{Reasons: s.Reasons, RuntimeName: name, NodeIPs: s.NodeIPs, Now: now, Terminating: terminating}
 	if s.Prober != nil {
 		in.Probes = s.Prober
@@ -293,6 +291,7 @@ func (s *Syncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, deleted boo
 	if s.Prober != nil {
 		s.Prober.RemovePod(pod.UID)
 	}
+	s.Status.TerminatePod(pod, s.now())
 	if !deleted {
 		if s.Volumes != nil {
 			if err := s.Volumes.TearDownVolumes(pod.UID); err != nil {
@@ -376,6 +375,13 @@ func (s *Syncer) removePodDir(uid types.UID) error {
 		return fmt.Errorf("remove pod dir: %w", err)
 	}
 	return nil
+}
+
+func (s *Syncer) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
 }
 
 func terminal(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.PodFailed }

@@ -48,6 +48,7 @@ type Manager struct {
 	period  time.Duration
 	mu      sync.Mutex
 	entries map[types.UID]*entry
+	writing sync.Mutex // held by the one SyncBatch that writes at a time
 	notify  chan struct{}
 }
 
@@ -164,33 +165,41 @@ func (m *Manager) Run(ctx context.Context) {
 	}
 }
 
-// SyncBatch patches every status whose version was not written yet.
+// SyncBatch patches every status whose version was not written yet. Batches run one at a time
+// (Run's and each PodTerminated's), and each write takes the pod's newest status when it starts:
+// two writers holding copies of different ages could otherwise land an older status after a newer
+// one, a terminal phase turned back to Running on its way to deletion.
 func (m *Manager) SyncBatch(ctx context.Context) {
-	type job struct {
-		pod     *v1.Pod
-		status  v1.PodStatus
-		version uint64
-	}
-	var jobs []job
+	m.writing.Lock()
+	defer m.writing.Unlock()
 	m.mu.Lock()
-	for _, e := range m.entries {
+	var uids []types.UID
+	for uid, e := range m.entries {
 		if e.synced != e.version {
-			jobs = append(jobs, job{e.pod, *e.status.DeepCopy(), e.version})
+			uids = append(uids, uid)
 		}
 	}
 	m.mu.Unlock()
-	for _, j := range jobs {
-		err := m.patch(ctx, j.pod, j.status)
+	for _, uid := range uids {
+		m.mu.Lock()
+		e, ok := m.entries[uid]
+		if !ok || e.synced == e.version {
+			m.mu.Unlock()
+			continue
+		}
+		pod, st, version := e.pod, *e.status.DeepCopy(), e.version
+		m.mu.Unlock()
+		err := m.patch(ctx, pod, st)
 		if errors.Is(err, errNoMirrorYet) {
 			continue // written once the mirror pod exists; the pod worker creates it
 		}
 		if err != nil {
-			m.log.Warn("patch pod status", "pod", j.pod.Namespace+"/"+j.pod.Name, "err", err)
+			m.log.Warn("patch pod status", "pod", pod.Namespace+"/"+pod.Name, "err", err)
 			continue
 		}
 		m.mu.Lock()
-		if e, ok := m.entries[j.pod.UID]; ok && e.synced < j.version {
-			e.synced = j.version
+		if e, ok := m.entries[uid]; ok && e.synced < version {
+			e.synced = version
 		}
 		m.mu.Unlock()
 	}
