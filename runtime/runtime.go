@@ -82,11 +82,14 @@ func (r *Runtime) Run(ctx context.Context) error {
 			r.log.Warn("image store GC", "err", err)
 		}
 	}()
-	srv, err := server.New(ctx, r.cfg.Server)
+	srv, err := server.New(r.cfg.Server)
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
+	if err := srv.Recover(ctx); err != nil {
+		return err
+	}
 	lis, err := server.Listen(r.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)

@@ -74,8 +74,11 @@ func TestHelperSandboxCrashDaemon(t *testing.T) {
 		}
 		cfg.Images = store
 	}
-	srv, err := server.New(context.Background(), cfg)
+	srv, err := server.New(cfg)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Recover(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	l, err := server.Listen(c.Endpoint)

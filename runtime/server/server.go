@@ -75,9 +75,10 @@ type Server struct {
 	stream streamingState
 }
 
-// New builds the server and rebuilds its view of sandboxes and containers from disk and from the
-// OCI runtimes, so a daemon restarted after SIGKILL finds everything that kept running.
-func New(ctx context.Context, cfg Config) (*Server, error) {
+// New builds the server: its dirs, record stores and managers, and the streaming server, which
+// listens at once so that a bad StreamingAddr fails the daemon before it serves rather than at the
+// first exec. It looks at no sandbox or container yet: Recover does, before the server is served.
+func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -95,7 +96,6 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	warnKnownEscapes(ctx, cfg.Handlers, cfg.Logger)
 	s := &Server{
 		cfg:        cfg,
 		log:        cfg.Logger,
@@ -109,18 +109,33 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if s.containerDB, err = store.OpenDir[store.Container](filepath.Join(cfg.Root, "containers")); err != nil {
 		return nil, err
 	}
-	// Sandboxes first: containers are attached to them on recovery.
-	if err := s.initSandboxes(ctx); err != nil {
-		return nil, fmt.Errorf("recover sandboxes: %w", err)
+	if err := s.initSandboxManager(); err != nil {
+		return nil, err
 	}
-	if err := s.initContainers(ctx); err != nil {
-		return nil, fmt.Errorf("recover containers: %w", err)
+	if err := s.initContainerManager(); err != nil {
+		return nil, err
 	}
-	s.sweepOrphans(ctx)
-	if err := s.initStreaming(ctx); err != nil {
+	if _, err := s.streamingServer(); err != nil {
 		return nil, fmt.Errorf("streaming: %w", err)
 	}
 	return s, nil
+}
+
+// Recover rebuilds the server's view of sandboxes and containers from disk and from the OCI
+// runtimes, so a daemon restarted after SIGKILL finds everything that kept running, and removes
+// what creates and removes cut short left behind. It asks the OCI runtimes, kills orphaned
+// processes and removes their cgroups, so it runs once, before the server is served.
+func (s *Server) Recover(ctx context.Context) error {
+	warnKnownEscapes(ctx, s.cfg.Handlers, s.log)
+	// Sandboxes first: containers are attached to them on recovery.
+	if err := s.recoverSandboxes(ctx); err != nil {
+		return fmt.Errorf("recover sandboxes: %w", err)
+	}
+	if err := s.recoverContainers(ctx); err != nil {
+		return fmt.Errorf("recover containers: %w", err)
+	}
+	s.sweepOrphans(ctx)
+	return nil
 }
 
 // Close stops background work; containers keep running under conmon.

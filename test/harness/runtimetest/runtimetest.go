@@ -132,10 +132,13 @@ func Start(t testing.TB, opts ...Option) *Env {
 // serve builds a Server on the Env's dirs and serves it on the socket.
 func (e *Env) serve() {
 	e.t.Helper()
-	ctx := context.Background()
-	srv, err := server.New(ctx, e.Config)
+	srv, err := server.New(e.Config)
 	if err != nil {
 		e.t.Fatalf("server.New: %v", err)
+	}
+	if err := srv.Recover(context.Background()); err != nil {
+		srv.Close()
+		e.t.Fatalf("server.Recover: %v", err)
 	}
 	l, err := server.Listen(e.Endpoint)
 	if err != nil {
