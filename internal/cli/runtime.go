@@ -196,7 +196,7 @@ func runRuntime(cmd *cobra.Command, rf *runtimeFlags) error {
 	if err != nil {
 		return err
 	}
-	rt, err := runtime.New(cfg)
+	rt, err := runtime.New(cfg, runtime.Deps{})
 	if err != nil {
 		return err
 	}

@@ -61,7 +61,7 @@ the runtime's socket (--listen).`,
 				cfg.RootDir = filepath.Join(global.root, "agent")
 			}
 			cfg.APISocket = apiSocket
-			rt, err := runtime.New(rcfg)
+			rt, err := runtime.New(rcfg, runtime.Deps{})
 			if err != nil {
 				return fmt.Errorf("runtime: %w", err)
 			}

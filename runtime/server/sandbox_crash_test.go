@@ -16,8 +16,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodelet/nodelet/runtime"
 	"github.com/nodelet/nodelet/runtime/cni"
-	"github.com/nodelet/nodelet/runtime/imagestore"
 	"github.com/nodelet/nodelet/runtime/server"
 	"github.com/nodelet/nodelet/test/harness/runtimetest"
 	"github.com/nodelet/nodelet/test/harness/testutil"
@@ -63,31 +63,21 @@ func TestHelperSandboxCrashDaemon(t *testing.T) {
 		Handlers:       map[string]server.Handler{"runc": {Name: "runc", Path: c.Runc, Root: filepath.Join(c.State, "handlers", "runc")}},
 		Logger:         slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	}
-	if c.HangInAdd != "" {
-		cfg.Network = hangingNetwork{c.HangInAdd}
-	}
 	cfg.ConmonPath = c.Conmon
+	var deps runtime.Deps
+	if c.HangInAdd != "" {
+		deps.Network = hangingNetwork{c.HangInAdd}
+	}
+	// Without a store of the test's, the daemon's own is an empty one beside its records.
+	images := filepath.Join(c.Root, "images")
 	if c.ImageStore != "" {
-		store, err := imagestore.Open(c.ImageStore, imagestore.WithLogger(cfg.Logger))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.Images = store
+		images = c.ImageStore
 	}
-	srv, err := server.New(cfg)
+	rt, err := runtime.New(runtime.Config{Server: cfg, ImageDir: images, Listen: c.Endpoint}, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.Recover(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	l, err := server.Listen(c.Endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := server.NewGRPCServer(cfg.Logger)
-	srv.Register(g)
-	_ = g.Serve(l) // until SIGKILL
+	_ = rt.Run(context.Background()) // until SIGKILL
 }
 
 // startCrashDaemon serves e's dirs from a child process and returns a client and the process.

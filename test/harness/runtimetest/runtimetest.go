@@ -1,4 +1,4 @@
-// Package runtimetest starts a real runtime server for integration tests: its own root, state and
+// Package runtimetest starts a real runtime for integration tests: its own root, state and
 // handler dirs under the test's temp dir, a unix socket, the real runc/crun/runsc and conmon, and a
 // rootfs provider over a busybox-static folder. Tests talk to it only through CRI clients, as the
 // kubelet would.
@@ -22,17 +22,18 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodelet/nodelet/runtime"
 	"github.com/nodelet/nodelet/runtime/server"
 	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
-// Env is a running server and the clients that reach it.
+// Env is a running runtime and the clients that reach it.
 type Env struct {
 	Runtime  runtimeapi.RuntimeServiceClient
 	Image    runtimeapi.ImageServiceClient
-	Config   server.Config
-	Server   *server.Server
-	Endpoint string // unix:///… of the socket
+	Config   server.Config  // the RuntimeService's
+	Server   *server.Server // the RuntimeService served
+	Endpoint string         // unix:///… of the socket
 	// Rootfs is the busybox folder every container's overlay uses as its lower dir.
 	Rootfs string
 	// Dir is the test's temp dir holding root, state, rootfs and overlays.
@@ -40,7 +41,9 @@ type Env struct {
 
 	t      testing.TB
 	opts   options
-	grpc   *grpc.Server
+	rt     *runtime.Runtime
+	stop   context.CancelFunc
+	done   chan error // Run's result
 	conn   *grpc.ClientConn
 	socket string
 }
@@ -96,7 +99,6 @@ func Start(t testing.TB, opts ...Option) *Env {
 		ConmonPath:     testutil.LookPath("conmon"),
 		CatatonitPath:  testutil.LookPath("catatonit"),
 		CgroupParent:   "/nodelet-test-" + randomHex(6),
-		Network:        o.network,
 		Logger:         slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	cfg.Handlers = map[string]server.Handler{}
@@ -120,7 +122,7 @@ func Start(t testing.TB, opts ...Option) *Env {
 	testutil.CheckNoLeaks(t, dir)
 	t.Cleanup(func() { checkNoCgroups(t, cfg.CgroupParent) })
 	t.Cleanup(func() {
-		if e.Server != nil && !o.keepPods {
+		if e.rt != nil && !o.keepPods {
 			e.removeAllPods()
 		}
 		e.Stop()
@@ -129,53 +131,54 @@ func Start(t testing.TB, opts ...Option) *Env {
 	return e
 }
 
-// serve builds a Server on the Env's dirs and serves it on the socket.
+// serve builds a runtime on the Env's dirs, as the daemon does, and serves it on the socket.
 func (e *Env) serve() {
 	e.t.Helper()
-	srv, err := server.New(e.Config)
-	if err != nil {
-		e.t.Fatalf("server.New: %v", err)
-	}
-	if err := srv.Recover(context.Background()); err != nil {
-		srv.Close()
-		e.t.Fatalf("server.Recover: %v", err)
-	}
-	l, err := server.Listen(e.Endpoint)
-	if err != nil {
-		srv.Close()
-		e.t.Fatalf("listen: %v", err)
-	}
-	g := server.NewGRPCServer(e.Config.Logger)
-	srv.Register(g)
 	img := e.opts.imageService
 	if img == nil {
 		img = &fakeImages{}
 	}
-	runtimeapi.RegisterImageServiceServer(g, img)
-	go g.Serve(l)
+	rt, err := runtime.New(runtime.Config{Server: e.Config, Listen: e.Endpoint},
+		runtime.Deps{Images: e.Config.Images, ImageService: img, Network: e.opts.network})
+	if err != nil {
+		e.t.Fatalf("runtime.New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- rt.Run(ctx) }()
+	select {
+	case <-rt.Ready():
+	case err := <-done:
+		cancel()
+		e.t.Fatalf("runtime.Run: %v", err)
+	}
 	conn, err := grpc.NewClient("unix://"+e.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		g.Stop()
-		srv.Close()
+		cancel()
+		<-done
 		e.t.Fatalf("dial: %v", err)
 	}
-	e.Server, e.grpc, e.conn = srv, g, conn
+	e.rt, e.stop, e.done, e.conn = rt, cancel, done, conn
+	e.Server = rt.RuntimeService()
 	e.Runtime = runtimeapi.NewRuntimeServiceClient(conn)
 	e.Image = runtimeapi.NewImageServiceClient(conn)
 }
 
-// Stop stops serving and closes the Server, as a daemon exit would; pods and containers stay.
+// Stop stops serving and closes the runtime, as a daemon exit would; pods and containers stay.
 // It is safe to call more than once.
 func (e *Env) Stop() {
-	if e.Server == nil {
+	if e.rt == nil {
 		return
 	}
 	e.conn.Close()
-	e.grpc.Stop()
-	if err := e.Server.Close(); err != nil {
-		e.t.Errorf("server close: %v", err)
+	e.stop()
+	if err := <-e.done; err != nil {
+		e.t.Errorf("runtime.Run: %v", err)
 	}
-	e.Server, e.grpc, e.conn = nil, nil, nil
+	if err := e.rt.Close(); err != nil {
+		e.t.Errorf("runtime close: %v", err)
+	}
+	e.rt, e.Server, e.stop, e.done, e.conn = nil, nil, nil, nil, nil
 }
 
 // Restart stops the server and builds a new one on the same dirs, as a daemon restarted after a
