@@ -1,7 +1,8 @@
 // Package runtime assembles nodelet's CRI runtime: the image store, pod networking, the
 // RuntimeService over them, the ImageService, the streaming server and the gRPC server that serves
-// both CRI services on one socket. New builds all of it; Run recovers what an earlier process left
-// running and serves.
+// both CRI services on one socket. New builds all of it from a config.Config (runtime/config holds
+// the defaults and finds the OCI runtimes); Run recovers what an earlier process left running and
+// serves.
 package runtime
 
 import (
@@ -15,23 +16,11 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/runtime/cni"
+	"github.com/nodelet/nodelet/runtime/config"
 	"github.com/nodelet/nodelet/runtime/imageservice"
 	"github.com/nodelet/nodelet/runtime/imagestore"
 	"github.com/nodelet/nodelet/runtime/server"
 )
-
-// Config is the runtime's whole configuration.
-type Config struct {
-	// Server configures the RuntimeService; New fills its Images and Network.
-	Server server.Config
-	// ImageDir holds the image store (blobs, layers, rootfs).
-	ImageDir string
-	Registry imagestore.RegistryConfig
-	// Network configures pod networking through CNI; nil gives pods loopback only.
-	Network *cni.Options
-	// Listen is the CRI endpoint served (unix:///run/nodelet/runtime.sock).
-	Listen string
-}
 
 // Deps are parts handed to New instead of built by it: tests give containers a rootfs over a plain
 // folder, a fake ImageService, a network of their own. What is handed in stays its giver's: Close
@@ -46,7 +35,7 @@ type Deps struct {
 
 // Runtime is the assembled runtime.
 type Runtime struct {
-	cfg    Config
+	cfg    config.Config
 	log    *slog.Logger
 	images *imagestore.Store // nil when Deps gave the images
 	net    *cni.Manager      // nil without CNI, or when Deps gave the network
@@ -61,7 +50,7 @@ type Runtime struct {
 // New builds every part of the runtime: the image store, the pod network, the RuntimeService (its
 // streaming server already listening), the ImageService and the gRPC server carrying both. It
 // changes nothing of the sandboxes and containers on the host, and nothing is served until Run.
-func New(cfg Config, deps Deps) (rt *Runtime, retErr error) {
+func New(cfg config.Config, deps Deps) (rt *Runtime, retErr error) {
 	log := cfg.Server.Logger
 	if log == nil {
 		log = slog.Default()

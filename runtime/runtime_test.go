@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodelet/nodelet/runtime/config"
 	"github.com/nodelet/nodelet/runtime/server"
 	"github.com/nodelet/nodelet/test/harness/testutil"
 )
@@ -22,7 +23,7 @@ func TestNewRunServesUntilCancelled(t *testing.T) {
 	testutil.Require(t, "runc", "conmon")
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "cri.sock")
-	cfg := Config{
+	cfg := config.Config{
 		Server: server.Config{Root: filepath.Join(dir, "root"), State: filepath.Join(dir, "state"), DefaultHandler: "runc",
 			Handlers:   map[string]server.Handler{"runc": {Name: "runc", Path: testutil.LookPath("runc"), Root: filepath.Join(dir, "state", "oci", "runc")}},
 			ConmonPath: testutil.LookPath("conmon"), StreamingAddr: "127.0.0.1:0", CgroupParent: "/nodelet-runtime-test"},
@@ -80,7 +81,7 @@ func TestNewCloseWithoutRun(t *testing.T) {
 	}
 	addr := free.Addr().String()
 	free.Close()
-	cfg := Config{
+	cfg := config.Config{
 		Server: server.Config{Root: filepath.Join(dir, "root"), State: filepath.Join(dir, "state"), DefaultHandler: "runc",
 			Handlers:      map[string]server.Handler{"runc": {Name: "runc", Path: testutil.LookPath("runc"), Root: filepath.Join(dir, "state", "oci", "runc")}},
 			StreamingAddr: addr},
@@ -110,7 +111,7 @@ func TestNewCloseWithoutRun(t *testing.T) {
 func TestNewFailsOnBadStreamingAddress(t *testing.T) {
 	testutil.Require(t, "runc")
 	dir := t.TempDir()
-	cfg := Config{
+	cfg := config.Config{
 		Server: server.Config{Root: filepath.Join(dir, "root"), State: filepath.Join(dir, "state"), DefaultHandler: "runc",
 			Handlers:      map[string]server.Handler{"runc": {Name: "runc", Path: testutil.LookPath("runc")}},
 			StreamingAddr: "127.0.0.1:-1"},
@@ -123,7 +124,7 @@ func TestNewFailsOnBadStreamingAddress(t *testing.T) {
 }
 
 func TestNewRefusesImagesWithoutImageService(t *testing.T) {
-	if _, err := New(Config{Listen: "unix:///nonexistent/cri.sock"}, Deps{Images: fakeRootfs{}}); err == nil {
+	if _, err := New(config.Config{Listen: "unix:///nonexistent/cri.sock"}, Deps{Images: fakeRootfs{}}); err == nil {
 		t.Fatal("a runtime with images but no ImageService was built")
 	}
 }
@@ -132,7 +133,7 @@ func TestNewRefusesImagesWithoutImageService(t *testing.T) {
 type fakeRootfs struct{ server.RootfsProvider }
 
 func TestNewRefusesNoEndpoint(t *testing.T) {
-	if _, err := New(Config{ImageDir: t.TempDir()}, Deps{}); err == nil {
+	if _, err := New(config.Config{ImageDir: t.TempDir()}, Deps{}); err == nil {
 		t.Fatal("a runtime with nowhere to listen was built")
 	}
 }

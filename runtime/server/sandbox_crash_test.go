@@ -18,6 +18,7 @@ import (
 
 	"github.com/nodelet/nodelet/runtime"
 	"github.com/nodelet/nodelet/runtime/cni"
+	"github.com/nodelet/nodelet/runtime/config"
 	"github.com/nodelet/nodelet/runtime/server"
 	"github.com/nodelet/nodelet/test/harness/runtimetest"
 	"github.com/nodelet/nodelet/test/harness/testutil"
@@ -31,6 +32,8 @@ const crashDaemonEnv = "NODELET_SANDBOX_CRASH_DAEMON"
 
 type crashDaemonConfig struct {
 	Root, State, CgroupParent, Endpoint, Catatonit, Runc string
+	// RuncRoot is runc's --root, the parent's, so each sees the other's containers.
+	RuncRoot string
 	// HangInAdd makes the network plugin write the sandbox ID to this file and never return.
 	HangInAdd string
 	// Conmon and ImageStore, when set, let the daemon create containers from a real image store.
@@ -60,7 +63,7 @@ func TestHelperSandboxCrashDaemon(t *testing.T) {
 	cfg := server.Config{
 		Root: c.Root, State: c.State, CgroupParent: c.CgroupParent, CatatonitPath: c.Catatonit,
 		DefaultHandler: "runc",
-		Handlers:       map[string]server.Handler{"runc": {Name: "runc", Path: c.Runc, Root: filepath.Join(c.State, "handlers", "runc")}},
+		Handlers:       map[string]server.Handler{"runc": {Name: "runc", Path: c.Runc, Root: c.RuncRoot}},
 		Logger:         slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	}
 	cfg.ConmonPath = c.Conmon
@@ -73,7 +76,7 @@ func TestHelperSandboxCrashDaemon(t *testing.T) {
 	if c.ImageStore != "" {
 		images = c.ImageStore
 	}
-	rt, err := runtime.New(runtime.Config{Server: cfg, ImageDir: images, Listen: c.Endpoint}, deps)
+	rt, err := runtime.New(config.Config{Server: cfg, ImageDir: images, Listen: c.Endpoint}, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +95,7 @@ func startCrashDaemonWith(t *testing.T, e *runtimetest.Env, c crashDaemonConfig)
 	t.Helper()
 	e.Stop()
 	c.Root, c.State, c.CgroupParent, c.Endpoint = e.Config.Root, e.Config.State, e.Config.CgroupParent, e.Endpoint
-	c.Catatonit = e.Config.CatatonitPath
+	c.Catatonit, c.RuncRoot = e.Config.CatatonitPath, e.Config.Handlers["runc"].Root
 	raw, _ := json.Marshal(c)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperSandboxCrashDaemon$", "-test.count=1")
 	cmd.Env = append(os.Environ(), crashDaemonEnv+"="+string(raw))

@@ -1,4 +1,5 @@
-// Package runtimetest starts a real runtime for integration tests: its own root, state and
+// Package runtimetest starts a real runtime for integration tests, built as the daemon builds it
+// (runtime/config's defaults and handler discovery, runtime.New): its own root, state and
 // handler dirs under the test's temp dir, a unix socket, the real runc/crun/runsc and conmon, and a
 // rootfs provider over a busybox-static folder. Tests talk to it only through CRI clients, as the
 // kubelet would.
@@ -23,6 +24,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/runtime"
+	"github.com/nodelet/nodelet/runtime/config"
 	"github.com/nodelet/nodelet/runtime/server"
 	"github.com/nodelet/nodelet/test/harness/testutil"
 )
@@ -41,6 +43,7 @@ type Env struct {
 
 	t      testing.TB
 	opts   options
+	cfg    config.Config // as the daemon resolves it; Config is its Server
 	rt     *runtime.Runtime
 	stop   context.CancelFunc
 	done   chan error // Run's result
@@ -92,19 +95,17 @@ func Start(t testing.TB, opts ...Option) *Env {
 		t.Fatal(err)
 	}
 	logw := &testWriter{t: t}
-	cfg := server.Config{
-		Root:           filepath.Join(dir, "root"),
-		State:          filepath.Join(dir, "state"),
-		DefaultHandler: "runc",
-		ConmonPath:     testutil.LookPath("conmon"),
-		CatatonitPath:  testutil.LookPath("catatonit"),
-		CgroupParent:   "/nodelet-test-" + randomHex(6),
-		Logger:         slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	// The daemon's defaults and its discovery of runc, crun and runsc, on the test's own dirs.
+	set := config.Defaults()
+	set.Conmon, set.Catatonit = testutil.LookPath("conmon"), testutil.LookPath("catatonit")
+	set.CgroupParent = "/nodelet-test-" + randomHex(6)
+	set.NoNetwork = true // pods get WithNetwork's network, or loopback only
+	rcfg, err := set.Resolve(filepath.Join(dir, "root"), filepath.Join(dir, "state"),
+		slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	if err != nil {
+		t.Fatal(err)
 	}
-	cfg.Handlers = map[string]server.Handler{}
-	for _, h := range []string{"runc", "crun", "runsc"} {
-		cfg.Handlers[h] = server.Handler{Name: h, Path: testutil.LookPath(h), Root: filepath.Join(cfg.State, "handlers", h)}
-	}
+	cfg := rcfg.Server
 	rootfs := filepath.Join(dir, "busybox")
 	if err := testutil.WriteBusyboxRootfs(rootfs); err != nil {
 		t.Fatal(err)
@@ -115,6 +116,7 @@ func Start(t testing.TB, opts ...Option) *Env {
 	}
 	e := &Env{Config: cfg, Rootfs: rootfs, Dir: dir, t: t, opts: o,
 		socket: filepath.Join(sockDir, "cri.sock"), Endpoint: "unix://" + filepath.Join(sockDir, "cri.sock")}
+	e.cfg = rcfg
 
 	// Registered first so it runs last, after the server is closed and pods are gone.
 	t.Cleanup(func() { os.RemoveAll(sockDir) })
@@ -138,7 +140,9 @@ func (e *Env) serve() {
 	if img == nil {
 		img = &fakeImages{}
 	}
-	rt, err := runtime.New(runtime.Config{Server: e.Config, Listen: e.Endpoint},
+	cfg := e.cfg
+	cfg.Server, cfg.Listen = e.Config, e.Endpoint
+	rt, err := runtime.New(cfg,
 		runtime.Deps{Images: e.Config.Images, ImageService: img, Network: e.opts.network})
 	if err != nil {
 		e.t.Fatalf("runtime.New: %v", err)
