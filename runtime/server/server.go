@@ -1,5 +1,11 @@
-// Package server is the runtime's CRI RuntimeService: a thin gRPC edge whose handlers, one file per
-// group of RPCs, turn CRI requests into namespaces, OCI bundles and conmon-monitored containers.
+// Package server is the runtime's CRI RuntimeService together with the sandbox and container
+// lifecycle behind it: the records and registries of sandboxes and containers
+// (sandbox_state.go and container_state.go open with their state machines), their recovery and
+// the sweep of what a crash left after a restart (Recover, sweep.go), pod namespaces, cgroups and
+// files, OCI bundles and conmon-monitored containers, exits and events, stats, and the
+// exec/attach/port-forward sessions of the streaming server. The RPC handlers, one file per group
+// of RPCs, carry out that lifecycle themselves; what every call needs (panics, errdefs → gRPC
+// codes, logging) is done once, in instrument.go.
 package server
 
 import (
@@ -57,8 +63,9 @@ type Config struct {
 	CreateTimeout time.Duration
 }
 
-// Server implements runtimeapi.RuntimeServiceServer. It only wires parts together: the state of
-// sandboxes and containers lives in their managers.
+// Server implements runtimeapi.RuntimeServiceServer. It holds the sandbox and container records
+// (registries and stores); the rest of their state (locks, namespace pins, the OCI runtimes, exit
+// watching) is their managers'.
 type Server struct {
 	runtimeapi.UnimplementedRuntimeServiceServer
 
