@@ -1,6 +1,8 @@
 // Package runtime assembles nodelet's CRI runtime: the image store, pod networking, the
-// RuntimeService over them and the gRPC server that serves both CRI services on one socket. New
-// builds; Run recovers what an earlier process left running and serves.
+// RuntimeService over them, the ImageService, the streaming server and the gRPC server that serves
+// both CRI services on one socket. New builds all of it from a config.Config (runtime/config holds
+// the defaults and finds the OCI runtimes); Run recovers what an earlier process left running and
+// serves.
 package runtime
 
 import (
@@ -10,39 +12,45 @@ import (
 	"log/slog"
 	"sync"
 
+	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/runtime/cni"
+	"github.com/nodelet/nodelet/runtime/config"
 	"github.com/nodelet/nodelet/runtime/imageservice"
 	"github.com/nodelet/nodelet/runtime/imagestore"
 	"github.com/nodelet/nodelet/runtime/server"
 )
 
-// Config is the runtime's whole configuration.
-type Config struct {
-	// Server configures the RuntimeService; New fills its Images and Network.
-	Server server.Config
-	// ImageDir holds the image store (blobs, layers, rootfs).
-	ImageDir string
-	Registry imagestore.RegistryConfig
-	// Network configures pod networking through CNI; nil gives pods loopback only.
-	Network *cni.Options
-	// Listen is the CRI endpoint served (unix:///run/nodelet/runtime.sock).
-	Listen string
+// Deps are parts handed to New instead of built by it: tests give containers a rootfs over a plain
+// folder, a fake ImageService, a network of their own. What is handed in stays its giver's: Close
+// does not close it.
+type Deps struct {
+	// Images, with ImageService, replace the image store at Config.ImageDir.
+	Images       server.RootfsProvider
+	ImageService runtimeapi.ImageServiceServer
+	// Network replaces the CNI networking of Config.Network.
+	Network server.NetworkPlugin
 }
 
 // Runtime is the assembled runtime.
 type Runtime struct {
-	cfg    Config
+	cfg    config.Config
 	log    *slog.Logger
-	images *imagestore.Store
-	net    *cni.Manager
-	once   sync.Once
-	ready  chan struct{}
+	images *imagestore.Store // nil when Deps gave the images
+	net    *cni.Manager      // nil without CNI, or when Deps gave the network
+	svc    *server.Server
+	grpc   *grpc.Server
+
+	once     sync.Once
+	closeErr error
+	ready    chan struct{}
 }
 
-// New opens the image store and the pod network; nothing is served until Run.
-func New(cfg Config) (*Runtime, error) {
+// New builds every part of the runtime: the image store, the pod network, the RuntimeService (its
+// streaming server already listening), the ImageService and the gRPC server carrying both. It
+// changes nothing of the sandboxes and containers on the host, and nothing is served until Run.
+func New(cfg config.Config, deps Deps) (rt *Runtime, retErr error) {
 	log := cfg.Server.Logger
 	if log == nil {
 		log = slog.Default()
@@ -51,22 +59,44 @@ func New(cfg Config) (*Runtime, error) {
 	if cfg.Listen == "" {
 		return nil, errors.New("runtime: no endpoint to listen on")
 	}
-	r := &Runtime{cfg: cfg, log: log, ready: make(chan struct{})}
-	var err error
-	if r.images, err = imagestore.Open(cfg.ImageDir, imagestore.WithRegistryConfig(cfg.Registry), imagestore.WithLogger(log)); err != nil {
-		return nil, fmt.Errorf("image store: %w", err)
+	if (deps.Images == nil) != (deps.ImageService == nil) {
+		return nil, errors.New("runtime: images and the ImageService are handed in together")
 	}
-	r.cfg.Server.Images = r.images
-	if cfg.Network != nil {
+	r := &Runtime{cfg: cfg, log: log, ready: make(chan struct{})}
+	defer func() {
+		if retErr != nil {
+			r.Close()
+		}
+	}()
+	imageService := deps.ImageService
+	r.cfg.Server.Images = deps.Images
+	if deps.Images == nil {
+		var err error
+		if r.images, err = imagestore.Open(cfg.ImageDir, imagestore.WithRegistryConfig(cfg.Registry), imagestore.WithLogger(log)); err != nil {
+			return nil, fmt.Errorf("image store: %w", err)
+		}
+		r.cfg.Server.Images = r.images
+		imageService = imageservice.New(r.images, imageservice.WithLogger(log))
+	}
+	r.cfg.Server.Network = deps.Network
+	if deps.Network == nil && cfg.Network != nil {
 		opts := *cfg.Network
 		if opts.Logger == nil {
 			opts.Logger = log
 		}
+		var err error
 		if r.net, err = cni.New(opts); err != nil {
 			return nil, fmt.Errorf("cni: %w", err)
 		}
 		r.cfg.Server.Network = r.net
 	}
+	var err error
+	if r.svc, err = server.New(r.cfg.Server); err != nil {
+		return nil, err
+	}
+	r.grpc = server.NewGRPCServer(log)
+	r.svc.Register(r.grpc)
+	runtimeapi.RegisterImageServiceServer(r.grpc, imageService)
 	return r, nil
 }
 
@@ -77,30 +107,31 @@ func (r *Runtime) Run(ctx context.Context) error {
 	defer r.Close()
 	// Layers left unreferenced by a crash are freed in the background; pulls do not wait for it,
 	// and a stop does not either (a GC cut short is finished by the next start).
-	go func() {
-		if err := r.images.GC(); err != nil {
-			r.log.Warn("image store GC", "err", err)
-		}
-	}()
-	srv, err := server.New(ctx, r.cfg.Server)
-	if err != nil {
+	if r.images != nil {
+		go func() {
+			if err := r.images.GC(); err != nil {
+				r.log.Warn("image store GC", "err", err)
+			}
+		}()
+	}
+	// Recovery is the one part of building that waits for Run: it asks the OCI runtimes about
+	// every container, undoes creates cut short and kills orphaned monitors, so it needs the
+	// daemon's context (a stop cuts it short), and a Runtime built but never run (nodelet up
+	// whose agent fails to build) must leave the host's pods as they are.
+	if err := r.svc.Recover(ctx); err != nil {
 		return err
 	}
-	defer srv.Close()
 	lis, err := server.Listen(r.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	g := server.NewGRPCServer(r.log)
-	srv.Register(g)
-	runtimeapi.RegisterImageServiceServer(g, imageservice.New(r.images, imageservice.WithLogger(r.log)))
 	served := make(chan error, 1)
-	go func() { served <- g.Serve(lis) }()
+	go func() { served <- r.grpc.Serve(lis) }()
 	close(r.ready)
 	r.log.Info("runtime serving", "listen", r.cfg.Listen, "root", r.cfg.Server.Root, "state", r.cfg.Server.State)
 	select {
 	case <-ctx.Done():
-		g.Stop()
+		r.grpc.Stop()
 		<-served
 		return nil
 	case err := <-served:
@@ -111,13 +142,23 @@ func (r *Runtime) Run(ctx context.Context) error {
 // Ready is closed once Run has recovered and the socket accepts calls.
 func (r *Runtime) Ready() <-chan struct{} { return r.ready }
 
-// Close releases what New opened; Run calls it on its way out.
+// RuntimeService is the RuntimeService served, for callers in the same process that need more
+// than CRI (tests play a daemon killed mid-call by ending its container watchers).
+func (r *Runtime) RuntimeService() *server.Server { return r.svc }
+
+// Close releases what New built: the RuntimeService's background work and streaming server, and
+// the pod network; containers keep running under conmon. Run calls it on its way out; later calls
+// return the first one's error.
 func (r *Runtime) Close() error {
-	var err error
 	r.once.Do(func() {
-		if r.net != nil {
-			err = r.net.Close()
+		var errs []error
+		if r.svc != nil {
+			errs = append(errs, r.svc.Close())
 		}
+		if r.net != nil {
+			errs = append(errs, r.net.Close())
+		}
+		r.closeErr = errors.Join(errs...)
 	})
-	return err
+	return r.closeErr
 }

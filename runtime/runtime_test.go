@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodelet/nodelet/runtime/config"
 	"github.com/nodelet/nodelet/runtime/server"
 	"github.com/nodelet/nodelet/test/harness/testutil"
 )
@@ -21,14 +23,14 @@ func TestNewRunServesUntilCancelled(t *testing.T) {
 	testutil.Require(t, "runc", "conmon")
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "cri.sock")
-	cfg := Config{
+	cfg := config.Config{
 		Server: server.Config{Root: filepath.Join(dir, "root"), State: filepath.Join(dir, "state"), DefaultHandler: "runc",
 			Handlers:   map[string]server.Handler{"runc": {Name: "runc", Path: testutil.LookPath("runc"), Root: filepath.Join(dir, "state", "oci", "runc")}},
 			ConmonPath: testutil.LookPath("conmon"), StreamingAddr: "127.0.0.1:0", CgroupParent: "/nodelet-runtime-test"},
 		ImageDir: filepath.Join(dir, "root", "images"),
 		Listen:   "unix://" + sock,
 	}
-	rt, err := New(cfg)
+	rt, err := New(cfg, Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,8 +70,70 @@ func TestNewRunServesUntilCancelled(t *testing.T) {
 	testutil.CheckNoLeaks(t, dir)
 }
 
+// A runtime built and closed without running (nodelet up whose agent failed to build) releases
+// what New took, the streaming server's port among it, and leaves nothing behind.
+func TestNewCloseWithoutRun(t *testing.T) {
+	testutil.Require(t, "runc")
+	dir := t.TempDir()
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := free.Addr().String()
+	free.Close()
+	cfg := config.Config{
+		Server: server.Config{Root: filepath.Join(dir, "root"), State: filepath.Join(dir, "state"), DefaultHandler: "runc",
+			Handlers:      map[string]server.Handler{"runc": {Name: "runc", Path: testutil.LookPath("runc"), Root: filepath.Join(dir, "state", "oci", "runc")}},
+			StreamingAddr: addr},
+		ImageDir: filepath.Join(dir, "root", "images"),
+		Listen:   "unix://" + filepath.Join(dir, "cri.sock"),
+	}
+	rt, err := New(cfg, Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err := net.Listen("tcp", addr); err == nil {
+		l.Close()
+		t.Fatalf("New did not listen for streams on %s", addr)
+	}
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("the streaming port is still held after Close: %v", err)
+	}
+	l.Close()
+	testutil.CheckNoLeaks(t, dir)
+}
+
+// A streaming address that cannot be listened on fails New, before anything is served.
+func TestNewFailsOnBadStreamingAddress(t *testing.T) {
+	testutil.Require(t, "runc")
+	dir := t.TempDir()
+	cfg := config.Config{
+		Server: server.Config{Root: filepath.Join(dir, "root"), State: filepath.Join(dir, "state"), DefaultHandler: "runc",
+			Handlers:      map[string]server.Handler{"runc": {Name: "runc", Path: testutil.LookPath("runc")}},
+			StreamingAddr: "127.0.0.1:-1"},
+		ImageDir: filepath.Join(dir, "root", "images"),
+		Listen:   "unix://" + filepath.Join(dir, "cri.sock"),
+	}
+	if _, err := New(cfg, Deps{}); err == nil {
+		t.Fatal("New listened on a port that cannot be")
+	}
+}
+
+func TestNewRefusesImagesWithoutImageService(t *testing.T) {
+	if _, err := New(config.Config{Listen: "unix:///nonexistent/cri.sock"}, Deps{Images: fakeRootfs{}}); err == nil {
+		t.Fatal("a runtime with images but no ImageService was built")
+	}
+}
+
+// fakeRootfs stands for a rootfs provider handed in without its ImageService.
+type fakeRootfs struct{ server.RootfsProvider }
+
 func TestNewRefusesNoEndpoint(t *testing.T) {
-	if _, err := New(Config{ImageDir: t.TempDir()}); err == nil {
+	if _, err := New(config.Config{ImageDir: t.TempDir()}, Deps{}); err == nil {
 		t.Fatal("a runtime with nowhere to listen was built")
 	}
 }

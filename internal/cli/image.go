@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -14,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
+	"github.com/nodelet/nodelet/runtime/config"
 	"github.com/nodelet/nodelet/runtime/imagestore"
 )
 
@@ -51,9 +51,6 @@ func (r *registryFlags) config() (imagestore.RegistryConfig, error) {
 	return c, nil
 }
 
-// imageStoreDir is where the runtime keeps images under --root.
-func imageStoreDir(root string) string { return filepath.Join(root, "runtime", "images") }
-
 // newImageCmd is `nodelet image`: images in the local store, for a person at the machine. It works
 // on the store directly, next to a running daemon: the store's lock files order every change
 // between processes, and the daemon reads its image records from disk on every call.
@@ -64,7 +61,7 @@ func newImageCmd() *cobra.Command {
 		if err != nil {
 			return nil, err
 		}
-		return imagestore.Open(imageStoreDir(global.root), imagestore.WithRegistryConfig(c))
+		return imagestore.Open(config.ImageDir(global.root), imagestore.WithRegistryConfig(c))
 	}
 	cmd := &cobra.Command{Use: "image", Short: "Pull, import, list and remove images in the local store"}
 	reg.bind(cmd.PersistentFlags())

@@ -53,7 +53,7 @@ the runtime's socket (--listen).`,
 				return err
 			}
 			// The agent's runtime is the one in this process; its manifests and state follow up's flags.
-			cfg.ContainerRuntimeEndpoint = rf.listen
+			cfg.ContainerRuntimeEndpoint = rf.settings.Listen
 			if !cmd.Flags().Changed("pod-manifest-path") {
 				cfg.PodManifestPath = manifests
 			}
@@ -61,7 +61,7 @@ the runtime's socket (--listen).`,
 				cfg.RootDir = filepath.Join(global.root, "agent")
 			}
 			cfg.APISocket = apiSocket
-			rt, err := runtime.New(rcfg)
+			rt, err := runtime.New(rcfg, runtime.Deps{})
 			if err != nil {
 				return fmt.Errorf("runtime: %w", err)
 			}
@@ -70,7 +70,7 @@ the runtime's socket (--listen).`,
 				rt.Close()
 				return fmt.Errorf("agent: %w", err)
 			}
-			log.Info("nodelet up", "manifests", manifests, "runtime", rf.listen, "api", apiSocket, "root", global.root)
+			log.Info("nodelet up", "manifests", manifests, "runtime", rf.settings.Listen, "api", apiSocket, "root", global.root)
 			return runBoth(ctx, rt, a)
 		},
 	}

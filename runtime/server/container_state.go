@@ -15,7 +15,7 @@ package server
 //	RemoveContainer: Removing set → kill if alive → `runtime delete` → rootfs, bundle, exit file,
 //	                 record and name released; idempotent.
 //
-// Recovery (initContainers) relies on: records written before conmon runs, conmon outliving the
+// Recovery (recoverContainers) relies on: records written before conmon runs, conmon outliving the
 // daemon, exit files outliving the daemon (they are on --state), and the runtime's own state.
 
 import (
@@ -64,8 +64,8 @@ type containerManager struct {
 	once    sync.Once
 }
 
-// initContainers rebuilds the container registry from disk and the OCI runtimes after a (re)start.
-func (s *Server) initContainers(ctx context.Context) error {
+// initContainerManager sets up the container manager; nothing of the host is looked at yet.
+func (s *Server) initContainerManager() error {
 	m := &s.ctr
 	m.containers, m.db, m.log = s.containers, s.containerDB, s.log
 	m.exitDir = filepath.Join(s.cfg.State, "exits")
@@ -76,10 +76,14 @@ func (s *Server) initContainers(ctx context.Context) error {
 	m.cpu = map[string]cpuSample{}
 	m.runtimes = map[string]*oci.Runtime{}
 	m.stop = make(chan struct{})
+	return os.MkdirAll(m.exitDir, 0o700)
+}
+
+// recoverContainers starts watching exits and rebuilds the container registry from disk and the
+// OCI runtimes after a (re)start.
+func (s *Server) recoverContainers(ctx context.Context) error {
+	m := &s.ctr
 	m.events = newBroadcaster(s)
-	if err := os.MkdirAll(m.exitDir, 0o700); err != nil {
-		return err
-	}
 	// Watch before reading records, so an exit between the two is not missed.
 	w, err := fsnotify.NewWatcher()
 	if err != nil {

@@ -16,8 +16,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodelet/nodelet/runtime"
 	"github.com/nodelet/nodelet/runtime/cni"
-	"github.com/nodelet/nodelet/runtime/imagestore"
+	"github.com/nodelet/nodelet/runtime/config"
 	"github.com/nodelet/nodelet/runtime/server"
 	"github.com/nodelet/nodelet/test/harness/runtimetest"
 	"github.com/nodelet/nodelet/test/harness/testutil"
@@ -31,6 +32,8 @@ const crashDaemonEnv = "NODELET_SANDBOX_CRASH_DAEMON"
 
 type crashDaemonConfig struct {
 	Root, State, CgroupParent, Endpoint, Catatonit, Runc string
+	// RuncRoot is runc's --root, the parent's, so each sees the other's containers.
+	RuncRoot string
 	// HangInAdd makes the network plugin write the sandbox ID to this file and never return.
 	HangInAdd string
 	// Conmon and ImageStore, when set, let the daemon create containers from a real image store.
@@ -60,31 +63,24 @@ func TestHelperSandboxCrashDaemon(t *testing.T) {
 	cfg := server.Config{
 		Root: c.Root, State: c.State, CgroupParent: c.CgroupParent, CatatonitPath: c.Catatonit,
 		DefaultHandler: "runc",
-		Handlers:       map[string]server.Handler{"runc": {Name: "runc", Path: c.Runc, Root: filepath.Join(c.State, "handlers", "runc")}},
+		Handlers:       map[string]server.Handler{"runc": {Name: "runc", Path: c.Runc, Root: c.RuncRoot}},
 		Logger:         slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	}
-	if c.HangInAdd != "" {
-		cfg.Network = hangingNetwork{c.HangInAdd}
-	}
 	cfg.ConmonPath = c.Conmon
+	var deps runtime.Deps
+	if c.HangInAdd != "" {
+		deps.Network = hangingNetwork{c.HangInAdd}
+	}
+	// Without a store of the test's, the daemon's own is an empty one beside its records.
+	images := filepath.Join(c.Root, "images")
 	if c.ImageStore != "" {
-		store, err := imagestore.Open(c.ImageStore, imagestore.WithLogger(cfg.Logger))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.Images = store
+		images = c.ImageStore
 	}
-	srv, err := server.New(context.Background(), cfg)
+	rt, err := runtime.New(config.Config{Server: cfg, ImageDir: images, Listen: c.Endpoint}, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := server.Listen(c.Endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := server.NewGRPCServer(cfg.Logger)
-	srv.Register(g)
-	_ = g.Serve(l) // until SIGKILL
+	_ = rt.Run(context.Background()) // until SIGKILL
 }
 
 // startCrashDaemon serves e's dirs from a child process and returns a client and the process.
@@ -99,7 +95,7 @@ func startCrashDaemonWith(t *testing.T, e *runtimetest.Env, c crashDaemonConfig)
 	t.Helper()
 	e.Stop()
 	c.Root, c.State, c.CgroupParent, c.Endpoint = e.Config.Root, e.Config.State, e.Config.CgroupParent, e.Endpoint
-	c.Catatonit = e.Config.CatatonitPath
+	c.Catatonit, c.RuncRoot = e.Config.CatatonitPath, e.Config.Handlers["runc"].Root
 	raw, _ := json.Marshal(c)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperSandboxCrashDaemon$", "-test.count=1")
 	cmd.Env = append(os.Environ(), crashDaemonEnv+"="+string(raw))

@@ -103,8 +103,8 @@ func (s *Server) saveSandbox(sb *store.Sandbox) error {
 	return nil
 }
 
-// initSandboxes rebuilds the sandbox registry from disk after a (re)start.
-func (s *Server) initSandboxes(ctx context.Context) error {
+// initSandboxManager sets up the sandbox manager; nothing of the host is looked at yet.
+func (s *Server) initSandboxManager() error {
 	s.sb.root, s.sb.state = s.cfg.Root, s.cfg.State
 	s.sb.catatonit, s.sb.cgroupParent, s.sb.log = s.cfg.CatatonitPath, s.cfg.CgroupParent, s.log
 	s.sb.locks = map[string]*sandboxLock{}
@@ -114,6 +114,11 @@ func (s *Server) initSandboxes(ctx context.Context) error {
 		return err
 	}
 	s.sb.ns = ns
+	return nil
+}
+
+// recoverSandboxes rebuilds the sandbox registry from disk after a (re)start.
+func (s *Server) recoverSandboxes(ctx context.Context) error {
 	for _, d := range []string{filepath.Join(s.cfg.Root, "pods"), filepath.Join(s.cfg.State, "pods")} {
 		if err := os.MkdirAll(d, 0o711); err != nil {
 			return err

@@ -1,5 +1,11 @@
-// Package server is the runtime's CRI RuntimeService: a thin gRPC edge whose handlers, one file per
-// group of RPCs, turn CRI requests into namespaces, OCI bundles and conmon-monitored containers.
+// Package server is the runtime's CRI RuntimeService together with the sandbox and container
+// lifecycle behind it: the records and registries of sandboxes and containers
+// (sandbox_state.go and container_state.go open with their state machines), their recovery and
+// the sweep of what a crash left after a restart (Recover, sweep.go), pod namespaces, cgroups and
+// files, OCI bundles and conmon-monitored containers, exits and events, stats, and the
+// exec/attach/port-forward sessions of the streaming server. The RPC handlers, one file per group
+// of RPCs, carry out that lifecycle themselves; what every call needs (panics, errdefs → gRPC
+// codes, logging) is done once, in instrument.go.
 package server
 
 import (
@@ -57,8 +63,9 @@ type Config struct {
 	CreateTimeout time.Duration
 }
 
-// Server implements runtimeapi.RuntimeServiceServer. It only wires parts together: the state of
-// sandboxes and containers lives in their managers.
+// Server implements runtimeapi.RuntimeServiceServer. It holds the sandbox and container records
+// (registries and stores); the rest of their state (locks, namespace pins, the OCI runtimes, exit
+// watching) is their managers'.
 type Server struct {
 	runtimeapi.UnimplementedRuntimeServiceServer
 
@@ -75,9 +82,10 @@ type Server struct {
 	stream streamingState
 }
 
-// New builds the server and rebuilds its view of sandboxes and containers from disk and from the
-// OCI runtimes, so a daemon restarted after SIGKILL finds everything that kept running.
-func New(ctx context.Context, cfg Config) (*Server, error) {
+// New builds the server: its dirs, record stores and managers, and the streaming server, which
+// listens at once so that a bad StreamingAddr fails the daemon before it serves rather than at the
+// first exec. It looks at no sandbox or container yet: Recover does, before the server is served.
+func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -95,7 +103,6 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	warnKnownEscapes(ctx, cfg.Handlers, cfg.Logger)
 	s := &Server{
 		cfg:        cfg,
 		log:        cfg.Logger,
@@ -109,18 +116,33 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if s.containerDB, err = store.OpenDir[store.Container](filepath.Join(cfg.Root, "containers")); err != nil {
 		return nil, err
 	}
-	// Sandboxes first: containers are attached to them on recovery.
-	if err := s.initSandboxes(ctx); err != nil {
-		return nil, fmt.Errorf("recover sandboxes: %w", err)
+	if err := s.initSandboxManager(); err != nil {
+		return nil, err
 	}
-	if err := s.initContainers(ctx); err != nil {
-		return nil, fmt.Errorf("recover containers: %w", err)
+	if err := s.initContainerManager(); err != nil {
+		return nil, err
 	}
-	s.sweepOrphans(ctx)
-	if err := s.initStreaming(ctx); err != nil {
+	if _, err := s.streamingServer(); err != nil {
 		return nil, fmt.Errorf("streaming: %w", err)
 	}
 	return s, nil
+}
+
+// Recover rebuilds the server's view of sandboxes and containers from disk and from the OCI
+// runtimes, so a daemon restarted after SIGKILL finds everything that kept running, and removes
+// what creates and removes cut short left behind. It asks the OCI runtimes, kills orphaned
+// processes and removes their cgroups, so it runs once, before the server is served.
+func (s *Server) Recover(ctx context.Context) error {
+	warnKnownEscapes(ctx, s.cfg.Handlers, s.log)
+	// Sandboxes first: containers are attached to them on recovery.
+	if err := s.recoverSandboxes(ctx); err != nil {
+		return fmt.Errorf("recover sandboxes: %w", err)
+	}
+	if err := s.recoverContainers(ctx); err != nil {
+		return fmt.Errorf("recover containers: %w", err)
+	}
+	s.sweepOrphans(ctx)
+	return nil
 }
 
 // Close stops background work; containers keep running under conmon.

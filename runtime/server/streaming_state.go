@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"fmt"
 	"sync"
 
@@ -13,13 +12,6 @@ import (
 type streamingState struct {
 	mu  sync.Mutex
 	srv *streaming.Server
-}
-
-// initStreaming listens at start, so a bad StreamingAddr fails the daemon at once rather than at
-// the first exec.
-func (s *Server) initStreaming(ctx context.Context) error {
-	_, err := s.streamingServer()
-	return err
 }
 
 // streamingServer returns the streaming server, listening at Config.StreamingAddr (loopback on a

@@ -1,4 +1,5 @@
-// Package runtimetest starts a real runtime server for integration tests: its own root, state and
+// Package runtimetest starts a real runtime for integration tests, built as the daemon builds it
+// (runtime/config's defaults and handler discovery, runtime.New): its own root, state and
 // handler dirs under the test's temp dir, a unix socket, the real runc/crun/runsc and conmon, and a
 // rootfs provider over a busybox-static folder. Tests talk to it only through CRI clients, as the
 // kubelet would.
@@ -22,17 +23,19 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodelet/nodelet/runtime"
+	"github.com/nodelet/nodelet/runtime/config"
 	"github.com/nodelet/nodelet/runtime/server"
 	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
-// Env is a running server and the clients that reach it.
+// Env is a running runtime and the clients that reach it.
 type Env struct {
 	Runtime  runtimeapi.RuntimeServiceClient
 	Image    runtimeapi.ImageServiceClient
-	Config   server.Config
-	Server   *server.Server
-	Endpoint string // unix:///… of the socket
+	Config   server.Config  // the RuntimeService's
+	Server   *server.Server // the RuntimeService served
+	Endpoint string         // unix:///… of the socket
 	// Rootfs is the busybox folder every container's overlay uses as its lower dir.
 	Rootfs string
 	// Dir is the test's temp dir holding root, state, rootfs and overlays.
@@ -40,7 +43,10 @@ type Env struct {
 
 	t      testing.TB
 	opts   options
-	grpc   *grpc.Server
+	cfg    config.Config // as the daemon resolves it; Config is its Server
+	rt     *runtime.Runtime
+	stop   context.CancelFunc
+	done   chan error // Run's result
 	conn   *grpc.ClientConn
 	socket string
 }
@@ -89,20 +95,17 @@ func Start(t testing.TB, opts ...Option) *Env {
 		t.Fatal(err)
 	}
 	logw := &testWriter{t: t}
-	cfg := server.Config{
-		Root:           filepath.Join(dir, "root"),
-		State:          filepath.Join(dir, "state"),
-		DefaultHandler: "runc",
-		ConmonPath:     testutil.LookPath("conmon"),
-		CatatonitPath:  testutil.LookPath("catatonit"),
-		CgroupParent:   "/nodelet-test-" + randomHex(6),
-		Network:        o.network,
-		Logger:         slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	// The daemon's defaults and its discovery of runc, crun and runsc, on the test's own dirs.
+	set := config.Defaults()
+	set.Conmon, set.Catatonit = testutil.LookPath("conmon"), testutil.LookPath("catatonit")
+	set.CgroupParent = "/nodelet-test-" + randomHex(6)
+	set.NoNetwork = true // pods get WithNetwork's network, or loopback only
+	rcfg, err := set.Resolve(filepath.Join(dir, "root"), filepath.Join(dir, "state"),
+		slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	if err != nil {
+		t.Fatal(err)
 	}
-	cfg.Handlers = map[string]server.Handler{}
-	for _, h := range []string{"runc", "crun", "runsc"} {
-		cfg.Handlers[h] = server.Handler{Name: h, Path: testutil.LookPath(h), Root: filepath.Join(cfg.State, "handlers", h)}
-	}
+	cfg := rcfg.Server
 	rootfs := filepath.Join(dir, "busybox")
 	if err := testutil.WriteBusyboxRootfs(rootfs); err != nil {
 		t.Fatal(err)
@@ -113,6 +116,7 @@ func Start(t testing.TB, opts ...Option) *Env {
 	}
 	e := &Env{Config: cfg, Rootfs: rootfs, Dir: dir, t: t, opts: o,
 		socket: filepath.Join(sockDir, "cri.sock"), Endpoint: "unix://" + filepath.Join(sockDir, "cri.sock")}
+	e.cfg = rcfg
 
 	// Registered first so it runs last, after the server is closed and pods are gone.
 	t.Cleanup(func() { os.RemoveAll(sockDir) })
@@ -120,7 +124,7 @@ func Start(t testing.TB, opts ...Option) *Env {
 	testutil.CheckNoLeaks(t, dir)
 	t.Cleanup(func() { checkNoCgroups(t, cfg.CgroupParent) })
 	t.Cleanup(func() {
-		if e.Server != nil && !o.keepPods {
+		if e.rt != nil && !o.keepPods {
 			e.removeAllPods()
 		}
 		e.Stop()
@@ -129,50 +133,56 @@ func Start(t testing.TB, opts ...Option) *Env {
 	return e
 }
 
-// serve builds a Server on the Env's dirs and serves it on the socket.
+// serve builds a runtime on the Env's dirs, as the daemon does, and serves it on the socket.
 func (e *Env) serve() {
 	e.t.Helper()
-	ctx := context.Background()
-	srv, err := server.New(ctx, e.Config)
-	if err != nil {
-		e.t.Fatalf("server.New: %v", err)
-	}
-	l, err := server.Listen(e.Endpoint)
-	if err != nil {
-		srv.Close()
-		e.t.Fatalf("listen: %v", err)
-	}
-	g := server.NewGRPCServer(e.Config.Logger)
-	srv.Register(g)
 	img := e.opts.imageService
 	if img == nil {
 		img = &fakeImages{}
 	}
-	runtimeapi.RegisterImageServiceServer(g, img)
-	go g.Serve(l)
+	cfg := e.cfg
+	cfg.Server, cfg.Listen = e.Config, e.Endpoint
+	rt, err := runtime.New(cfg,
+		runtime.Deps{Images: e.Config.Images, ImageService: img, Network: e.opts.network})
+	if err != nil {
+		e.t.Fatalf("runtime.New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- rt.Run(ctx) }()
+	select {
+	case <-rt.Ready():
+	case err := <-done:
+		cancel()
+		e.t.Fatalf("runtime.Run: %v", err)
+	}
 	conn, err := grpc.NewClient("unix://"+e.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		g.Stop()
-		srv.Close()
+		cancel()
+		<-done
 		e.t.Fatalf("dial: %v", err)
 	}
-	e.Server, e.grpc, e.conn = srv, g, conn
+	e.rt, e.stop, e.done, e.conn = rt, cancel, done, conn
+	e.Server = rt.RuntimeService()
 	e.Runtime = runtimeapi.NewRuntimeServiceClient(conn)
 	e.Image = runtimeapi.NewImageServiceClient(conn)
 }
 
-// Stop stops serving and closes the Server, as a daemon exit would; pods and containers stay.
+// Stop stops serving and closes the runtime, as a daemon exit would; pods and containers stay.
 // It is safe to call more than once.
 func (e *Env) Stop() {
-	if e.Server == nil {
+	if e.rt == nil {
 		return
 	}
 	e.conn.Close()
-	e.grpc.Stop()
-	if err := e.Server.Close(); err != nil {
-		e.t.Errorf("server close: %v", err)
+	e.stop()
+	if err := <-e.done; err != nil {
+		e.t.Errorf("runtime.Run: %v", err)
 	}
-	e.Server, e.grpc, e.conn = nil, nil, nil
+	if err := e.rt.Close(); err != nil {
+		e.t.Errorf("runtime close: %v", err)
+	}
+	e.rt, e.Server, e.stop, e.done, e.conn = nil, nil, nil, nil, nil
 }
 
 // Restart stops the server and builds a new one on the same dirs, as a daemon restarted after a

@@ -1,4 +1,4 @@
-package cli
+package config
 
 import "testing"
 
@@ -18,27 +18,12 @@ func TestLogMaxSize(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := logMaxSize(tc.in)
+			got, err := LogSizeMax(tc.in)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v, wantErr %v", err, tc.wantErr)
 			}
 			if got != tc.want {
 				t.Fatalf("got %d, want %d", got, tc.want)
-			}
-		})
-	}
-}
-
-func TestRuntimeAndUpHaveLogSizeMax(t *testing.T) {
-	for _, cmd := range []string{"runtime", "up"} {
-		t.Run(cmd, func(t *testing.T) {
-			c := newRuntimeCmd()
-			if cmd == "up" {
-				c = newUpCmd()
-			}
-			f := c.Flags().Lookup("log-size-max")
-			if f == nil || f.DefValue != "1Gi" {
-				t.Fatalf("--log-size-max: %+v", f)
 			}
 		})
 	}
