@@ -116,7 +116,7 @@ type Agent struct {
 	oom            *oomwatcher.Watcher
 	mirrors        *podmanager.MirrorClient
 	syncer         *podsync.Syncer
-	events         *eventLog
+	events         *recorder.History
 	vols           *volumemanager.Manager
 	imageGC        *images.ImageGC
 	// imageGCMu keeps the eviction manager's full image collection apart from the periodic one.
@@ -188,7 +188,7 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	if err != nil {
 		log.Warn("pods with dnsPolicy Default get no resolver settings", "err", err)
 	}
-	a.events = newEventLog(a.recorder())
+	a.events = recorder.NewHistory(a.recorder())
 	if a.cm, err = cm.New(cm.Config{MaxPods: cfg.MaxPods, PodsPerCore: cfg.PodsPerCore, RootDir: cfg.RootDir,
 		SystemReserved: cfg.SystemReservedList, KubeReserved: cfg.KubeReservedList, HardEvictionThresholds: cfg.EvictionThresholds,
 		EnforceNodeAllocatable: cfg.EnforceNodeAllocatable, PodsCgroup: cfg.CgroupRoot,
@@ -335,7 +335,7 @@ func (a *Agent) nodeUID() types.UID {
 
 func (a *Agent) recorder() recorder.Interface {
 	if a.client == nil {
-		return logRecorder{a.log}
+		return recorder.NewSlog(a.log)
 	}
 	client := a.client
 	a.sender = recorder.New(func(ns string) recorder.Sink { return client.Events(ns) }, kubeclient.Scheme(),
