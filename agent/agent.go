@@ -45,6 +45,7 @@ import (
 	"github.com/nodelet/nodelet/agent/oomwatcher"
 	"github.com/nodelet/nodelet/agent/pleg"
 	"github.com/nodelet/nodelet/agent/podmanager"
+	"github.com/nodelet/nodelet/agent/podstate"
 	"github.com/nodelet/nodelet/agent/podsync"
 	"github.com/nodelet/nodelet/agent/podworkers"
 	"github.com/nodelet/nodelet/agent/prober"
@@ -130,7 +131,7 @@ type Agent struct {
 	nodeLister *admission.NodeLister
 	workers    *podworkers.PodWorkers
 	loop       *syncloop.SyncLoop
-	sources    []string
+	state      *podstate.View
 	api        *api
 	rotator    *logs.Rotator
 	cm         *cm.Manager
@@ -184,6 +185,12 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 		a.client = c
 	}
 
+	a.pods = podmanager.New()
+	a.statuses = status.NewManager(a.client, a.pods, log)
+	a.config = config.NewPodConfig(log)
+	phases := podworkers.NewPhases()
+	a.state = podstate.New(a.pods, phases, a.statuses, a.config, a.configuredSources())
+
 	dns, err := kuberuntime.NewDNSConfigurer(cfg.ClusterDNS, cfg.ClusterDomain, cfg.ResolvConf)
 	if err != nil {
 		log.Warn("pods with dnsPolicy Default get no resolver settings", "err", err)
@@ -224,7 +231,7 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 		eviction.Deps{Measurer: machine, Notifier: machine,
 			Stats: eviction.SummaryStats{Pods: a.stats.PodStats}, ActivePods: a.allocatedPods, Kill: a.evictPod,
 			DeleteDeadContainers: a.deleteDeadContainers, DeleteUnusedImages: a.deleteUnusedImages,
-			Recorder: a.events, Evicted: metrics.Evicted, Log: log, PodCleanedUp: a.podCleanedUp,
+			Recorder: a.events, Evicted: metrics.Evicted, Log: log, PodCleanedUp: a.state.PodCleanedUp,
 			StorageStats: a.stats.PodStats})
 	a.probes = prober.New(a.runtime, a.events, log)
 	if a.userns, err = userns.New(userns.Config{RootDir: cfg.RootDir, MaxPods: cfg.MaxPods,
@@ -264,9 +271,6 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	a.admission = admission.New(admission.AnyWay(ownNode,
 		admission.LocalNode(cfg.NodeName, cfg.NodeLabels, cfg.RegisterWithTaints)), allocatable)
 	a.appArmor = admission.NewAppArmor(nil)
-	a.pods = podmanager.New()
-	a.statuses = status.NewManager(a.client, a.pods, log)
-	a.config = config.NewPodConfig(log)
 	a.pleg = pleg.New(a.runtime, pleg.Options{Log: log, RelistPeriod: deps.RelistPeriod})
 	// The Node is kept standalone too, for the API; only a registering agent posts it.
 	nodeDeps := nodestatus.Deps{Runtime: a.runtime, Images: imageService, Recorder: a.events,
@@ -287,7 +291,7 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 		RootDir: cfg.RootDir, Userns: a.userns, Log: log, RecursiveReadOnly: a.manager.SupportsRecursiveReadOnlyMounts}
 	if cfg.CgroupRoot != "" {
 		a.qos = qos.New(qos.Config{Root: cfg.CgroupRoot, PodPidsLimit: cfg.PodPidsLimit},
-			qos.Deps{Cgroups: deps.Cgroups, ActivePods: a.activePods, RuntimePods: a.runtimePodUIDs, Log: log})
+			qos.Deps{Cgroups: deps.Cgroups, ActivePods: a.state.ActivePods, RuntimePods: a.runtimePodUIDs, Log: log})
 		a.syncer.Cgroups = a.qos
 	}
 	if a.mirrors != nil {
@@ -296,12 +300,11 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	if err := a.wireAllocation(); err != nil {
 		return nil, a.closeWith(err)
 	}
-	a.workers = podworkers.New(a.syncer, log)
-	a.sources = a.configuredSources()
+	a.workers = podworkers.New(a.syncer, phases, log)
 	loopDeps := syncloop.Deps{
 		Updates: a.config.Updates(), PLEG: a.pleg.Watch(), Probes: a.probes.Updates(), Pods: a.pods, Workers: a.workers,
 		Runtime: a.manager, Statuses: a.statuses, Admit: a.alloc.AddPod, Reject: a.reject,
-		SourcesReady:       a.sourcesReady,
+		SourcesReady:       a.state.SourcesReady,
 		Housekeep:          a.housekeep,
 		SyncFrequency:      cfg.SyncFrequency,
 		HousekeepingPeriod: deps.HousekeepingPeriod,
@@ -358,8 +361,6 @@ func (a *Agent) configuredSources() []string {
 	return s
 }
 
-func (a *Agent) sourcesReady() bool { return a.config.SeenAllSources(a.sources) }
-
 // Run starts every part and runs until ctx ends or the agent's API fails; it returns once all
 // parts have stopped. An Agent runs once.
 func (a *Agent) Run(ctx context.Context) error {
@@ -406,7 +407,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		if p.images == 0 {
 			p.images = imageGCPeriod
 		}
-		a.runGC(ctx, a.workers, a.sourcesReady, p)
+		a.runGC(ctx, p)
 		return nil
 	})
 	goRun("eviction manager", func(ctx context.Context) error { a.eviction.Run(ctx); return nil })
@@ -445,7 +446,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}()
 	}
 	metrics.SetNodeName(a.cfg.NodeName)
-	a.log.Info("agent started", "node", a.cfg.NodeName, "runtime", a.cfg.ContainerRuntimeEndpoint, "sources", a.sources)
+	a.log.Info("agent started", "node", a.cfg.NodeName, "runtime", a.cfg.ContainerRuntimeEndpoint, "sources", a.state.Sources())
 	a.loop.Run(ctx)
 	cancel()
 	wg.Wait()
@@ -486,7 +487,7 @@ func (a *Agent) admit(pod *v1.Pod, active []*v1.Pod) error {
 	}
 	running := make([]*v1.Pod, 0, len(active))
 	for _, p := range active {
-		if p.UID != pod.UID && !a.workers.IsPodKnownFinished(p.UID) {
+		if p.UID != pod.UID && !a.state.IsPodKnownFinished(p.UID) {
 			running = append(running, p)
 		}
 	}
@@ -538,21 +539,6 @@ func (a *Agent) runtimePodUIDs(ctx context.Context) (map[types.UID]bool, error) 
 	return out, nil
 }
 
-// activePods are the eviction candidates: desired pods not being stopped already.
-func (a *Agent) activePods() []*v1.Pod {
-	var out []*v1.Pod
-	for _, p := range a.pods.GetPods() {
-		if a.workers.IsPodTerminationRequested(p.UID) || !a.workers.Known(p.UID) {
-			continue
-		}
-		if s, ok := a.statuses.GetPodStatus(p.UID); ok && (s.Phase == v1.PodFailed || s.Phase == v1.PodSucceeded) {
-			continue
-		}
-		out = append(out, p)
-	}
-	return out
-}
-
 // evictPod stops a pod the way an active deadline does: its worker kills it (without deleting it)
 // and its status ends Failed, reason Evicted, with the eviction message.
 func (a *Agent) evictPod(pod *v1.Pod, gracePeriod int64, message string) error {
@@ -560,12 +546,6 @@ func (a *Agent) evictPod(pod *v1.Pod, gracePeriod int64, message string) error {
 	a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: pod,
 		GracePeriodOverride: &gracePeriod, Evict: true})
 	return nil
-}
-
-// podCleanedUp reports whether the pod's worker is done with it: containers stopped and, for a
-// pod that stays (evicted, not deleted), its memory volumes unmounted.
-func (a *Agent) podCleanedUp(uid types.UID) bool {
-	return !a.workers.Known(uid) || a.workers.IsPodKnownFinished(uid)
 }
 
 // imageFsMountpoint is where the runtime keeps images, from CRI ImageFsInfo: imagefs is measured

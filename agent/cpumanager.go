@@ -6,7 +6,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/cpuset"
 
 	"github.com/nodelet/nodelet/agent/agentconfig"
@@ -47,21 +46,9 @@ func newCPUManager(cfg agentconfig.Config, a *Agent, log *slog.Logger) (*cpumana
 	}
 	m, err := cpumanager.New(cpumanager.Config{Policy: cfg.CPUManagerPolicy, Options: cfg.CPUManagerPolicyOptions,
 		ReconcilePeriod: cfg.CPUManagerReconcilePeriod, ReservedSystemCPUs: reserved, ReservedCPU: reservedCPU, StateDir: cfg.RootDir},
-		cpumanager.Deps{Topology: topo, Runtime: a.runtime, Holds: a.holdsCPUs, SourcesReady: a.sourcesReady, Log: log})
+		cpumanager.Deps{Topology: topo, Runtime: a.runtime, Holds: a.state.HoldsCPUs, SourcesReady: a.state.SourcesReady, Log: log})
 	if err != nil {
 		return nil, fmt.Errorf("CPU manager: %w", err)
 	}
 	return m, nil
-}
-
-// holdsCPUs: a source lists the pod and its worker has not finished it, or its containers may
-// still run (a pod being killed keeps its CPUs until its containers are gone). Asking the sources
-// rather than the pods admitted so far matters at a restart, when the pods of the first batch
-// are admitted one by one and the later ones must not lose their CPUs to the earlier ones.
-func (a *Agent) holdsCPUs(uid string) bool {
-	id := types.UID(uid)
-	if a.workers.CouldHaveRunningContainers(id) {
-		return true
-	}
-	return a.config.Has(id) && !a.workers.IsPodKnownFinished(id)
 }

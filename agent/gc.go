@@ -12,7 +12,6 @@ import (
 	"github.com/nodelet/nodelet/agent/containergc"
 	"github.com/nodelet/nodelet/agent/images"
 	"github.com/nodelet/nodelet/agent/nodestatus"
-	"github.com/nodelet/nodelet/agent/podworkers"
 )
 
 // The kubelet's periods for its garbage collectors.
@@ -30,8 +29,8 @@ type gcPeriods struct {
 // folders every housekeeping period, dead containers every minute, unused images every five minutes.
 // Nothing counts as deleted before every pod source has spoken: after a restart, pods not yet
 // re-announced are not orphans.
-func (a *Agent) runGC(ctx context.Context, workers *podworkers.PodWorkers, sourcesReady func() bool, p gcPeriods) {
-	gone := a.podGone(workers, sourcesReady)
+func (a *Agent) runGC(ctx context.Context, p gcPeriods) {
+	gone := a.state.Gone
 	cgc := a.containerGC(gone, containergc.Policy{MinAge: a.cfg.MinimumContainerTTL,
 		MaxPerPodContainer: a.cfg.MaxPerPodContainer, MaxContainers: a.cfg.MaxContainers})
 	outcome := imageGCOutcome{node: nodestatus.Ref(a.cfg.NodeName), recorder: a.events}
@@ -97,20 +96,6 @@ func (o *imageGCOutcome) record(err error) {
 	o.failed = true
 }
 
-// podGone reports a pod deleted for good: gone from the sources (once all have spoken) and with no
-// container that could still run.
-func (a *Agent) podGone(workers *podworkers.PodWorkers, sourcesReady func() bool) func(types.UID) bool {
-	return func(uid types.UID) bool {
-		if !sourcesReady() {
-			return false
-		}
-		if _, ok := a.pods.GetPodByUID(uid); ok {
-			return false
-		}
-		return !workers.CouldHaveRunningContainers(uid)
-	}
-}
-
 func (a *Agent) containerGC(gone func(types.UID) bool, p containergc.Policy) *containergc.GC {
 	return &containergc.GC{Runtime: a.runtime, Pods: podsFunc(gone), PodLogsDir: a.cfg.PodLogsDir, Log: a.log, Policy: p}
 }
@@ -119,7 +104,7 @@ func (a *Agent) containerGC(gone func(types.UID) bool, p containergc.Policy) *co
 // rather than at its next minute. It keeps the configured policy, as the kubelet's does: the last
 // dead container of each is what restart counts and back-off are read from.
 func (a *Agent) deleteDeadContainers(ctx context.Context) error {
-	cgc := a.containerGC(a.podGone(a.workers, a.sourcesReady), containergc.Policy{MinAge: a.cfg.MinimumContainerTTL,
+	cgc := a.containerGC(a.state.Gone, containergc.Policy{MinAge: a.cfg.MinimumContainerTTL,
 		MaxPerPodContainer: a.cfg.MaxPerPodContainer, MaxContainers: a.cfg.MaxContainers})
 	st, err := cgc.Collect(ctx)
 	if st != (containergc.Stats{}) {

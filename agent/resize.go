@@ -17,7 +17,7 @@ import (
 // Under the CPU manager's static policy a Guaranteed pod's cpu resize is Infeasible, as in the
 // kubelet (its exclusive CPUs are not resized).
 func (a *Agent) wireAllocation() error {
-	alloc, err := allocation.New(allocation.Deps{RootDir: a.cfg.RootDir, Admit: a.admit, ActivePods: a.activePods,
+	alloc, err := allocation.New(allocation.Deps{RootDir: a.cfg.RootDir, Admit: a.admit, ActivePods: a.state.ActivePods,
 		Allocatable: a.cm.AllocatableAbsolute, Recorder: a.events, Log: a.log,
 		StaticCPUPolicy: func() bool { return a.cpus != nil && a.cpus.Policy() == cpumanager.PolicyStatic }})
 	if err != nil {
@@ -53,7 +53,7 @@ func (a *Agent) resizeHousekeeping() {
 // hold, not by a resize they have not been granted.
 func (a *Agent) allocatedPods() []*v1.Pod {
 	if a.alloc == nil {
-		return a.activePods()
+		return a.state.ActivePods()
 	}
-	return a.alloc.AllocatedPods(a.activePods())
+	return a.alloc.AllocatedPods(a.state.ActivePods())
 }
