@@ -7,6 +7,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -32,8 +33,10 @@ import (
 	"github.com/nodelet/nodelet/agent/cm/qos"
 	"github.com/nodelet/nodelet/agent/config"
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
+	"github.com/nodelet/nodelet/agent/containergc"
 	"github.com/nodelet/nodelet/agent/credentials"
 	"github.com/nodelet/nodelet/agent/eviction"
+	"github.com/nodelet/nodelet/agent/gc"
 	"github.com/nodelet/nodelet/agent/images"
 	"github.com/nodelet/nodelet/agent/internal/sysctl"
 	"github.com/nodelet/nodelet/agent/kubeclient"
@@ -120,12 +123,11 @@ type Agent struct {
 	events         *recorder.History
 	vols           *volumemanager.Manager
 	imageGC        *images.ImageGC
-	// imageGCMu keeps the eviction manager's full image collection apart from the periodic one.
-	imageGCMu sync.Mutex
-	eviction  *eviction.Manager
-	sysctls   *sysctl.Allowlist
-	probes    *prober.Manager
-	services  *services.Lister
+	gc             *gc.Runner
+	eviction       *eviction.Manager
+	sysctls        *sysctl.Allowlist
+	probes         *prober.Manager
+	services       *services.Lister
 	// admission runs the kubelet's general predicates on new pods, against the own Node.
 	admission  *admission.Handler
 	nodeLister *admission.NodeLister
@@ -161,6 +163,7 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, log: log, deps: deps, reasons: kubecontainer.NewReasonCache(), sysctls: sysctls}
 	a.runtimeName.Store("")
+	housekeeping := cmp.Or(deps.HousekeepingPeriod, syncloop.DefaultHousekeepingPeriod)
 
 	if a.conn, err = dialRuntime(cfg.ContainerRuntimeEndpoint, cfg.RuntimeRequestTimeout); err != nil {
 		return nil, err
@@ -214,7 +217,10 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	}
 	a.vols = vols
 	a.imageGC = &images.ImageGC{Images: imageService, Containers: a.runtime, Log: log, Keep: []string{cfg.PodInfraContainerImage},
-		Policy: imageGCPolicy(cfg.ImageGCHighThresholdPercent, cfg.ImageGCLowThresholdPercent, cfg.ImageMinimumGCAge)}
+		Policy: images.GCPolicy{HighThresholdPercent: cfg.ImageGCHighThresholdPercent, LowThresholdPercent: cfg.ImageGCLowThresholdPercent,
+			MinAge: cfg.ImageMinimumGCAge}}
+	containerGC := &containergc.GC{Runtime: a.runtime, Pods: containergc.DeletedFunc(a.state.Gone), PodLogsDir: cfg.PodLogsDir, Log: log,
+		Policy: containergc.Policy{MinAge: cfg.MinimumContainerTTL, MaxPerPodContainer: cfg.MaxPerPodContainer, MaxContainers: cfg.MaxContainers}}
 	a.stats = stats.New(a.runtime, stats.Options{NodeName: cfg.NodeName, RootDir: cfg.RootDir,
 		LogDir: cfg.PodLogsDir, PodsCgroup: cfg.CgroupRoot})
 	machine := &eviction.Machine{RootDir: cfg.RootDir, ImageFs: imageFsMountpoint(imageService), PodsCgroup: cfg.CgroupRoot}
@@ -230,7 +236,7 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 		MonitoringInterval: cfg.EvictionMonitoringInterval, KernelMemcgNotification: cfg.KernelMemcgNotification},
 		eviction.Deps{Measurer: machine, Notifier: machine,
 			Stats: eviction.SummaryStats{Pods: a.stats.PodStats}, ActivePods: a.allocatedPods, Kill: a.evictPod,
-			DeleteDeadContainers: a.deleteDeadContainers, DeleteUnusedImages: a.deleteUnusedImages,
+			DeleteDeadContainers: containerGC.DeleteDeadContainers, DeleteUnusedImages: a.imageGC.DeleteUnusedImages,
 			Recorder: a.events, Evicted: metrics.Evicted, Log: log, PodCleanedUp: a.state.PodCleanedUp,
 			StorageStats: a.stats.PodStats})
 	a.probes = prober.New(a.runtime, a.events, log)
@@ -271,6 +277,9 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	a.admission = admission.New(admission.AnyWay(ownNode,
 		admission.LocalNode(cfg.NodeName, cfg.NodeLabels, cfg.RegisterWithTaints)), allocatable)
 	a.appArmor = admission.NewAppArmor(nil)
+	a.gc = gc.New(gc.Periods{PodDirs: housekeeping, Containers: deps.ContainerGCPeriod, Images: deps.ImageGCPeriod},
+		gc.Deps{Containers: containerGC, Images: a.imageGC, Runtime: a.manager, PodDirs: vols, Userns: a.userns, Gone: a.state.Gone,
+			Node: nodestatus.Ref(cfg.NodeName), Recorder: a.events, Log: log})
 	a.pleg = pleg.New(a.runtime, pleg.Options{Log: log, RelistPeriod: deps.RelistPeriod})
 	// The Node is kept standalone too, for the API; only a registering agent posts it.
 	nodeDeps := nodestatus.Deps{Runtime: a.runtime, Images: imageService, Recorder: a.events,
@@ -307,7 +316,7 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 		SourcesReady:       a.state.SourcesReady,
 		Housekeep:          a.housekeep,
 		SyncFrequency:      cfg.SyncFrequency,
-		HousekeepingPeriod: deps.HousekeepingPeriod,
+		HousekeepingPeriod: housekeeping,
 		Log:                log,
 	}
 	if a.mirrors != nil {
@@ -396,20 +405,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		goRun("node lister", func(ctx context.Context) error { a.nodeLister.Run(ctx); return nil })
 	}
 	goRun("pleg", func(ctx context.Context) error { a.pleg.Run(ctx); return nil })
-	goRun("garbage collectors", func(ctx context.Context) error {
-		p := gcPeriods{volumes: a.deps.HousekeepingPeriod, containers: a.deps.ContainerGCPeriod, images: a.deps.ImageGCPeriod}
-		if p.volumes == 0 {
-			p.volumes = syncloop.DefaultHousekeepingPeriod
-		}
-		if p.containers == 0 {
-			p.containers = containerGCPeriod
-		}
-		if p.images == 0 {
-			p.images = imageGCPeriod
-		}
-		a.runGC(ctx, p)
-		return nil
-	})
+	goRun("garbage collectors", func(ctx context.Context) error { a.gc.Run(ctx); return nil })
 	goRun("eviction manager", func(ctx context.Context) error { a.eviction.Run(ctx); return nil })
 	goRun("status", func(ctx context.Context) error { a.statuses.Run(ctx); return nil })
 	goRun("log rotation", func(ctx context.Context) error { a.rotator.Run(ctx, a.cfg.ContainerLogMonitorInterval); return nil })
