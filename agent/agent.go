@@ -207,7 +207,11 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 		return nil, a.closeWith(err)
 	}
 	allocatable := a.cm.Allocatable
-	if a.cpus, err = newCPUManager(cfg, a, log); err != nil {
+	if a.cpus, err = cpumanager.NewForNode(cpumanager.NodeConfig{Policy: cfg.CPUManagerPolicy, Options: cfg.CPUManagerPolicyOptions,
+		ReconcilePeriod: cfg.CPUManagerReconcilePeriod, ReservedSystemCPUs: cfg.ReservedSystemCPUs,
+		SystemReserved: cfg.SystemReservedList, KubeReserved: cfg.KubeReservedList, TopologyManagerPolicy: cfg.TopologyManagerPolicy,
+		StateDir: cfg.RootDir},
+		cpumanager.Deps{Topology: deps.CPUTopology, Runtime: a.runtime, Holds: a.state.HoldsCPUs, SourcesReady: a.state.SourcesReady, Log: log}); err != nil {
 		return nil, a.closeWith(err)
 	}
 	vols := &volumemanager.Manager{Client: a.client, RootDir: cfg.RootDir, Recorder: a.events, Allocatable: allocatable}
