@@ -125,11 +125,10 @@ type Agent struct {
 	imageGC        *images.ImageGC
 	gc             *gc.Runner
 	eviction       *eviction.Manager
-	sysctls        *sysctl.Allowlist
 	probes         *prober.Manager
 	services       *services.Lister
-	// admission runs the kubelet's general predicates on new pods, against the own Node.
-	admission  *admission.Handler
+	// admission is the node's admit handlers, in the kubelet's order.
+	admission  *admission.Chain
 	nodeLister *admission.NodeLister
 	workers    *podworkers.PodWorkers
 	loop       *syncloop.SyncLoop
@@ -143,9 +142,6 @@ type Agent struct {
 	userns     *userns.Manager
 
 	runtimeName atomic.Value // string
-
-	// appArmor refuses pods asking for AppArmor where the kernel does not enforce it.
-	appArmor *admission.AppArmor
 }
 
 // New builds the agent and every part of it; nothing runs until Run.
@@ -161,7 +157,7 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("allowedUnsafeSysctls: %w", err)
 	}
-	a := &Agent{cfg: cfg, log: log, deps: deps, reasons: kubecontainer.NewReasonCache(), sysctls: sysctls}
+	a := &Agent{cfg: cfg, log: log, deps: deps, reasons: kubecontainer.NewReasonCache()}
 	a.runtimeName.Store("")
 	housekeeping := cmp.Or(deps.HousekeepingPeriod, syncloop.DefaultHousekeepingPeriod)
 
@@ -278,9 +274,9 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 		a.nodeLister = admission.NewNodeLister(a.client, cfg.NodeName)
 		ownNode = a.nodeLister.Get
 	}
-	a.admission = admission.New(admission.AnyWay(ownNode,
-		admission.LocalNode(cfg.NodeName, cfg.NodeLabels, cfg.RegisterWithTaints)), allocatable)
-	a.appArmor = admission.NewAppArmor(nil)
+	a.admission = admission.NewChain(admission.Parts{Eviction: a.eviction, Sysctls: sysctls, MaxPods: cfg.MaxPods,
+		Predicates: admission.New(admission.AnyWay(ownNode, admission.LocalNode(cfg.NodeName, cfg.NodeLabels, cfg.RegisterWithTaints)), allocatable),
+		AppArmor:   admission.NewAppArmor(nil), CPUs: a.cpus}, a.state)
 	a.gc = gc.New(gc.Periods{PodDirs: housekeeping, Containers: deps.ContainerGCPeriod, Images: deps.ImageGCPeriod},
 		gc.Deps{Containers: containerGC, Images: a.imageGC, Runtime: a.manager, PodDirs: vols, Userns: a.userns, Gone: a.state.Gone,
 			Node: nodestatus.Ref(cfg.NodeName), Recorder: a.events, Log: log})
@@ -469,55 +465,6 @@ func (a *Agent) learnRuntime(ctx context.Context) error {
 		case <-time.After(time.Second):
 		}
 	}
-}
-
-// admit rejects new pods the node's pressure refuses (Evicted), then those whose sysctls the node
-// does not allow (SysctlForbidden), then those beyond --max-pods, then those the kubelet's general
-// predicates refuse (resources, node affinity, host ports, NoExecute taints…), then those asking for
-// AppArmor the host cannot enforce, then those asking for DRA devices (FailedPrepareDynamicResources:
-// no DRA driver here), in the kubelet's order.
-func (a *Agent) admit(pod *v1.Pod, active []*v1.Pod) error {
-	if a.eviction != nil { // nil only in tests that assemble an Agent by hand
-		if reason, msg := a.eviction.Admit(pod); reason != "" {
-			return &syncloop.AdmitError{Reason: reason, Message: msg}
-		}
-	}
-	if err := a.sysctls.Admit(pod); err != nil {
-		return &syncloop.AdmitError{Reason: sysctl.ForbiddenReason, Message: err.Error()}
-	}
-	running := make([]*v1.Pod, 0, len(active))
-	for _, p := range active {
-		if p.UID != pod.UID && !a.state.IsPodKnownFinished(p.UID) {
-			running = append(running, p)
-		}
-	}
-	if len(running) >= a.cfg.MaxPods {
-		return fmt.Errorf("node has reached its pod limit of %d", a.cfg.MaxPods)
-	}
-	if r := a.admission.Admit(pod, running); !r.Admit {
-		return &syncloop.AdmitError{Reason: r.Reason, Message: r.Message}
-	}
-	if a.appArmor != nil { // nil only in tests that assemble an Agent by hand
-		if r := a.appArmor.Admit(pod); !r.Admit {
-			return &syncloop.AdmitError{Reason: r.Reason, Message: r.Message}
-		}
-	}
-	if r := admission.AdmitResourceClaims(pod); !r.Admit {
-		return &syncloop.AdmitError{Reason: r.Reason, Message: r.Message}
-	}
-	// Last, as the kubelet's topology admit handler: it takes CPUs, which a later refusal would
-	// have to give back.
-	if a.cpus == nil { // nil only in tests that assemble an Agent by hand
-		return nil
-	}
-	if err := a.cpus.Admit(pod); err != nil {
-		var ae *cpumanager.AdmitError
-		if errors.As(err, &ae) {
-			return &syncloop.AdmitError{Reason: ae.Reason, Message: ae.Message}
-		}
-		return err
-	}
-	return nil
 }
 
 // runtimePodUIDs are the pods the runtime holds a sandbox of, whatever their state: a pod cgroup

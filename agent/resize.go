@@ -17,7 +17,7 @@ import (
 // Under the CPU manager's static policy a Guaranteed pod's cpu resize is Infeasible, as in the
 // kubelet (its exclusive CPUs are not resized).
 func (a *Agent) wireAllocation() error {
-	alloc, err := allocation.New(allocation.Deps{RootDir: a.cfg.RootDir, Admit: a.admit, ActivePods: a.state.ActivePods,
+	alloc, err := allocation.New(allocation.Deps{RootDir: a.cfg.RootDir, Admit: a.admission.Admit, ActivePods: a.state.ActivePods,
 		Allocatable: a.cm.AllocatableAbsolute, Recorder: a.events, Log: a.log,
 		StaticCPUPolicy: func() bool { return a.cpus != nil && a.cpus.Policy() == cpumanager.PolicyStatic }})
 	if err != nil {

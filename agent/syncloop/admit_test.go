@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/nodelet/nodelet/agent/admission"
 	"github.com/nodelet/nodelet/agent/config"
 )
 
@@ -17,7 +18,7 @@ func TestRejectCarriesTheAdmitReason(t *testing.T) {
 		err             error
 		reason, message string
 	}{
-		{"reasoned", &AdmitError{Reason: "SysctlForbidden", Message: `forbidden sysctl: "kernel.msgmax" not allowlisted`},
+		{"reasoned", &admission.Error{Reason: "SysctlForbidden", Message: `forbidden sysctl: "kernel.msgmax" not allowlisted`},
 			"SysctlForbidden", `forbidden sysctl: "kernel.msgmax" not allowlisted`},
 		{"plain", errors.New("node has reached its pod limit of 1"), "OutOfpods", "node has reached its pod limit of 1"},
 	}

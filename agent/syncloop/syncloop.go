@@ -15,6 +15,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodelet/nodelet/agent/admission"
 	"github.com/nodelet/nodelet/agent/config"
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
 	"github.com/nodelet/nodelet/agent/pleg"
@@ -72,14 +73,9 @@ type MirrorDeleter interface {
 	DeleteMirrorPod(ctx context.Context, name, namespace string, uid *types.UID) error
 }
 
-// Admit decides whether a new pod may run; a non-nil error rejects it (e.g. max pods reached).
+// Admit decides whether a new pod may run; a non-nil error rejects it. An *admission.Error
+// carries the status reason (SysctlForbidden…); any other error is OutOfpods.
 type Admit func(pod *v1.Pod, active []*v1.Pod) error
-
-// AdmitError rejects a pod with its own status reason (SysctlForbidden…); any other error from
-// Admit is OutOfpods.
-type AdmitError struct{ Reason, Message string }
-
-func (e *AdmitError) Error() string { return e.Message }
 
 // Deps are what the loop routes between.
 type Deps struct {
@@ -191,8 +187,8 @@ func (l *SyncLoop) handleUpdate(u config.PodUpdate) {
 				if err := l.Admit(p, l.Pods.GetPods()); err != nil {
 					l.Log.Warn("pod rejected", "pod", kubecontainer.FormatPod(p), "err", err)
 					if l.Reject != nil {
-						reason, msg := "OutOfpods", err.Error()
-						var ae *AdmitError
+						reason, msg := admission.OutOfPods, err.Error()
+						var ae *admission.Error
 						if errors.As(err, &ae) {
 							reason, msg = ae.Reason, ae.Message
 						}
