@@ -229,13 +229,14 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 			return nil, a.closeWith(fmt.Errorf("kernelMemcgNotification: %w", err))
 		}
 	}
-	// Built before node status, which reads its conditions; what it calls back into (pods,
-	// workers, syncer) is only used once Run starts it.
+	// Built before node status, which reads its conditions. Its kills reach the workers through
+	// the SyncLoop.
+	kills := syncloop.NewKills()
 	a.eviction = eviction.New(eviction.Config{Thresholds: cfg.EvictionThresholds, NodeName: cfg.NodeName,
 		PressureTransitionPeriod: cfg.EvictionPressureTransitionPeriod, MaxPodGracePeriodSeconds: int64(cfg.EvictionMaxPodGracePeriod),
 		MonitoringInterval: cfg.EvictionMonitoringInterval, KernelMemcgNotification: cfg.KernelMemcgNotification},
 		eviction.Deps{Measurer: machine, Notifier: machine,
-			Stats: eviction.SummaryStats{Pods: a.stats.PodStats}, ActivePods: a.allocatedPods, Kill: a.evictPod,
+			Stats: eviction.SummaryStats{Pods: a.stats.PodStats}, ActivePods: a.allocatedPods, Kill: kills.Evict,
 			DeleteDeadContainers: containerGC.DeleteDeadContainers, DeleteUnusedImages: a.imageGC.DeleteUnusedImages,
 			Recorder: a.events, Evicted: metrics.Evicted, Log: log, PodCleanedUp: a.state.PodCleanedUp,
 			StorageStats: a.stats.PodStats})
@@ -314,7 +315,12 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 		Updates: a.config.Updates(), PLEG: a.pleg.Watch(), Probes: a.probes.Updates(), Pods: a.pods, Workers: a.workers,
 		Runtime: a.manager, Statuses: a.statuses, Admit: a.alloc.AddPod, Reject: a.reject,
 		SourcesReady:       a.state.SourcesReady,
-		Housekeep:          a.housekeep,
+		Kills:              kills,
+		Evicted:            a.syncer,
+		BackOffs:           a.manager,
+		Events:             a.events,
+		Listed:             a.config,
+		Resizes:            a.alloc,
 		SyncFrequency:      cfg.SyncFrequency,
 		HousekeepingPeriod: housekeeping,
 		Log:                log,
@@ -486,15 +492,6 @@ func (a *Agent) runtimePodUIDs(ctx context.Context) (map[types.UID]bool, error) 
 	return out, nil
 }
 
-// evictPod stops a pod the way an active deadline does: its worker kills it (without deleting it)
-// and its status ends Failed, reason Evicted, with the eviction message.
-func (a *Agent) evictPod(pod *v1.Pod, gracePeriod int64, message string) error {
-	a.syncer.MarkEvicted(pod.UID, message)
-	a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: pod,
-		GracePeriodOverride: &gracePeriod, Evict: true})
-	return nil
-}
-
 // imageFsMountpoint is where the runtime keeps images, from CRI ImageFsInfo: imagefs is measured
 // there, and is nodefs when the runtime names none.
 func imageFsMountpoint(svc interface {
@@ -568,19 +565,6 @@ func (a *Agent) Pods() []*v1.Pod {
 
 // NodeName is the name the agent runs as.
 func (a *Agent) NodeName() string { return a.cfg.NodeName }
-
-// housekeep is the agent's share of housekeeping: trim back-offs and events of pods gone. A pod
-// its source still lists keeps its events even when it was refused (and so is in no pod list):
-// they say why it does not run.
-func (a *Agent) housekeep() {
-	a.manager.GC()
-	keep := a.config.Listed()
-	for _, p := range a.pods.GetPods() {
-		keep[p.Namespace+"/"+p.Name] = true
-	}
-	a.events.Forget(keep)
-	a.resizeHousekeeping()
-}
 
 // Pod returns one desired pod with its status (the agent's API reads it).
 func (a *Agent) Pod(namespace, name string) (*v1.Pod, bool) {

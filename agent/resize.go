@@ -2,11 +2,9 @@ package agent
 
 import (
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodelet/nodelet/agent/allocation"
 	"github.com/nodelet/nodelet/agent/cm/cpumanager"
-	"github.com/nodelet/nodelet/agent/podworkers"
 )
 
 // wireAllocation builds the allocation manager (in-place pod resize) and hands it to the parts
@@ -30,23 +28,6 @@ func (a *Agent) wireAllocation() error {
 	}
 	a.syncer.Allocation = alloc
 	return nil
-}
-
-// resizeHousekeeping forgets the allocations of pods that are gone, then decides deferred resizes
-// again (resources may have been freed) and wakes the workers of the pods whose resize now fits.
-func (a *Agent) resizeHousekeeping() {
-	if a.alloc == nil {
-		return
-	}
-	desired := map[types.UID]bool{}
-	for _, p := range a.pods.GetPods() {
-		desired[p.UID] = true
-	}
-	a.alloc.RemoveOrphanedPods(desired)
-	for _, p := range a.alloc.RetryPendingResizes() {
-		mirror, _ := a.pods.GetMirrorPodByPod(p)
-		a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodSync, Pod: p, MirrorPod: mirror})
-	}
 }
 
 // allocatedPods are the active pods as allocated: the eviction manager ranks pods by what they
