@@ -151,5 +151,5 @@ func TestSingleNUMANodeNeedsOneNode(t *testing.T) {
 	if err != nil {
 		t.Fatalf("one NUMA node: %v", err)
 	}
-	a.closeWith(nil)
+	a.conn.Close()
 }

@@ -34,6 +34,11 @@ type Sources interface {
 	SeenAllSources(names []string) bool
 }
 
+// Allocations are the resources each pod was given (*allocation.State).
+type Allocations interface {
+	AllocatedPods(pods []*v1.Pod) []*v1.Pod
+}
+
 // View is the pods' lives as the parts see them; safe for any goroutine as its sources are.
 type View struct {
 	pods     Desired
@@ -41,12 +46,13 @@ type View struct {
 	statuses Statuses
 	sources  Sources
 	names    []string
+	allocs   Allocations
 }
 
-// New reads pods, phases, statuses and sources; names are the sources configured, each of which
-// must have spoken before anything counts as gone.
-func New(pods Desired, phases Phases, statuses Statuses, sources Sources, names []string) *View {
-	return &View{pods: pods, phases: phases, statuses: statuses, sources: sources, names: names}
+// New reads pods, phases, statuses, sources and allocations (nil: none); names are the sources
+// configured, each of which must have spoken before anything counts as gone.
+func New(pods Desired, phases Phases, statuses Statuses, sources Sources, names []string, allocs Allocations) *View {
+	return &View{pods: pods, phases: phases, statuses: statuses, sources: sources, names: names, allocs: allocs}
 }
 
 // Sources are the names of the sources configured.
@@ -70,6 +76,15 @@ func (v *View) ActivePods() []*v1.Pod {
 		out = append(out, p)
 	}
 	return out
+}
+
+// AllocatedPods are the active pods as allocated: the eviction manager ranks pods by what they
+// hold, not by a resize they have not been granted.
+func (v *View) AllocatedPods() []*v1.Pod {
+	if v.allocs == nil {
+		return v.ActivePods()
+	}
+	return v.allocs.AllocatedPods(v.ActivePods())
 }
 
 // IsPodKnownFinished reports whether the pod's worker is done with it.

@@ -65,7 +65,7 @@ func TestView(t *testing.T) {
 	pods := fakePods{pod("run"), pod("kill"), pod("done"), pod("fin"), pod("failed"), pod("new")}
 	statuses := fakeStatuses{"failed": v1.PodFailed, "run": v1.PodRunning}
 	sources := fakeSources{listed: map[types.UID]bool{"run": true, "fin": true, "new": true, "done": true}, seen: true}
-	v := New(pods, phases, statuses, sources, []string{"file"})
+	v := New(pods, phases, statuses, sources, []string{"file"}, nil)
 
 	var active []string
 	for _, p := range v.ActivePods() {
@@ -73,6 +73,9 @@ func TestView(t *testing.T) {
 	}
 	if len(active) != 1 || active[0] != "run" {
 		t.Errorf("active pods %v, want [run]", active)
+	}
+	if got := New(pods, phases, statuses, sources, nil, renamed{}).AllocatedPods(); len(got) != 1 || got[0].Name != "run (allocated)" {
+		t.Errorf("allocated pods %v, want the active pod as allocated", got)
 	}
 	for _, c := range []struct {
 		name                                string
@@ -104,7 +107,20 @@ func TestView(t *testing.T) {
 			}
 		})
 	}
-	if quiet := New(pods, phases, statuses, fakeSources{}, []string{"file"}); quiet.Gone("old") || quiet.SourcesReady() {
+	if quiet := New(pods, phases, statuses, fakeSources{}, []string{"file"}, nil); quiet.Gone("old") || quiet.SourcesReady() {
 		t.Error("a pod counted as gone before every source spoke")
 	}
+}
+
+// renamed stands for allocations by marking the pods it was given.
+type renamed struct{}
+
+func (renamed) AllocatedPods(pods []*v1.Pod) []*v1.Pod {
+	var out []*v1.Pod
+	for _, p := range pods {
+		p = p.DeepCopy()
+		p.Name += " (allocated)"
+		out = append(out, p)
+	}
+	return out
 }

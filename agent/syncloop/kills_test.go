@@ -73,7 +73,7 @@ type resizes struct {
 }
 
 func (r *resizes) RemoveOrphanedPods(keep map[types.UID]bool) { r.kept = keep }
-func (r *resizes) RetryPendingResizes() []*v1.Pod              { return r.retry }
+func (r *resizes) RetryPendingResizes() []*v1.Pod             { return r.retry }
 
 type backOffs struct{ trimmed int }
 

@@ -61,10 +61,11 @@ type RuntimePods interface {
 	GetPods(ctx context.Context) ([]*kubecontainer.RuntimePod, error)
 }
 
-// Statuses forgets statuses of pods gone, gives the start times active deadlines count from, and
-// takes readiness flips as they come (*status.Manager).
+// Statuses forgets statuses of pods gone, gives the start times active deadlines count from, takes
+// readiness flips as they come and fails the pods admission refused (*status.Manager).
 type Statuses interface {
 	RemoveOrphanedStatuses(desired map[types.UID]bool)
+	SetPodStatus(pod *v1.Pod, status v1.PodStatus) bool
 	GetPodStatus(uid types.UID) (v1.PodStatus, bool)
 	SetContainerReadiness(uid types.UID, containerID string, ready bool, now time.Time)
 }
@@ -105,14 +106,15 @@ type Deps struct {
 	Updates <-chan config.PodUpdate
 	PLEG    <-chan *pleg.PodLifecycleEvent
 	// Probes are the prober's flipped results; nil when nothing probes.
-	Probes       <-chan prober.Update
-	Pods         PodManager
-	Workers      PodWorkers
-	Runtime      RuntimePods
-	Statuses     Statuses
-	Mirrors      MirrorDeleter
-	Admit        Admit
-	Reject       func(pod *v1.Pod, reason, message string)
+	Probes   <-chan prober.Update
+	Pods     PodManager
+	Workers  PodWorkers
+	Runtime  RuntimePods
+	Statuses Statuses
+	Mirrors  MirrorDeleter
+	Admit    Admit
+	// Recorder gets the events of pods admission refused; nil records none.
+	Recorder     EventRecorder
 	SourcesReady func() bool
 	// Kills are the evictions to hand to workers, Evicted marks their statuses; nil: none.
 	Kills   *Kills
@@ -217,14 +219,12 @@ func (l *SyncLoop) handleUpdate(u config.PodUpdate) {
 			if l.Admit != nil {
 				if err := l.Admit(p, l.Pods.GetPods()); err != nil {
 					l.Log.Warn("pod rejected", "pod", kubecontainer.FormatPod(p), "err", err)
-					if l.Reject != nil {
-						reason, msg := admission.OutOfPods, err.Error()
-						var ae *admission.Error
-						if errors.As(err, &ae) {
-							reason, msg = ae.Reason, ae.Message
-						}
-						l.Reject(p, reason, msg)
+					reason, msg := admission.OutOfPods, err.Error()
+					var ae *admission.Error
+					if errors.As(err, &ae) {
+						reason, msg = ae.Reason, ae.Message
 					}
+					l.reject(p, reason, msg)
 					continue
 				}
 			}
