@@ -121,7 +121,7 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("allowedUnsafeSysctls: %w", err)
 	}
-	conn, err := dialRuntime(cfg.ContainerRuntimeEndpoint, cfg.RuntimeRequestTimeout)
+	conn, err := kuberuntime.Dial(cfg.ContainerRuntimeEndpoint, cfg.RuntimeRequestTimeout)
 	if err != nil {
 		return nil, err
 	}
