@@ -1,27 +1,22 @@
-// Package agent wires the agent's parts together: pod sources → SyncLoop → pod workers → runtime
-// manager → CRI, with PLEG, the status manager and (in a cluster) node status and mirror pods beside
-// them. It holds no logic of its own beyond that wiring; each part lives in its own package.
+// Package agent assembles the agent's parts: pod sources → SyncLoop → pod workers → runtime
+// manager → CRI, with PLEG, the status manager, the node's resource managers, admission, eviction,
+// the garbage collectors and (in a cluster) node status and mirror pods beside them. New builds
+// every part in one pass and Run starts them; the package holds no logic of its own beyond that
+// wiring, and each part lives in its own package.
 //
 // The agent talks to a runtime only through CRI gRPC; no package under agent/ imports runtime/
 // (boundary_test.go enforces it).
 package agent
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
-	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/agent/admission"
@@ -32,8 +27,10 @@ import (
 	"github.com/nodelet/nodelet/agent/cm/qos"
 	"github.com/nodelet/nodelet/agent/config"
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
+	"github.com/nodelet/nodelet/agent/containergc"
 	"github.com/nodelet/nodelet/agent/credentials"
 	"github.com/nodelet/nodelet/agent/eviction"
+	"github.com/nodelet/nodelet/agent/gc"
 	"github.com/nodelet/nodelet/agent/images"
 	"github.com/nodelet/nodelet/agent/internal/sysctl"
 	"github.com/nodelet/nodelet/agent/kubeclient"
@@ -45,6 +42,7 @@ import (
 	"github.com/nodelet/nodelet/agent/oomwatcher"
 	"github.com/nodelet/nodelet/agent/pleg"
 	"github.com/nodelet/nodelet/agent/podmanager"
+	"github.com/nodelet/nodelet/agent/podstate"
 	"github.com/nodelet/nodelet/agent/podsync"
 	"github.com/nodelet/nodelet/agent/podworkers"
 	"github.com/nodelet/nodelet/agent/prober"
@@ -91,587 +89,305 @@ type Deps struct {
 	CPUTopology *cpumanager.Topology
 }
 
-// Agent is the assembled agent: New builds every part, Run starts them.
+// Agent is the assembled agent: New builds every part, Run starts them. It keeps only what Run
+// and the agent's API read.
 type Agent struct {
 	cfg     agentconfig.Config
-	deps    Deps
 	log     *slog.Logger
 	conn    *grpc.ClientConn
 	runtime runtimeapi.RuntimeServiceClient
-	// stats are the summary API's figures, which the eviction manager reads too.
-	stats  *stats.Provider
-	client KubeClient
-	// sender posts events to the apiserver; nil standalone.
-	sender *recorder.Recorder
 
-	reasons  *kubecontainer.ReasonCache
-	manager  *kuberuntime.Manager
-	pods     *podmanager.Manager
-	statuses *status.Manager
-	config   *config.PodConfig
-	// runtimeClasses are the manifest folder's RuntimeClasses, standalone only (nil in a cluster).
-	runtimeClasses *config.RuntimeClassSet
-	pleg           *pleg.GenericPLEG
-	nodes          *nodestatus.Manager
-	oom            *oomwatcher.Watcher
-	mirrors        *podmanager.MirrorClient
-	syncer         *podsync.Syncer
-	events         *eventLog
-	vols           *volumemanager.Manager
-	imageGC        *images.ImageGC
-	// imageGCMu keeps the eviction manager's full image collection apart from the periodic one.
-	imageGCMu sync.Mutex
-	eviction  *eviction.Manager
-	sysctls   *sysctl.Allowlist
-	probes    *prober.Manager
-	services  *services.Lister
-	// admission runs the kubelet's general predicates on new pods, against the own Node.
-	admission  *admission.Handler
-	nodeLister *admission.NodeLister
-	workers    *podworkers.PodWorkers
-	loop       *syncloop.SyncLoop
-	sources    []string
-	api        *api
-	rotator    *logs.Rotator
-	cm         *cm.Manager
-	qos        *qos.Manager // nil when the runtime places pods (no cgroup root)
-	cpus       *cpumanager.Manager
-	alloc      *allocation.Manager
-	userns     *userns.Manager
-
-	runtimeName atomic.Value // string
-
-	// appArmor refuses pods asking for AppArmor where the kernel does not enforce it.
-	appArmor *admission.AppArmor
+	pods      *podmanager.Manager
+	statuses  *status.Manager
+	events    *recorder.History
+	nodes     *nodestatus.Manager
+	state     *podstate.View
+	admission *admission.Chain
+	userns    *userns.Manager
+	pleg      *pleg.GenericPLEG
+	loop      *syncloop.SyncLoop
+	api       *api
+	// parts are what Run starts beside the SyncLoop and the API, in order.
+	parts []part
 }
 
-// New builds the agent and every part of it; nothing runs until Run.
+// New builds the agent and every part of it, each once and complete; nothing runs until Run.
 func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	if err := agentconfig.Complete(&cfg); err != nil {
 		return nil, err
 	}
-	log := deps.Log
-	if log == nil {
-		log = slog.Default()
-	}
+	log := cmp.Or(deps.Log, slog.Default())
 	sysctls, err := sysctl.New(cfg.AllowedUnsafeSysctls)
 	if err != nil {
 		return nil, fmt.Errorf("allowedUnsafeSysctls: %w", err)
 	}
-	a := &Agent{cfg: cfg, log: log, deps: deps, reasons: kubecontainer.NewReasonCache(), sysctls: sysctls}
-	a.runtimeName.Store("")
-
-	if a.conn, err = dialRuntime(cfg.ContainerRuntimeEndpoint, cfg.RuntimeRequestTimeout); err != nil {
+	conn, err := kuberuntime.Dial(cfg.ContainerRuntimeEndpoint, cfg.RuntimeRequestTimeout)
+	if err != nil {
 		return nil, err
 	}
-	a.runtime = runtimeapi.NewRuntimeServiceClient(a.conn)
-	imageService := runtimeapi.NewImageServiceClient(a.conn)
-
-	a.client = deps.KubeClient
-	if a.client == nil && cfg.Kubeconfig != "" {
-		rc, err := kubeconfig.Load(cfg.Kubeconfig)
-		if err != nil {
-			return nil, a.closeWith(fmt.Errorf("kubeconfig: %w", err))
-		}
-		rc.QPS, rc.Burst = cfg.KubeAPIQPS, cfg.KubeAPIBurst
-		if cfg.ContentType != "" {
-			rc.ContentType = cfg.ContentType
-		}
-		c, err := kubeclient.New(rc)
-		if err != nil {
-			return nil, a.closeWith(fmt.Errorf("kubeconfig: %w", err))
-		}
-		a.client = c
-	}
-
-	dns, err := kuberuntime.NewDNSConfigurer(cfg.ClusterDNS, cfg.ClusterDomain, cfg.ResolvConf)
-	if err != nil {
-		log.Warn("pods with dnsPolicy Default get no resolver settings", "err", err)
-	}
-	a.events = newEventLog(a.recorder())
-	if a.cm, err = cm.New(cm.Config{MaxPods: cfg.MaxPods, PodsPerCore: cfg.PodsPerCore, RootDir: cfg.RootDir,
-		SystemReserved: cfg.SystemReservedList, KubeReserved: cfg.KubeReservedList, HardEvictionThresholds: cfg.EvictionThresholds,
-		EnforceNodeAllocatable: cfg.EnforceNodeAllocatable, PodsCgroup: cfg.CgroupRoot,
-		SystemReservedCgroup: cfg.SystemReservedCgroup, KubeReservedCgroup: cfg.KubeReservedCgroup},
-		cm.Deps{Cgroups: deps.Cgroups, Recorder: a.events, Node: nodestatus.Ref(cfg.NodeName), Log: log}); err != nil {
-		return nil, a.closeWith(err)
-	}
-	allocatable := a.cm.Allocatable
-	if a.cpus, err = newCPUManager(cfg, a, log); err != nil {
-		return nil, a.closeWith(err)
-	}
-	vols := &volumemanager.Manager{Client: a.client, RootDir: cfg.RootDir, Recorder: a.events, Allocatable: allocatable}
-	if a.client == nil && cfg.PodManifestPath != "" {
-		// Standalone: secrets and config maps sit beside the static pod manifests.
-		vols.Objects = &volumemanager.DirObjects{Dir: cfg.PodManifestPath}
-	}
-	a.vols = vols
-	a.imageGC = &images.ImageGC{Images: imageService, Containers: a.runtime, Log: log, Keep: []string{cfg.PodInfraContainerImage},
-		Policy: imageGCPolicy(cfg.ImageGCHighThresholdPercent, cfg.ImageGCLowThresholdPercent, cfg.ImageMinimumGCAge)}
-	a.stats = stats.New(a.runtime, stats.Options{NodeName: cfg.NodeName, RootDir: cfg.RootDir,
-		LogDir: cfg.PodLogsDir, PodsCgroup: cfg.CgroupRoot})
-	machine := &eviction.Machine{RootDir: cfg.RootDir, ImageFs: imageFsMountpoint(imageService), PodsCgroup: cfg.CgroupRoot}
-	if cfg.KernelMemcgNotification {
-		if err := machine.CheckMemcgNotification(); err != nil {
-			return nil, a.closeWith(fmt.Errorf("kernelMemcgNotification: %w", err))
-		}
-	}
-	// Built before node status, which reads its conditions; what it calls back into (pods,
-	// workers, syncer) is only used once Run starts it.
-	a.eviction = eviction.New(eviction.Config{Thresholds: cfg.EvictionThresholds, NodeName: cfg.NodeName,
-		PressureTransitionPeriod: cfg.EvictionPressureTransitionPeriod, MaxPodGracePeriodSeconds: int64(cfg.EvictionMaxPodGracePeriod),
-		MonitoringInterval: cfg.EvictionMonitoringInterval, KernelMemcgNotification: cfg.KernelMemcgNotification},
-		eviction.Deps{Measurer: machine, Notifier: machine,
-			Stats: eviction.SummaryStats{Pods: a.stats.PodStats}, ActivePods: a.allocatedPods, Kill: a.evictPod,
-			DeleteDeadContainers: a.deleteDeadContainers, DeleteUnusedImages: a.deleteUnusedImages,
-			Recorder: a.events, Evicted: metrics.Evicted, Log: log, PodCleanedUp: a.podCleanedUp,
-			StorageStats: a.stats.PodStats})
-	a.probes = prober.New(a.runtime, a.events, log)
-	if a.userns, err = userns.New(userns.Config{RootDir: cfg.RootDir, MaxPods: cfg.MaxPods,
-		Handlers: userns.RuntimeHandlers{Runtime: a.runtime}, Log: log}); err != nil {
-		return nil, a.closeWith(fmt.Errorf("create user namespace manager: %w", err))
-	}
-	serialize := cfg.SerializeImagePulls
-	a.manager = kuberuntime.NewManager(kuberuntime.Deps{
-		Runtime: a.runtime, Images: imageService, Recorder: a.events, Reasons: a.reasons, Log: log,
-		RootDir: cfg.RootDir, PodLogsDir: cfg.PodLogsDir, NodeName: cfg.NodeName,
-		NodeIPs: cfg.NodeIPs, DNS: dns, CgroupRoot: cfg.CgroupRoot, Cgroups: deps.Cgroups, Volumes: vols, EnvData: vols, SubPaths: vols,
-		Credentials: &credentials.Keyring{Secrets: vols}, Probes: a.probes, Allocatable: allocatable,
-		ImagePulls: images.Options{SerializeImagePulls: &serialize, MaxParallelImagePulls: cfg.MaxParallelImagePulls,
-			Used: a.imageGC.MarkUsed},
-		Userns: a.userns,
-	})
-	if a.cpus.Policy() == cpumanager.PolicyStatic {
-		a.manager.CPUs = a.cpus
-	}
-	a.manager.SeccompDefault = cfg.SeccompDefault
-	if a.client == nil && cfg.PodManifestPath != "" {
-		// Standalone: RuntimeClasses sit beside the static pod manifests too.
-		a.runtimeClasses = config.NewRuntimeClassSet()
-		a.manager.RuntimeClasses = a.runtimeClasses
-	}
-	if a.client != nil {
-		a.manager.RuntimeClasses = kuberuntime.APIRuntimeClasses{Client: a.client}
-		// Containers get the cluster's Service variables; only a cluster has Services.
-		a.services = services.New(a.client)
-		a.manager.Services = a.services
-	}
-	var ownNode admission.NodeFunc // standalone: the Node this machine would register
-	if a.client != nil {
-		a.nodeLister = admission.NewNodeLister(a.client, cfg.NodeName)
-		ownNode = a.nodeLister.Get
-	}
-	a.admission = admission.New(admission.AnyWay(ownNode,
-		admission.LocalNode(cfg.NodeName, cfg.NodeLabels, cfg.RegisterWithTaints)), allocatable)
-	a.appArmor = admission.NewAppArmor(nil)
-	a.pods = podmanager.New()
-	a.statuses = status.NewManager(a.client, a.pods, log)
-	a.config = config.NewPodConfig(log)
-	a.pleg = pleg.New(a.runtime, pleg.Options{Log: log, RelistPeriod: deps.RelistPeriod})
-	// The Node is kept standalone too, for the API; only a registering agent posts it.
-	nodeDeps := nodestatus.Deps{Runtime: a.runtime, Images: imageService, Recorder: a.events,
-		NodeName: cfg.NodeName, Labels: cfg.NodeLabels, Taints: cfg.RegisterWithTaints, RootDir: cfg.RootDir, PodCIDR: cfg.PodCIDR,
-		NodeIPs: cfg.NodeIPs, MaxPods: cfg.MaxPods, StatusUpdateFrequency: cfg.NodeStatusUpdateFrequency,
-		StatusReportFrequency: cfg.NodeStatusReportFrequency,
-		LeaseDurationSeconds:  cfg.NodeLeaseDurationSeconds, Log: log, Pressure: a.eviction.NodeConditions, Resources: a.cm.Resources}
-	if a.client != nil && cfg.RegisterNode {
-		nodeDeps.Client = a.client
-	}
-	a.nodes = nodestatus.New(nodeDeps)
-	a.oom = &oomwatcher.Watcher{Node: nodestatus.Ref(cfg.NodeName), CgroupRoot: cfg.CgroupRoot, Recorder: a.events, Log: log}
-	if a.client != nil {
-		a.mirrors = &podmanager.MirrorClient{Client: a.client, NodeName: cfg.NodeName, NodeUID: a.nodeUID}
-	}
-	a.syncer = &podsync.Syncer{Runtime: a.manager, Status: a.statuses, Pods: a.pods, Volumes: vols, Reasons: a.reasons,
-		Prober: a.probes, Recorder: a.events, RuntimeName: func() string { return a.runtimeName.Load().(string) }, NodeIPs: cfg.NodeIPs,
-		RootDir: cfg.RootDir, Userns: a.userns, Log: log, RecursiveReadOnly: a.manager.SupportsRecursiveReadOnlyMounts}
-	if cfg.CgroupRoot != "" {
-		a.qos = qos.New(qos.Config{Root: cfg.CgroupRoot, PodPidsLimit: cfg.PodPidsLimit},
-			qos.Deps{Cgroups: deps.Cgroups, ActivePods: a.activePods, RuntimePods: a.runtimePodUIDs, Log: log})
-		a.syncer.Cgroups = a.qos
-	}
-	if a.mirrors != nil {
-		a.syncer.Mirrors = a.mirrors
-	}
-	if err := a.wireAllocation(); err != nil {
-		return nil, a.closeWith(err)
-	}
-	a.workers = podworkers.New(a.syncer, log)
-	a.sources = a.configuredSources()
-	loopDeps := syncloop.Deps{
-		Updates: a.config.Updates(), PLEG: a.pleg.Watch(), Probes: a.probes.Updates(), Pods: a.pods, Workers: a.workers,
-		Runtime: a.manager, Statuses: a.statuses, Admit: a.alloc.AddPod, Reject: a.reject,
-		SourcesReady:       a.sourcesReady,
-		Housekeep:          a.housekeep,
-		SyncFrequency:      cfg.SyncFrequency,
-		HousekeepingPeriod: deps.HousekeepingPeriod,
-		Log:                log,
-	}
-	if a.mirrors != nil {
-		loopDeps.Mirrors = a.mirrors
-	}
-	a.loop = syncloop.New(loopDeps)
-	if a.rotator, err = logs.NewRotator(a.runtime, cfg.ContainerLogMaxSize, cfg.ContainerLogMaxFiles); err != nil {
-		return nil, a.closeWith(err)
-	}
-	if a.api, err = newAPI(a); err != nil {
-		return nil, a.closeWith(err)
+	a := &Agent{cfg: cfg, log: log, conn: conn, runtime: runtimeapi.NewRuntimeServiceClient(conn)}
+	if err := a.build(deps, sysctls); err != nil {
+		conn.Close()
+		return nil, err
 	}
 	return a, nil
 }
 
-// closeWith releases what New opened before failing with err.
-func (a *Agent) closeWith(err error) error {
-	a.conn.Close()
-	return err
-}
-
-func (a *Agent) nodeUID() types.UID {
-	if a.nodes == nil {
-		return ""
-	}
-	return a.nodes.NodeUID()
-}
-
-func (a *Agent) recorder() recorder.Interface {
-	if a.client == nil {
-		return logRecorder{a.log}
-	}
-	client := a.client
-	a.sender = recorder.New(func(ns string) recorder.Sink { return client.Events(ns) }, kubeclient.Scheme(),
-		v1.EventSource{Component: "kubelet", Host: a.cfg.NodeName}, a.log)
-	return a.sender
-}
-
-// configuredSources lists the pod sources configured; housekeeping waits until each has spoken.
-func (a *Agent) configuredSources() []string {
-	var s []string
-	if a.cfg.PodManifestPath != "" {
-		s = append(s, config.FileSource)
-	}
-	if a.cfg.ManifestURL != "" {
-		s = append(s, config.HTTPSource)
-	}
-	if a.client != nil {
-		s = append(s, config.ApiserverSource)
-	}
-	return s
-}
-
-func (a *Agent) sourcesReady() bool { return a.config.SeenAllSources(a.sources) }
-
-// Run starts every part and runs until ctx ends or the agent's API fails; it returns once all
-// parts have stopped. An Agent runs once.
-func (a *Agent) Run(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer a.conn.Close()
-	var wg sync.WaitGroup
-	var apiErr error
-	goRun := func(name string, f func(context.Context) error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := f(ctx); err != nil && ctx.Err() == nil {
-				a.log.Error("agent part stopped", "part", name, "err", err)
-			}
-		}()
-	}
-	goRun("node allocatable", func(ctx context.Context) error { a.cm.Run(ctx); return nil })
-	goRun("CPU manager", func(ctx context.Context) error { a.cpus.Run(ctx); return nil })
-	if a.qos != nil {
-		goRun("QoS cgroups", func(ctx context.Context) error { a.qos.Run(ctx); return nil })
-	}
-	goRun("runtime version", a.learnRuntime)
-	goRun("pod workers", func(ctx context.Context) error { a.workers.Run(ctx); return nil })
-	goRun("prober", func(ctx context.Context) error { a.probes.Run(ctx); return nil })
-	if a.sender != nil {
-		goRun("events", func(ctx context.Context) error { a.sender.Run(ctx); return nil })
-	}
-	if a.services != nil {
-		goRun("services", func(ctx context.Context) error { a.services.Run(ctx); return nil })
-	}
-	if a.nodeLister != nil {
-		goRun("node lister", func(ctx context.Context) error { a.nodeLister.Run(ctx); return nil })
-	}
-	goRun("pleg", func(ctx context.Context) error { a.pleg.Run(ctx); return nil })
-	goRun("garbage collectors", func(ctx context.Context) error {
-		p := gcPeriods{volumes: a.deps.HousekeepingPeriod, containers: a.deps.ContainerGCPeriod, images: a.deps.ImageGCPeriod}
-		if p.volumes == 0 {
-			p.volumes = syncloop.DefaultHousekeepingPeriod
-		}
-		if p.containers == 0 {
-			p.containers = containerGCPeriod
-		}
-		if p.images == 0 {
-			p.images = imageGCPeriod
-		}
-		a.runGC(ctx, a.workers, a.sourcesReady, p)
-		return nil
-	})
-	goRun("eviction manager", func(ctx context.Context) error { a.eviction.Run(ctx); return nil })
-	goRun("status", func(ctx context.Context) error { a.statuses.Run(ctx); return nil })
-	goRun("log rotation", func(ctx context.Context) error { a.rotator.Run(ctx, a.cfg.ContainerLogMonitorInterval); return nil })
-	if a.nodes != nil {
-		goRun("node status", func(ctx context.Context) error { a.nodes.Run(ctx); return nil })
-	}
-	goRun("oom watcher", a.oom.Run)
-	if a.cfg.PodManifestPath != "" {
-		src := &config.ManifestDirSource{Path: a.cfg.PodManifestPath, NodeName: a.cfg.NodeName,
-			Period: a.cfg.FileCheckFrequency, Set: a.config.Set, Log: a.log, RuntimeClasses: a.runtimeClasses}
-		goRun("manifest dir", src.Run)
-	}
-	if a.cfg.ManifestURL != "" {
-		src := &config.ManifestURLSource{URL: a.cfg.ManifestURL, Header: a.cfg.ManifestURLHeader, NodeName: a.cfg.NodeName,
-			Period: a.cfg.HTTPCheckFrequency, Set: a.config.Set, Log: a.log, RuntimeClasses: a.runtimeClasses}
-		goRun("manifest url", src.Run)
-	}
-	if a.client != nil {
-		src := &config.APISource{Client: a.client, NodeName: a.cfg.NodeName, Set: a.config.Set}
-		goRun("apiserver source", src.Run)
-	}
-	if a.cfg.HealthzPort > 0 {
-		goRun("healthz", a.serveHealthz)
-	}
-	if a.api != nil {
-		// The API is how people and the apiserver reach the node: when it fails, the agent stops.
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := a.api.run(ctx); err != nil && ctx.Err() == nil {
-				apiErr = fmt.Errorf("agent API: %w", err)
-			}
-			cancel()
-		}()
-	}
-	metrics.SetNodeName(a.cfg.NodeName)
-	a.log.Info("agent started", "node", a.cfg.NodeName, "runtime", a.cfg.ContainerRuntimeEndpoint, "sources", a.sources)
-	a.loop.Run(ctx)
-	cancel()
-	wg.Wait()
-	return apiErr
-}
-
-// learnRuntime waits for the runtime to answer Version, then records its name for container IDs.
-func (a *Agent) learnRuntime(ctx context.Context) error {
-	for {
-		v, err := a.runtime.Version(ctx, &runtimeapi.VersionRequest{})
-		if err == nil {
-			a.runtimeName.Store(v.RuntimeName)
-			a.log.Info("container runtime", "name", v.RuntimeName, "version", v.RuntimeVersion, "cri", v.RuntimeApiVersion)
-			return nil
-		}
-		a.log.Warn("container runtime not answering yet", "endpoint", a.cfg.ContainerRuntimeEndpoint, "err", err)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(time.Second):
-		}
-	}
-}
-
-// admit rejects new pods the node's pressure refuses (Evicted), then those whose sysctls the node
-// does not allow (SysctlForbidden), then those beyond --max-pods, then those the kubelet's general
-// predicates refuse (resources, node affinity, host ports, NoExecute taints…), then those asking for
-// AppArmor the host cannot enforce, then those asking for DRA devices (FailedPrepareDynamicResources:
-// no DRA driver here), in the kubelet's order.
-func (a *Agent) admit(pod *v1.Pod, active []*v1.Pod) error {
-	if a.eviction != nil { // nil only in tests that assemble an Agent by hand
-		if reason, msg := a.eviction.Admit(pod); reason != "" {
-			return &syncloop.AdmitError{Reason: reason, Message: msg}
-		}
-	}
-	if err := a.sysctls.Admit(pod); err != nil {
-		return &syncloop.AdmitError{Reason: sysctl.ForbiddenReason, Message: err.Error()}
-	}
-	running := make([]*v1.Pod, 0, len(active))
-	for _, p := range active {
-		if p.UID != pod.UID && !a.workers.IsPodKnownFinished(p.UID) {
-			running = append(running, p)
-		}
-	}
-	if len(running) >= a.cfg.MaxPods {
-		return fmt.Errorf("node has reached its pod limit of %d", a.cfg.MaxPods)
-	}
-	if r := a.admission.Admit(pod, running); !r.Admit {
-		return &syncloop.AdmitError{Reason: r.Reason, Message: r.Message}
-	}
-	if a.appArmor != nil { // nil only in tests that assemble an Agent by hand
-		if r := a.appArmor.Admit(pod); !r.Admit {
-			return &syncloop.AdmitError{Reason: r.Reason, Message: r.Message}
-		}
-	}
-	if r := admission.AdmitResourceClaims(pod); !r.Admit {
-		return &syncloop.AdmitError{Reason: r.Reason, Message: r.Message}
-	}
-	// Last, as the kubelet's topology admit handler: it takes CPUs, which a later refusal would
-	// have to give back.
-	if a.cpus == nil { // nil only in tests that assemble an Agent by hand
-		return nil
-	}
-	if err := a.cpus.Admit(pod); err != nil {
-		var ae *cpumanager.AdmitError
-		if errors.As(err, &ae) {
-			return &syncloop.AdmitError{Reason: ae.Reason, Message: ae.Message}
-		}
+// build makes the parts in the order they need each other.
+func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
+	cfg, log, runtime := a.cfg, a.log, a.runtime
+	imageService := runtimeapi.NewImageServiceClient(a.conn)
+	client, err := kubeClient(cfg, deps)
+	if err != nil {
 		return err
 	}
-	return nil
-}
+	housekeeping := cmp.Or(deps.HousekeepingPeriod, syncloop.DefaultHousekeepingPeriod)
 
-// runtimePodUIDs are the pods the runtime holds a sandbox of, whatever their state: a pod cgroup
-// of one of them is no orphan.
-func (a *Agent) runtimePodUIDs(ctx context.Context) (map[types.UID]bool, error) {
-	resp, err := a.runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	// Events: posted to the apiserver in a cluster, logged standalone; kept for describe either way.
+	var sink recorder.Interface = recorder.NewSlog(log)
+	var sender *recorder.Recorder
+	if client != nil {
+		sender = recorder.New(func(ns string) recorder.Sink { return client.Events(ns) }, kubeclient.Scheme(),
+			v1.EventSource{Component: "kubelet", Host: cfg.NodeName}, log)
+		sink = sender
+	}
+	a.events = recorder.NewHistory(sink)
+
+	// The pods: desired, as their sources list them, their workers' phases, statuses, allocations.
+	a.pods = podmanager.New()
+	a.statuses = status.NewManager(client, a.pods, log)
+	podConfig := config.NewPodConfig(log)
+	var runtimeClasses *config.RuntimeClassSet // the manifest folder's, standalone only
+	if client == nil && cfg.PodManifestPath != "" {
+		runtimeClasses = config.NewRuntimeClassSet()
+	}
+	sources, sourceNames := podSources(cfg, client, podConfig, runtimeClasses, log)
+	phases := podworkers.NewPhases()
+	allocs, err := allocation.OpenState(cfg.RootDir, log)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	out := map[types.UID]bool{}
-	for _, s := range resp.Items {
-		if uid := s.GetMetadata().GetUid(); uid != "" {
-			out[types.UID(uid)] = true
-		}
-		if uid := s.Labels[kubecontainer.LabelPodUID]; uid != "" {
-			out[types.UID(uid)] = true
+	a.state = podstate.New(a.pods, phases, a.statuses, podConfig, sourceNames, allocs)
+
+	// The node's resources, admission and eviction.
+	dns, err := kuberuntime.NewDNSConfigurer(cfg.ClusterDNS, cfg.ClusterDomain, cfg.ResolvConf)
+	if err != nil {
+		log.Warn("pods with dnsPolicy Default get no resolver settings", "err", err)
+	}
+	nodeCM, err := cm.New(cm.Config{MaxPods: cfg.MaxPods, PodsPerCore: cfg.PodsPerCore, RootDir: cfg.RootDir,
+		SystemReserved: cfg.SystemReservedList, KubeReserved: cfg.KubeReservedList, HardEvictionThresholds: cfg.EvictionThresholds,
+		EnforceNodeAllocatable: cfg.EnforceNodeAllocatable, PodsCgroup: cfg.CgroupRoot,
+		SystemReservedCgroup: cfg.SystemReservedCgroup, KubeReservedCgroup: cfg.KubeReservedCgroup},
+		cm.Deps{Cgroups: deps.Cgroups, Recorder: a.events, Node: nodestatus.Ref(cfg.NodeName), Log: log})
+	if err != nil {
+		return err
+	}
+	cpus, err := cpumanager.NewForNode(cpumanager.NodeConfig{Policy: cfg.CPUManagerPolicy, Options: cfg.CPUManagerPolicyOptions,
+		ReconcilePeriod: cfg.CPUManagerReconcilePeriod, ReservedSystemCPUs: cfg.ReservedSystemCPUs,
+		SystemReserved: cfg.SystemReservedList, KubeReserved: cfg.KubeReservedList, TopologyManagerPolicy: cfg.TopologyManagerPolicy,
+		StateDir: cfg.RootDir},
+		cpumanager.Deps{Topology: deps.CPUTopology, Runtime: runtime, Holds: a.state.HoldsCPUs, SourcesReady: a.state.SourcesReady, Log: log})
+	if err != nil {
+		return err
+	}
+	staticCPUs := cpus.Policy() == cpumanager.PolicyStatic
+	vols := &volumemanager.Manager{Client: client, RootDir: cfg.RootDir, Recorder: a.events, Allocatable: nodeCM.Allocatable}
+	if client == nil && cfg.PodManifestPath != "" {
+		// Standalone: secrets and config maps sit beside the static pod manifests.
+		vols.Objects = &volumemanager.DirObjects{Dir: cfg.PodManifestPath}
+	}
+	imageGC := &images.ImageGC{Images: imageService, Containers: runtime, Log: log, Keep: []string{cfg.PodInfraContainerImage},
+		Policy: images.GCPolicy{HighThresholdPercent: cfg.ImageGCHighThresholdPercent, LowThresholdPercent: cfg.ImageGCLowThresholdPercent,
+			MinAge: cfg.ImageMinimumGCAge}}
+	containerGC := &containergc.GC{Runtime: runtime, Pods: containergc.DeletedFunc(a.state.Gone), PodLogsDir: cfg.PodLogsDir, Log: log,
+		Policy: containergc.Policy{MinAge: cfg.MinimumContainerTTL, MaxPerPodContainer: cfg.MaxPerPodContainer, MaxContainers: cfg.MaxContainers}}
+	summary := stats.New(runtime, stats.Options{NodeName: cfg.NodeName, RootDir: cfg.RootDir,
+		LogDir: cfg.PodLogsDir, PodsCgroup: cfg.CgroupRoot})
+	machine := &eviction.Machine{RootDir: cfg.RootDir, ImageFs: eviction.ImageFsMountpoint(imageService), PodsCgroup: cfg.CgroupRoot}
+	if cfg.KernelMemcgNotification {
+		if err := machine.CheckMemcgNotification(); err != nil {
+			return fmt.Errorf("kernelMemcgNotification: %w", err)
 		}
 	}
-	return out, nil
-}
-
-// activePods are the eviction candidates: desired pods not being stopped already.
-func (a *Agent) activePods() []*v1.Pod {
-	var out []*v1.Pod
-	for _, p := range a.pods.GetPods() {
-		if a.workers.IsPodTerminationRequested(p.UID) || !a.workers.Known(p.UID) {
-			continue
-		}
-		if s, ok := a.statuses.GetPodStatus(p.UID); ok && (s.Phase == v1.PodFailed || s.Phase == v1.PodSucceeded) {
-			continue
-		}
-		out = append(out, p)
+	kills := syncloop.NewKills() // evictions reach the pod workers through the SyncLoop
+	evictions := eviction.New(eviction.Config{Thresholds: cfg.EvictionThresholds, NodeName: cfg.NodeName,
+		PressureTransitionPeriod: cfg.EvictionPressureTransitionPeriod, MaxPodGracePeriodSeconds: int64(cfg.EvictionMaxPodGracePeriod),
+		MonitoringInterval: cfg.EvictionMonitoringInterval, KernelMemcgNotification: cfg.KernelMemcgNotification},
+		eviction.Deps{Measurer: machine, Notifier: machine,
+			Stats: eviction.SummaryStats{Pods: summary.PodStats}, ActivePods: a.state.AllocatedPods, Kill: kills.Evict,
+			DeleteDeadContainers: containerGC.DeleteDeadContainers, DeleteUnusedImages: imageGC.DeleteUnusedImages,
+			Recorder: a.events, Evicted: metrics.Evicted, Log: log, PodCleanedUp: a.state.PodCleanedUp,
+			StorageStats: summary.PodStats})
+	var nodeLister *admission.NodeLister
+	var ownNode admission.NodeFunc // standalone: the Node this machine would register
+	if client != nil {
+		nodeLister = admission.NewNodeLister(client, cfg.NodeName)
+		ownNode = nodeLister.Get
 	}
-	return out
-}
-
-// evictPod stops a pod the way an active deadline does: its worker kills it (without deleting it)
-// and its status ends Failed, reason Evicted, with the eviction message.
-func (a *Agent) evictPod(pod *v1.Pod, gracePeriod int64, message string) error {
-	a.syncer.MarkEvicted(pod.UID, message)
-	a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: pod,
-		GracePeriodOverride: &gracePeriod, Evict: true})
-	return nil
-}
-
-// podCleanedUp reports whether the pod's worker is done with it: containers stopped and, for a
-// pod that stays (evicted, not deleted), its memory volumes unmounted.
-func (a *Agent) podCleanedUp(uid types.UID) bool {
-	return !a.workers.Known(uid) || a.workers.IsPodKnownFinished(uid)
-}
-
-// imageFsMountpoint is where the runtime keeps images, from CRI ImageFsInfo: imagefs is measured
-// there, and is nodefs when the runtime names none.
-func imageFsMountpoint(svc interface {
-	ImageFsInfo(ctx context.Context, in *runtimeapi.ImageFsInfoRequest, opts ...grpc.CallOption) (*runtimeapi.ImageFsInfoResponse, error)
-}) func(context.Context) (string, error) {
-	return func(ctx context.Context) (string, error) {
-		fs, err := svc.ImageFsInfo(ctx, &runtimeapi.ImageFsInfoRequest{})
-		if err != nil {
-			return "", err
-		}
-		for _, f := range fs.ImageFilesystems {
-			if f.GetFsId().GetMountpoint() != "" {
-				return f.FsId.Mountpoint, nil
-			}
-		}
-		return "", nil
+	a.admission = admission.NewChain(admission.Parts{Eviction: evictions, Sysctls: sysctls, MaxPods: cfg.MaxPods,
+		Predicates: admission.New(admission.AnyWay(ownNode, admission.LocalNode(cfg.NodeName, cfg.NodeLabels, cfg.RegisterWithTaints)),
+			nodeCM.Allocatable),
+		AppArmor: admission.NewAppArmor(nil), CPUs: cpus}, a.state)
+	// In-place resize: pods are admitted through the allocation manager, beside the others'
+	// allocations. Under the static CPU policy a Guaranteed pod's cpu resize is Infeasible.
+	alloc, err := allocation.New(allocation.Deps{State: allocs, Admit: a.admission.Admit, ActivePods: a.state.ActivePods,
+		Allocatable: nodeCM.AllocatableAbsolute, Recorder: a.events, Log: log, StaticCPUPolicy: func() bool { return staticCPUs }})
+	if err != nil {
+		return err
 	}
-}
 
-// reject fails a pod admission refused, with the kubelet's wording, and records the refusal as an
-// event as the kubelet does (standalone: a log line, which outlives the status of a pod in no list).
-func (a *Agent) reject(pod *v1.Pod, reason, message string) {
-	a.events.Eventf(pod, v1.EventTypeWarning, reason, "%s", message)
-	a.statuses.SetPodStatus(pod, v1.PodStatus{Phase: v1.PodFailed, Reason: reason, Message: "Pod was rejected: " + message,
-		StartTime: &metav1.Time{Time: time.Now()}})
-}
-
-// Healthz reports whether the SyncLoop and PLEG are alive.
-func (a *Agent) Healthz() error {
-	return errors.Join(a.loop.Healthy(), a.pleg.Healthy())
-}
-
-// HealthzHandler serves /healthz.
-func (a *Agent) HealthzHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		if err := a.Healthz(); err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		w.Write([]byte("ok"))
+	// The pods' containers: the runtime manager and what it asks.
+	probes := prober.New(runtime, a.events, log)
+	if a.userns, err = userns.New(userns.Config{RootDir: cfg.RootDir, MaxPods: cfg.MaxPods,
+		Handlers: userns.RuntimeHandlers{Runtime: runtime}, Log: log}); err != nil {
+		return fmt.Errorf("create user namespace manager: %w", err)
+	}
+	var (
+		podQOS        *qos.Manager // nil when the runtime places pods (no cgroup root)
+		runtimeCgroup kuberuntime.PodCgroups
+		syncCgroups   podsync.PodCgroups
+	)
+	if cfg.CgroupRoot != "" {
+		podQOS = qos.New(qos.Config{Root: cfg.CgroupRoot, PodPidsLimit: cfg.PodPidsLimit},
+			qos.Deps{Cgroups: deps.Cgroups, ActivePods: a.state.ActivePods, RuntimePods: qos.RuntimeSandboxes(runtime), Log: log})
+		runtimeCgroup, syncCgroups = podQOS, podQOS
+	}
+	var cpuSets kuberuntime.CPUSets
+	if staticCPUs {
+		cpuSets = cpus
+	}
+	var classes kuberuntime.RuntimeClasses
+	var serviceEnv kuberuntime.ServiceLister
+	var serviceLister *services.Lister // containers get the cluster's Service variables; only a cluster has Services
+	switch {
+	case client != nil:
+		classes = kuberuntime.APIRuntimeClasses{Client: client}
+		serviceLister = services.New(client)
+		serviceEnv = serviceLister
+	case runtimeClasses != nil:
+		classes = runtimeClasses
+	}
+	reasons := kubecontainer.NewReasonCache()
+	serialize := cfg.SerializeImagePulls
+	manager := kuberuntime.NewManager(kuberuntime.Deps{
+		Runtime: runtime, Images: imageService, Recorder: a.events, Reasons: reasons, Log: log,
+		RootDir: cfg.RootDir, SeccompDefault: cfg.SeccompDefault, PodLogsDir: cfg.PodLogsDir, NodeName: cfg.NodeName,
+		NodeIPs: cfg.NodeIPs, DNS: dns, CgroupRoot: cfg.CgroupRoot, Cgroups: deps.Cgroups, Volumes: vols, EnvData: vols, SubPaths: vols,
+		RuntimeClasses: classes, Credentials: &credentials.Keyring{Secrets: vols}, Probes: probes, Allocation: alloc,
+		PodCgroups: runtimeCgroup, ImagePulls: images.Options{SerializeImagePulls: &serialize, MaxParallelImagePulls: cfg.MaxParallelImagePulls,
+			Used: imageGC.MarkUsed},
+		Services: serviceEnv, Allocatable: nodeCM.Allocatable, CPUs: cpuSets, Userns: a.userns,
 	})
-}
+	collectors := gc.New(gc.Periods{PodDirs: housekeeping, Containers: deps.ContainerGCPeriod, Images: deps.ImageGCPeriod},
+		gc.Deps{Containers: containerGC, Images: imageGC, Runtime: manager, PodDirs: vols, Userns: a.userns, Gone: a.state.Gone,
+			Node: nodestatus.Ref(cfg.NodeName), Recorder: a.events, Log: log})
 
-func (a *Agent) serveHealthz(ctx context.Context) error {
-	mux := http.NewServeMux()
-	mux.Handle("/healthz", a.HealthzHandler())
-	srv := &http.Server{Addr: net.JoinHostPort(a.cfg.HealthzBindAddress, strconv.Itoa(a.cfg.HealthzPort)), Handler: mux,
-		ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		<-ctx.Done()
-		srv.Close()
-	}()
-	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("healthz: %w", err)
+	// The node: its status (kept standalone too, for the API; only a registering agent posts it).
+	nodeDeps := nodestatus.Deps{Runtime: runtime, Images: imageService, Recorder: a.events,
+		NodeName: cfg.NodeName, Labels: cfg.NodeLabels, Taints: cfg.RegisterWithTaints, RootDir: cfg.RootDir, PodCIDR: cfg.PodCIDR,
+		NodeIPs: cfg.NodeIPs, MaxPods: cfg.MaxPods, StatusUpdateFrequency: cfg.NodeStatusUpdateFrequency,
+		StatusReportFrequency: cfg.NodeStatusReportFrequency,
+		LeaseDurationSeconds:  cfg.NodeLeaseDurationSeconds, Log: log, Pressure: evictions.NodeConditions, Resources: nodeCM.Resources}
+	if client != nil && cfg.RegisterNode {
+		nodeDeps.Client = client
+	}
+	a.nodes = nodestatus.New(nodeDeps)
+	oom := &oomwatcher.Watcher{Node: nodestatus.Ref(cfg.NodeName), CgroupRoot: cfg.CgroupRoot, Recorder: a.events, Log: log}
+	var syncMirrors podsync.MirrorClient
+	var loopMirrors syncloop.MirrorDeleter
+	if client != nil {
+		m := &podmanager.MirrorClient{Client: client, NodeName: cfg.NodeName, NodeUID: a.nodes.NodeUID}
+		syncMirrors, loopMirrors = m, m
+	}
+
+	// The pod workers and the loop that wakes them.
+	runtimeName := kuberuntime.NewRuntimeName(runtime, cfg.ContainerRuntimeEndpoint, log)
+	syncer := &podsync.Syncer{Runtime: manager, Status: a.statuses, Pods: a.pods, Volumes: vols, Reasons: reasons,
+		Prober: probes, Recorder: a.events, RuntimeName: runtimeName.Get, NodeIPs: cfg.NodeIPs, Mirrors: syncMirrors,
+		Cgroups: syncCgroups, Allocation: alloc, RootDir: cfg.RootDir, Userns: a.userns, Log: log,
+		RecursiveReadOnly: manager.SupportsRecursiveReadOnlyMounts}
+	workers := podworkers.New(syncer, phases, log)
+	a.pleg = pleg.New(runtime, pleg.Options{Log: log, RelistPeriod: deps.RelistPeriod})
+	a.loop = syncloop.New(syncloop.Deps{
+		Updates: podConfig.Updates(), PLEG: a.pleg.Watch(), Probes: probes.Updates(), Pods: a.pods, Workers: workers,
+		Runtime: manager, Statuses: a.statuses, Mirrors: loopMirrors, Admit: alloc.AddPod, Recorder: a.events,
+		SourcesReady: a.state.SourcesReady, Kills: kills, Evicted: syncer,
+		BackOffs: manager, Events: a.events, Listed: podConfig, Resizes: alloc,
+		SyncFrequency: cfg.SyncFrequency, HousekeepingPeriod: housekeeping, Log: log,
+	})
+	rotator, err := logs.NewRotator(runtime, cfg.ContainerLogMaxSize, cfg.ContainerLogMaxFiles)
+	if err != nil {
+		return err
+	}
+	if a.api, err = newAPI(a, client, summary); err != nil {
+		return err
+	}
+
+	a.parts = []part{{"node allocatable", loop(nodeCM.Run)}, {"CPU manager", loop(cpus.Run)}}
+	if podQOS != nil {
+		a.parts = append(a.parts, part{"QoS cgroups", loop(podQOS.Run)})
+	}
+	a.parts = append(a.parts, part{"runtime version", runtimeName.Run}, part{"pod workers", loop(workers.Run)},
+		part{"prober", loop(probes.Run)})
+	if sender != nil {
+		a.parts = append(a.parts, part{"events", loop(sender.Run)})
+	}
+	if serviceLister != nil {
+		a.parts = append(a.parts, part{"services", loop(serviceLister.Run)})
+	}
+	if nodeLister != nil {
+		a.parts = append(a.parts, part{"node lister", loop(nodeLister.Run)})
+	}
+	a.parts = append(a.parts, part{"pleg", loop(a.pleg.Run)}, part{"garbage collectors", loop(collectors.Run)},
+		part{"eviction manager", loop(evictions.Run)}, part{"status", loop(a.statuses.Run)},
+		part{"log rotation", loop(func(ctx context.Context) { rotator.Run(ctx, cfg.ContainerLogMonitorInterval) })},
+		part{"node status", loop(a.nodes.Run)}, part{"oom watcher", oom.Run})
+	a.parts = append(a.parts, sources...)
+	if cfg.HealthzPort > 0 {
+		a.parts = append(a.parts, part{"healthz", a.serveHealthz})
 	}
 	return nil
 }
 
-// Pods returns the desired pods with their current statuses, for the agent's API and `nodelet get pods`.
-func (a *Agent) Pods() []*v1.Pod {
-	var out []*v1.Pod
-	for _, p := range a.pods.GetPods() {
-		p = p.DeepCopy()
-		if s, ok := a.statuses.GetPodStatus(p.UID); ok {
-			p.Status = s
-		}
-		out = append(out, p)
+// kubeClient is the apiserver client the configuration or deps name; nil standalone.
+func kubeClient(cfg agentconfig.Config, deps Deps) (KubeClient, error) {
+	if deps.KubeClient != nil || cfg.Kubeconfig == "" {
+		return deps.KubeClient, nil
 	}
-	return out
+	rc, err := kubeconfig.Load(cfg.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	rc.QPS, rc.Burst = cfg.KubeAPIQPS, cfg.KubeAPIBurst
+	if cfg.ContentType != "" {
+		rc.ContentType = cfg.ContentType
+	}
+	c, err := kubeclient.New(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	return c, nil
 }
 
-// NodeName is the name the agent runs as.
-func (a *Agent) NodeName() string { return a.cfg.NodeName }
-
-// housekeep is the agent's share of housekeeping: trim back-offs and events of pods gone. A pod
-// its source still lists keeps its events even when it was refused (and so is in no pod list):
-// they say why it does not run.
-func (a *Agent) housekeep() {
-	a.manager.GC()
-	keep := a.config.Listed()
-	for _, p := range a.pods.GetPods() {
-		keep[p.Namespace+"/"+p.Name] = true
+// podSources are the pod sources configured, as parts to run, and their names: housekeeping waits
+// until each has spoken.
+func podSources(cfg agentconfig.Config, client KubeClient, podConfig *config.PodConfig, classes *config.RuntimeClassSet,
+	log *slog.Logger) ([]part, []string) {
+	var parts []part
+	var names []string
+	if cfg.PodManifestPath != "" {
+		src := &config.ManifestDirSource{Path: cfg.PodManifestPath, NodeName: cfg.NodeName,
+			Period: cfg.FileCheckFrequency, Set: podConfig.Set, Log: log, RuntimeClasses: classes}
+		parts, names = append(parts, part{"manifest dir", src.Run}), append(names, config.FileSource)
 	}
-	a.events.Forget(keep)
-	a.resizeHousekeeping()
-}
-
-// Pod returns one desired pod with its status (the agent's API reads it).
-func (a *Agent) Pod(namespace, name string) (*v1.Pod, bool) {
-	p, ok := a.pods.GetPodByFullName(kubecontainer.BuildPodFullName(name, namespace))
-	if !ok {
-		return nil, false
+	if cfg.ManifestURL != "" {
+		src := &config.ManifestURLSource{URL: cfg.ManifestURL, Header: cfg.ManifestURLHeader, NodeName: cfg.NodeName,
+			Period: cfg.HTTPCheckFrequency, Set: podConfig.Set, Log: log, RuntimeClasses: classes}
+		parts, names = append(parts, part{"manifest url", src.Run}), append(names, config.HTTPSource)
 	}
-	p = p.DeepCopy()
-	if s, ok := a.statuses.GetPodStatus(p.UID); ok {
-		p.Status = s
+	if client != nil {
+		src := &config.APISource{Client: client, NodeName: cfg.NodeName, Set: podConfig.Set}
+		parts, names = append(parts, part{"apiserver source", src.Run}), append(names, config.ApiserverSource)
 	}
-	return p, true
+	return parts, names
 }
-
-// PodEvents returns the events recorded about a pod, for `nodelet describe`.
-func (a *Agent) PodEvents(namespace, name string) []v1.Event {
-	return a.events.PodEvents(namespace, name)
-}
-
-// Runtime is the CRI client the agent uses; the agent's API proxies exec/attach/logs through it.
-func (a *Agent) Runtime() runtimeapi.RuntimeServiceClient { return a.runtime }

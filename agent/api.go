@@ -5,15 +5,21 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"path/filepath"
 	"strconv"
 
 	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/agent/agentconfig"
 
 	"github.com/nodelet/nodelet/agent/auth"
+	kubecontainer "github.com/nodelet/nodelet/agent/container"
 	"github.com/nodelet/nodelet/agent/nodestatus"
 	"github.com/nodelet/nodelet/agent/server"
+	"github.com/nodelet/nodelet/agent/stats"
 )
 
 // nodeLogDir is what /logs/ serves, as the kubelet's system log handler does.
@@ -30,11 +36,12 @@ type api struct {
 	publish func(ctx context.Context)
 }
 
-// newAPI builds the API the configuration asks for, or nil when it asks for none.
-func newAPI(a *Agent) (*api, error) {
+// newAPI builds the API the configuration asks for, or nil when it asks for none. It serves a's
+// pods, events and node, and summary's figures.
+func newAPI(a *Agent, client KubeClient, summary *stats.Provider) (*api, error) {
 	cfg := a.cfg
 	p := &api{serve: server.ServeConfig{Socket: cfg.APISocket}}
-	if err := p.addTCP(a); err != nil {
+	if err := p.addTCP(cfg, client, a.log); err != nil {
 		return nil, err
 	}
 	if p.serve.Socket == "" && p.serve.TCPAddress == "" {
@@ -44,7 +51,7 @@ func newAPI(a *Agent) (*api, error) {
 	kc := cfg.KubeletConfiguration()
 	d := server.Deps{
 		NodeName: cfg.NodeName, Pods: a, Events: a, Node: a, Runtime: a.runtime,
-		SyncLoopHealthy: a.Healthz, Summary: a.stats.Summary, Config: func() any { return kc },
+		SyncLoopHealthy: a.Healthz, Summary: summary.Summary, Config: func() any { return kc },
 	}
 	if cfg.EnableSystemLogHandler {
 		d.NodeLogDir = nodeLogDir
@@ -56,8 +63,8 @@ func newAPI(a *Agent) (*api, error) {
 // addTCP adds the HTTPS listener Serving asks for: in a cluster unless the port is 0, standalone
 // only when a port was given. Authentication and authorization come from Serving through
 // auth.FromConfig, with the apiserver's TokenReview and SubjectAccessReview in a cluster.
-func (p *api) addTCP(a *Agent) error {
-	cfg, serving, client := a.cfg, a.cfg.Serving, a.client
+func (p *api) addTCP(cfg agentconfig.Config, client KubeClient, log *slog.Logger) error {
+	serving := cfg.Serving
 	if serving.Port == 0 || (client == nil && !serving.PortSet) {
 		return nil
 	}
@@ -99,16 +106,16 @@ func (p *api) addTCP(a *Agent) error {
 	if client != nil && cfg.RegisterNode {
 		port := int32(serving.Port)
 		p.publish = func(ctx context.Context) {
-			if err := nodestatus.PublishDaemonEndpoint(ctx, client, cfg.NodeName, port, a.log); err != nil && ctx.Err() == nil {
-				a.log.Error("the Node's status does not name the agent's port", "err", err)
+			if err := nodestatus.PublishDaemonEndpoint(ctx, client, cfg.NodeName, port, log); err != nil && ctx.Err() == nil {
+				log.Error("the Node's status does not name the agent's port", "err", err)
 			}
 		}
 	}
 	if serving.Authentication.X509.ClientCAFile == "" && client != nil {
 		// The apiserver authenticates to nodes by client certificate; with only tokens it gets 401.
-		a.log.Warn("no client CA (--client-ca-file, authentication.x509.clientCAFile): the apiserver's kubectl logs, exec and port-forward will be refused")
+		log.Warn("no client CA (--client-ca-file, authentication.x509.clientCAFile): the apiserver's kubectl logs, exec and port-forward will be refused")
 	}
-	a.log.Info("agent API", "https", p.serve.TCPAddress, "authorization", string(serving.Authorization.Mode),
+	log.Info("agent API", "https", p.serve.TCPAddress, "authorization", string(serving.Authorization.Mode),
 		"anonymous", serving.Authentication.Anonymous.Enabled != nil && *serving.Authentication.Anonymous.Enabled,
 		"serverTLSBootstrap", p.certs != nil)
 	return nil
@@ -136,3 +143,40 @@ func (a *Agent) Node() (*v1.Node, bool) {
 
 // NodeEvents are the events recorded about the node, for `nodelet describe node`.
 func (a *Agent) NodeEvents() []v1.Event { return a.events.NodeEvents() }
+
+// Pods returns the desired pods with their current statuses, for the agent's API and `nodelet get pods`.
+func (a *Agent) Pods() []*v1.Pod {
+	var out []*v1.Pod
+	for _, p := range a.pods.GetPods() {
+		p = p.DeepCopy()
+		if s, ok := a.statuses.GetPodStatus(p.UID); ok {
+			p.Status = s
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// NodeName is the name the agent runs as.
+func (a *Agent) NodeName() string { return a.cfg.NodeName }
+
+// Pod returns one desired pod with its status (the agent's API reads it).
+func (a *Agent) Pod(namespace, name string) (*v1.Pod, bool) {
+	p, ok := a.pods.GetPodByFullName(kubecontainer.BuildPodFullName(name, namespace))
+	if !ok {
+		return nil, false
+	}
+	p = p.DeepCopy()
+	if s, ok := a.statuses.GetPodStatus(p.UID); ok {
+		p.Status = s
+	}
+	return p, true
+}
+
+// PodEvents returns the events recorded about a pod, for `nodelet describe`.
+func (a *Agent) PodEvents(namespace, name string) []v1.Event {
+	return a.events.PodEvents(namespace, name)
+}
+
+// Runtime is the CRI client the agent uses; the agent's API proxies exec/attach/logs through it.
+func (a *Agent) Runtime() runtimeapi.RuntimeServiceClient { return a.runtime }

@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nodelet/nodelet/agent/admission"
 	"github.com/nodelet/nodelet/agent/cm/cpumanager"
-	"github.com/nodelet/nodelet/agent/syncloop"
 )
 
 // cpuPod is a static pod; resources, when not empty, is its container's resources block.
@@ -87,8 +87,8 @@ func TestCPUManagerStaticPolicy(t *testing.T) {
 	big := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "big", Namespace: "default", UID: "big-uid"},
 		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "app", Resources: v1.ResourceRequirements{
 			Limits: v1.ResourceList{v1.ResourceCPU: resource.MustParse("3"), v1.ResourceMemory: resource.MustParse("64Mi")}}}}}}
-	err = h.agent.admit(big, h.agent.pods.GetPods())
-	var ae *syncloop.AdmitError
+	err = h.agent.admission.Admit(big, h.agent.pods.GetPods())
+	var ae *admission.Error
 	if !errors.As(err, &ae) || ae.Reason != "UnexpectedAdmissionError" ||
 		ae.Message != "Allocate failed due to not enough cpus available to satisfy request: requested=3, available=2, which is unexpected" {
 		t.Fatalf("admitting a pod asking for 3 of 2 free CPUs: %v", err)
@@ -151,5 +151,5 @@ func TestSingleNUMANodeNeedsOneNode(t *testing.T) {
 	if err != nil {
 		t.Fatalf("one NUMA node: %v", err)
 	}
-	a.closeWith(nil)
+	a.conn.Close()
 }

@@ -30,7 +30,7 @@ func TestHostUsersFalseStaticPods(t *testing.T) {
 	if first, ok := a.userns.Holds("gone-uid"); !ok || first != 131072 {
 		t.Fatalf("the orphan's range is not held at start: %d %v", first, ok)
 	}
-	a.closeWith(nil)
+	a.conn.Close()
 
 	h.write("classes.yaml", "apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata: {name: userns}\nhandler: fake\n")
 	h.write("plain.yaml", fmt.Sprintf(manifest, "plain", "busybox:1")+"  hostUsers: false\n")

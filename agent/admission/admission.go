@@ -1,9 +1,11 @@
 // Package admission decides, before a new pod's worker starts, whether the pod can run on this node
-// at all: the kubelet's predicate admit handler (pkg/kubelet/lifecycle/predicate.go). The scheduler
-// already ran the same checks, but a pod can still arrive that fails them — a race between two
-// bindings, a pod created with spec.nodeName set, a static pod — and running it anyway would
-// overcommit the node or break the placement its author asked for. A rejected pod ends Failed with
-// the reason and message of the first failed check, as the kubelet reports it.
+// at all: the kubelet's ordered admit handlers (Chain) — the node's pressure, sysctls, the pod
+// limit, the general predicates (pkg/kubelet/lifecycle/predicate.go, Handler here), AppArmor,
+// resource claims and the CPU manager. The scheduler already ran the predicates, but a pod can
+// still arrive that fails them — a race between two bindings, a pod created with spec.nodeName
+// set, a static pod — and running it anyway would overcommit the node or break the placement its
+// author asked for. A rejected pod ends Failed with the reason and message of the first failed
+// check, as the kubelet reports it.
 package admission
 
 import (

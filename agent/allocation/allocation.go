@@ -19,16 +19,12 @@ package allocation
 
 import (
 	"encoding/json"
-	"errors"
-	"fmt"
 	"log/slog"
-	"path/filepath"
 	"sort"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -38,6 +34,8 @@ import (
 
 // Deps are what the manager reads.
 type Deps struct {
+	// State is the allocations to decide on; nil opens them under RootDir.
+	State *State
 	// RootDir holds the checkpoints; empty keeps them in memory only.
 	RootDir string
 	// Admit is the agent's admission of pod beside others (both as allocated); an error refuses it,
@@ -64,9 +62,9 @@ type resizeConditions struct {
 
 // Manager keeps allocated and actuated resources and decides resizes.
 type Manager struct {
-	deps      Deps
-	allocated *store
-	actuated  *store
+	deps Deps
+	// State is read by the parts the manager is handed to (pod workers, the runtime manager).
+	*State
 
 	// mu makes admission and resize decisions one at a time, so two never count the same room.
 	mu sync.Mutex
@@ -77,8 +75,7 @@ type Manager struct {
 	conditions map[types.UID]resizeConditions
 }
 
-// New opens the checkpoints. A checkpoint that cannot be read is logged and started afresh: its
-// pods are admitted again with their specs.
+// New makes the manager over d.State, or over the checkpoints under d.RootDir.
 func New(d Deps) (*Manager, error) {
 	if d.Log == nil {
 		d.Log = slog.Default()
@@ -89,26 +86,14 @@ func New(d Deps) (*Manager, error) {
 	if d.Recorder == nil {
 		d.Recorder = recorder.Discard{}
 	}
-	m := &Manager{deps: d, pendingResizes: map[types.UID]bool{}, conditions: map[types.UID]resizeConditions{}}
-	var err error
-	for _, s := range []struct {
-		to   **store
-		file string
-	}{{&m.allocated, allocatedStateFile}, {&m.actuated, actuatedStateFile}} {
-		path := ""
-		if d.RootDir != "" {
-			path = filepath.Join(d.RootDir, s.file)
-		}
-		*s.to, err = openStore(path)
-		if errors.Is(err, errCorrupt) {
-			d.Log.Warn("pod resource checkpoint unreadable, starting afresh", "err", err)
-			err = nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("pod resource checkpoint: %w", err)
+	st := d.State
+	if st == nil {
+		var err error
+		if st, err = OpenState(d.RootDir, d.Log); err != nil {
+			return nil, err
 		}
 	}
-	return m, nil
+	return &Manager{deps: d, State: st, pendingResizes: map[types.UID]bool{}, conditions: map[types.UID]resizeConditions{}}, nil
 }
 
 func isSidecar(c *v1.Container) bool {
@@ -126,66 +111,6 @@ func allocationFromPod(pod *v1.Pod) podResources {
 		if c := &pod.Spec.InitContainers[i]; isSidecar(c) {
 			out[c.Name] = *c.Resources.DeepCopy()
 		}
-	}
-	return out
-}
-
-// withResources returns pod with the containers' resources replaced by those in res, and whether
-// any differed; pod itself is copied only then.
-func withResources(pod *v1.Pod, res podResources) (*v1.Pod, bool) {
-	differs := false
-	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
-		for i := range list {
-			if r, ok := res[list[i].Name]; ok && !apiequality.Semantic.DeepEqual(list[i].Resources, r) {
-				differs = true
-			}
-		}
-	}
-	if !differs {
-		return pod, false
-	}
-	pod = pod.DeepCopy()
-	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
-		for i := range list {
-			if r, ok := res[list[i].Name]; ok {
-				list[i].Resources = *r.DeepCopy()
-			}
-		}
-	}
-	return pod, true
-}
-
-// UpdatePodFromAllocation returns the pod as allocated (its spec's resources replaced by the
-// allocation) and whether the allocation differs from the spec. A pod without an allocation is
-// returned as it is.
-func (m *Manager) UpdatePodFromAllocation(pod *v1.Pod) (*v1.Pod, bool) {
-	if pod == nil {
-		return nil, false
-	}
-	alloc, ok := m.allocated.pod(pod.UID)
-	if !ok {
-		return pod, false
-	}
-	return withResources(pod, alloc)
-}
-
-// ActuatedPod returns the pod with each container's resources as last given to the runtime (those
-// never given keep the spec's): what the pod's cgroup holds.
-func (m *Manager) ActuatedPod(pod *v1.Pod) *v1.Pod {
-	act, ok := m.actuated.pod(pod.UID)
-	if !ok {
-		return pod
-	}
-	p, _ := withResources(pod, act)
-	return p
-}
-
-// AllocatedPods returns the pods as allocated.
-func (m *Manager) AllocatedPods(pods []*v1.Pod) []*v1.Pod {
-	out := make([]*v1.Pod, 0, len(pods))
-	for _, p := range pods {
-		a, _ := m.UpdatePodFromAllocation(p)
-		out = append(out, a)
 	}
 	return out
 }
@@ -245,16 +170,6 @@ func (m *Manager) removeExcept(keep func(types.UID) bool) {
 		}
 	}
 	m.condMu.Unlock()
-}
-
-// SetActuatedResources records what the runtime was given for container c of the (allocated) pod.
-func (m *Manager) SetActuatedResources(pod *v1.Pod, c *v1.Container) error {
-	return m.actuated.setContainer(pod.UID, c.Name, c.Resources)
-}
-
-// ActuatedResources returns what the runtime was last given for the container.
-func (m *Manager) ActuatedResources(uid types.UID, container string) (v1.ResourceRequirements, bool) {
-	return m.actuated.container(uid, container)
 }
 
 // HandlePodResourcesResize decides the resize of a pod whose spec differs from its allocation and

@@ -41,6 +41,12 @@ type Pods interface {
 	Deleted(uid types.UID) bool
 }
 
+// DeletedFunc is a Pods of one function (podstate.View.Gone).
+type DeletedFunc func(uid types.UID) bool
+
+// Deleted calls f.
+func (f DeletedFunc) Deleted(uid types.UID) bool { return f(uid) }
+
 // Policy is the kubelet's container GC policy.
 type Policy struct {
 	// MinAge: a dead container younger than this stays (0: none is kept for age).
@@ -84,10 +90,7 @@ func (g *GC) Collect(ctx context.Context) (Stats, error) {
 	if g.Now != nil {
 		now = g.Now
 	}
-	log := g.Log
-	if log == nil {
-		log = slog.Default()
-	}
+	log := g.logger()
 	cs, err := g.Runtime.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
 	if err != nil {
 		return st, fmt.Errorf("list containers: %w", err)
@@ -233,4 +236,22 @@ func (g *GC) removePodLogDirs(left map[types.UID]bool) (int, error) {
 		n++
 	}
 	return n, errors.Join(errs...)
+}
+
+// DeleteDeadContainers is the eviction manager's node-level reclaim of disk: a collection now
+// rather than at the next period. It keeps the policy, as the kubelet's does: the last dead
+// container of each is what restart counts and back-off are read from.
+func (g *GC) DeleteDeadContainers(ctx context.Context) error {
+	st, err := g.Collect(ctx)
+	if st != (Stats{}) {
+		g.logger().Info("eviction: removed dead containers", "containers", st.Containers, "sandboxes", st.Sandboxes, "logDirs", st.LogDirs)
+	}
+	return err
+}
+
+func (g *GC) logger() *slog.Logger {
+	if g.Log == nil {
+		return slog.Default()
+	}
+	return g.Log
 }

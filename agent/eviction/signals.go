@@ -11,6 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"google.golang.org/grpc"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // Observation is one signal's reading: what is left and of how much.
@@ -256,4 +259,26 @@ func (m *Machine) pids() (Observation, error) {
 		return Observation{}, fmt.Errorf("/proc/loadavg: tasks %q", f[3])
 	}
 	return Observation{Available: max(limit-n, 0), Capacity: limit}, nil
+}
+
+// ImageFsInfoer is CRI's ImageFsInfo.
+type ImageFsInfoer interface {
+	ImageFsInfo(ctx context.Context, in *runtimeapi.ImageFsInfoRequest, opts ...grpc.CallOption) (*runtimeapi.ImageFsInfoResponse, error)
+}
+
+// ImageFsMountpoint is where the runtime keeps images, from CRI ImageFsInfo (Machine.ImageFs):
+// imagefs is measured there, and is nodefs when the runtime names none.
+func ImageFsMountpoint(svc ImageFsInfoer) func(context.Context) (string, error) {
+	return func(ctx context.Context) (string, error) {
+		fs, err := svc.ImageFsInfo(ctx, &runtimeapi.ImageFsInfoRequest{})
+		if err != nil {
+			return "", err
+		}
+		for _, f := range fs.ImageFilesystems {
+			if f.GetFsId().GetMountpoint() != "" {
+				return f.FsId.Mountpoint, nil
+			}
+		}
+		return "", nil
+	}
 }

@@ -59,6 +59,8 @@ type ImageGC struct {
 
 	mu      sync.Mutex
 	records map[string]*imageRecord
+	// collectMu makes collections one at a time: the periodic one and the eviction manager's.
+	collectMu sync.Mutex
 }
 
 type imageRecord struct {
@@ -201,8 +203,37 @@ type GCResult struct {
 // GarbageCollect removes unused images when usage is at or above the high mark, until the low mark
 // would be reached. It returns ErrNotEnoughFreed when the images it may remove are not enough.
 func (g *ImageGC) GarbageCollect(ctx context.Context) (GCResult, error) {
+	g.collectMu.Lock()
+	defer g.collectMu.Unlock()
+	return g.collect(ctx, g.Policy)
+}
+
+// DeleteUnusedImages is the eviction manager's reclaim of disk: every unused image old enough
+// goes, whatever the thresholds say. Not freeing enough is no failure here: it asked for
+// everything, and what could go went.
+func (g *ImageGC) DeleteUnusedImages(ctx context.Context) error {
+	g.collectMu.Lock()
+	defer g.collectMu.Unlock()
+	res, err := g.collect(ctx, GCPolicy{MinAge: g.Policy.MinAge})
+	if len(res.Removed) > 0 {
+		g.logger().Info("eviction: removed unused images", "removed", len(res.Removed), "freedBytes", res.Freed)
+	}
+	if errors.Is(err, ErrNotEnoughFreed) {
+		return nil
+	}
+	return err
+}
+
+func (g *ImageGC) logger() *slog.Logger {
+	if g.Log == nil {
+		return slog.Default()
+	}
+	return g.Log
+}
+
+func (g *ImageGC) collect(ctx context.Context, policy GCPolicy) (GCResult, error) {
 	var res GCResult
-	if g.Policy.HighThresholdPercent >= 100 {
+	if policy.HighThresholdPercent >= 100 {
 		return res, nil
 	}
 	capacity, available, mp, err := g.Usage(ctx)
@@ -213,10 +244,10 @@ func (g *ImageGC) GarbageCollect(ctx context.Context) (GCResult, error) {
 		return res, fmt.Errorf("image filesystem %s reports no capacity", mp)
 	}
 	res.UsagePercent = int(100 - available*100/capacity)
-	if res.UsagePercent < g.Policy.HighThresholdPercent {
+	if res.UsagePercent < policy.HighThresholdPercent {
 		return res, nil
 	}
-	want := int64(capacity*uint64(100-g.Policy.LowThresholdPercent)/100) - int64(available)
+	want := int64(capacity*uint64(100-policy.LowThresholdPercent)/100) - int64(available)
 	now := g.now()
 	if err := g.detect(ctx, now); err != nil {
 		return res, err
@@ -229,7 +260,7 @@ func (g *ImageGC) GarbageCollect(ctx context.Context) (GCResult, error) {
 	g.mu.Lock()
 	for id, r := range g.records {
 		// Used by a container in this very detection, too young, or pinned (the sandbox image): kept.
-		if r.lastUsed.Equal(now) || now.Sub(r.firstDetected) < g.Policy.MinAge || r.pinned {
+		if r.lastUsed.Equal(now) || now.Sub(r.firstDetected) < policy.MinAge || r.pinned {
 			continue
 		}
 		cands = append(cands, cand{id, *r})
@@ -242,10 +273,7 @@ func (g *ImageGC) GarbageCollect(ctx context.Context) (GCResult, error) {
 		}
 		return a.firstDetected.Before(b.firstDetected)
 	})
-	log := g.Log
-	if log == nil {
-		log = slog.Default()
-	}
+	log := g.logger()
 	var errs []error
 	for _, c := range cands {
 		if int64(res.Freed) >= want {

@@ -113,6 +113,20 @@ func TestImageGCOnLoopFilesystem(t *testing.T) {
 	if _, err := g.GarbageCollect(ctx); !errors.Is(err, ErrNotEnoughFreed) {
 		t.Fatalf("nothing removable: %v", err)
 	}
+	// The eviction manager's reclaim asks for everything, ignores the thresholds and is content
+	// with what could go; the configured policy stays.
+	if err := g.DeleteUnusedImages(ctx); err != nil {
+		t.Fatalf("reclaim with nothing removable: %v", err)
+	}
+	g.Policy = GCPolicy{HighThresholdPercent: 100, MinAge: 2 * time.Minute}
+	now = now.Add(5 * time.Minute)
+	containers.images = nil
+	if err := g.DeleteUnusedImages(ctx); err != nil {
+		t.Fatalf("reclaim: %v", err)
+	}
+	if len(f.images) != 0 || g.Policy.HighThresholdPercent != 100 {
+		t.Fatalf("after reclaim: images %v, policy %+v", f.images, g.Policy)
+	}
 }
 
 // With a real clock, an image a container uses is never a candidate (detection and collection

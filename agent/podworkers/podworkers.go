@@ -121,18 +121,33 @@ type PodWorkers struct {
 	log    *slog.Logger
 	retry  time.Duration
 
-	mu      sync.Mutex
-	workers map[types.UID]*podWorker
-	wg      sync.WaitGroup
+	// Phases holds the workers themselves, under its lock; its predicates are the workers'.
+	*Phases
+	wg sync.WaitGroup
 }
 
-// New makes the workers: UpdatePod starts a pod's worker, Run's end stops them all.
-func New(syncer PodSyncer, log *slog.Logger) *PodWorkers {
+// Phases is the record of each pod's worker and where it is in the pod's life. The workers write
+// it; other parts read its predicates. It is made apart from the workers so that those parts can
+// be built before the syncer the workers drive (which needs some of them).
+type Phases struct {
+	mu      sync.Mutex
+	workers map[types.UID]*podWorker
+}
+
+// NewPhases makes an empty record.
+func NewPhases() *Phases { return &Phases{workers: map[types.UID]*podWorker{}} }
+
+// New makes the workers, recording them in phases (nil: a record of their own): UpdatePod starts a
+// pod's worker, Run's end stops them all.
+func New(syncer PodSyncer, phases *Phases, log *slog.Logger) *PodWorkers {
 	if log == nil {
 		log = slog.Default()
 	}
+	if phases == nil {
+		phases = NewPhases()
+	}
 	ctx, stop := context.WithCancel(context.Background())
-	return &PodWorkers{ctx: ctx, stop: stop, syncer: syncer, log: log, retry: defaultRetry, workers: map[types.UID]*podWorker{}}
+	return &PodWorkers{ctx: ctx, stop: stop, syncer: syncer, log: log, retry: defaultRetry, Phases: phases}
 }
 
 // Run waits for ctx to end, then cancels every worker's sync and returns once all have returned.
@@ -374,7 +389,7 @@ func (p *PodWorkers) SyncKnownPods(desired map[types.UID]bool) {
 }
 
 // IsPodTerminationRequested reports whether the pod is being or has been killed.
-func (p *PodWorkers) IsPodTerminationRequested(uid types.UID) bool {
+func (p *Phases) IsPodTerminationRequested(uid types.UID) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	w, ok := p.workers[uid]
@@ -382,7 +397,7 @@ func (p *PodWorkers) IsPodTerminationRequested(uid types.UID) bool {
 }
 
 // CouldHaveRunningContainers reports whether the pod's containers may still run.
-func (p *PodWorkers) CouldHaveRunningContainers(uid types.UID) bool {
+func (p *Phases) CouldHaveRunningContainers(uid types.UID) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	w, ok := p.workers[uid]
@@ -390,7 +405,7 @@ func (p *PodWorkers) CouldHaveRunningContainers(uid types.UID) bool {
 }
 
 // IsPodKnownFinished reports whether the worker has finished with the pod.
-func (p *PodWorkers) IsPodKnownFinished(uid types.UID) bool {
+func (p *Phases) IsPodKnownFinished(uid types.UID) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	w, ok := p.workers[uid]
@@ -398,7 +413,7 @@ func (p *PodWorkers) IsPodKnownFinished(uid types.UID) bool {
 }
 
 // Known reports whether any worker record exists for the pod.
-func (p *PodWorkers) Known(uid types.UID) bool {
+func (p *Phases) Known(uid types.UID) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	_, ok := p.workers[uid]

@@ -113,7 +113,7 @@ func TestLifecycleOfADeletedPod(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	f := newFakeSyncer()
-	w := New(f, nil)
+	w := New(f, nil, nil)
 	stopped := make(chan struct{})
 	go func() { w.Run(ctx); close(stopped) }()
 	p := pod("a", "n1")
@@ -143,7 +143,7 @@ func TestUpdatesCoalesceWhileBusy(t *testing.T) {
 	defer cancel()
 	f := newFakeSyncer()
 	f.block = make(chan struct{})
-	w := New(f, nil)
+	w := New(f, nil, nil)
 	go w.Run(ctx)
 	w.UpdatePod(UpdatePodOptions{UpdateType: SyncPodCreate, Pod: pod("a", "n1")})
 	for i := 2; i <= 5; i++ {
@@ -164,7 +164,7 @@ func TestKillCancelsSyncInFlight(t *testing.T) {
 	defer cancel()
 	f := newFakeSyncer()
 	f.block = make(chan struct{}) // never released: a pull that hangs
-	w := New(f, nil)
+	w := New(f, nil, nil)
 	go w.Run(ctx)
 	p := pod("a", "n1")
 	w.UpdatePod(UpdatePodOptions{UpdateType: SyncPodCreate, Pod: p})
@@ -178,7 +178,7 @@ func TestTerminalPodKeepsContainersUntilDeleted(t *testing.T) {
 	f := newFakeSyncer()
 	p := pod("job", "n1")
 	f.terminal[p.UID] = true
-	w := New(f, nil)
+	w := New(f, nil, nil)
 	go w.Run(ctx)
 	w.UpdatePod(UpdatePodOptions{UpdateType: SyncPodCreate, Pod: p})
 	f.waitCalls(t, "SyncPod create job n1", "SyncTerminatingPod job grace=nil", "SyncTerminatedPod job deleted=false")
@@ -194,7 +194,7 @@ func TestReAddAfterDeleteGetsFreshWorker(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	f := newFakeSyncer()
-	w := New(f, nil)
+	w := New(f, nil, nil)
 	go w.Run(ctx)
 	p := pod("a", "n1")
 	w.UpdatePod(UpdatePodOptions{UpdateType: SyncPodCreate, Pod: p})
@@ -209,7 +209,7 @@ func TestFailedSyncIsRetried(t *testing.T) {
 	defer cancel()
 	f := newFakeSyncer()
 	f.failOnce["SyncTerminatingRuntimePod orphan"] = true
-	w := New(f, nil)
+	w := New(f, nil, nil)
 	go w.Run(ctx)
 	w.retry = time.Millisecond
 	w.UpdatePod(UpdatePodOptions{UpdateType: SyncPodKill, RunningPod: &kubecontainer.RuntimePod{ID: "uid-orphan", Name: "orphan"}})
@@ -220,7 +220,7 @@ func TestEvictKillStopsPodButKeepsItUntilDeleted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	f := newFakeSyncer()
-	w := New(f, nil)
+	w := New(f, nil, nil)
 	go w.Run(ctx)
 	p := pod("hog", "n1")
 	w.UpdatePod(UpdatePodOptions{UpdateType: SyncPodCreate, Pod: p})

@@ -1,4 +1,5 @@
-// Package recorder sends the agent's events to the apiserver.
+// Package recorder sends the agent's events to the apiserver (or, standalone, to the log) and
+// keeps the recent ones for `nodelet describe` (History).
 //
 // client-go's tools/record would do it, but it links strategic merge patch and through it the
 // OpenAPI models (kube-openapi, gnostic, their protobuf descriptors), whose inits run in every

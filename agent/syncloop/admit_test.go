@@ -3,11 +3,14 @@ package syncloop
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/nodelet/nodelet/agent/admission"
 	"github.com/nodelet/nodelet/agent/config"
 )
 
@@ -17,7 +20,7 @@ func TestRejectCarriesTheAdmitReason(t *testing.T) {
 		err             error
 		reason, message string
 	}{
-		{"reasoned", &AdmitError{Reason: "SysctlForbidden", Message: `forbidden sysctl: "kernel.msgmax" not allowlisted`},
+		{"reasoned", &admission.Error{Reason: "SysctlForbidden", Message: `forbidden sysctl: "kernel.msgmax" not allowlisted`},
 			"SysctlForbidden", `forbidden sysctl: "kernel.msgmax" not allowlisted`},
 		{"plain", errors.New("node has reached its pod limit of 1"), "OutOfpods", "node has reached its pod limit of 1"},
 	}
@@ -26,14 +29,17 @@ func TestRejectCarriesTheAdmitReason(t *testing.T) {
 			w := &fakeWorkers{}
 			ready := true
 			l, updates, _ := newLoop(w, fakeRuntime{}, &ready)
-			var reason, message string
+			rec, statuses := &eventRecorder{}, &statusRecorder{fakeStatuses: fakeStatuses{}}
 			l.Admit = func(*v1.Pod, []*v1.Pod) error { return c.err }
-			l.Reject = func(_ *v1.Pod, r, m string) { reason, message = r, m }
+			l.Recorder, l.Statuses = rec, statuses
 			updates <- config.PodUpdate{Op: config.ADD, Pods: []*v1.Pod{pod("a")}}
 			never := make(chan time.Time)
 			l.iteration(context.Background(), never, never)
-			if reason != c.reason || message != c.message {
-				t.Fatalf("rejected with %q %q, want %q %q", reason, message, c.reason, c.message)
+			if rec.reason != c.reason || rec.message != c.message || rec.eventtype != v1.EventTypeWarning {
+				t.Fatalf("event %s %q %q, want Warning %q %q", rec.eventtype, rec.reason, rec.message, c.reason, c.message)
+			}
+			if s := statuses.set; s.Phase != v1.PodFailed || s.Reason != c.reason || s.Message != "Pod was rejected: "+c.message || s.StartTime == nil {
+				t.Fatalf("status %+v, want Failed %q \"Pod was rejected: %s\"", s, c.reason, c.message)
 			}
 			if len(w.take()) != 0 {
 				t.Fatal("a rejected pod was sent to a worker")
@@ -41,3 +47,16 @@ func TestRejectCarriesTheAdmitReason(t *testing.T) {
 		})
 	}
 }
+
+type eventRecorder struct{ eventtype, reason, message string }
+
+func (r *eventRecorder) Eventf(_ runtime.Object, eventtype, reason, format string, args ...any) {
+	r.eventtype, r.reason, r.message = eventtype, reason, fmt.Sprintf(format, args...)
+}
+
+type statusRecorder struct {
+	fakeStatuses
+	set v1.PodStatus
+}
+
+func (s *statusRecorder) SetPodStatus(_ *v1.Pod, st v1.PodStatus) bool { s.set = st; return true }

@@ -17,6 +17,7 @@ type fakeStatuses map[types.UID]v1.PodStatus
 
 func (fakeStatuses) RemoveOrphanedStatuses(map[types.UID]bool)                {}
 func (fakeStatuses) SetContainerReadiness(types.UID, string, bool, time.Time) {}
+func (fakeStatuses) SetPodStatus(*v1.Pod, v1.PodStatus) bool                  { return true }
 func (f fakeStatuses) GetPodStatus(uid types.UID) (v1.PodStatus, bool) {
 	s, ok := f[uid]
 	return s, ok

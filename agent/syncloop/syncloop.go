@@ -1,7 +1,8 @@
-// Package syncloop is the agent's main loop: one select over config updates, PLEG events, the periodic
-// sync tick and housekeeping. Each case only routes work to pod workers and returns, so the loop never
-// blocks on a runtime call (housekeeping's two list calls are time-boxed). Every pass records a
-// heartbeat that /healthz reads.
+// Package syncloop is the agent's main loop: one select over config updates, PLEG events, probe
+// results, kills (evictions), the periodic sync tick and housekeeping. Each case only routes work to
+// pod workers and returns, so the loop never blocks on a runtime call (housekeeping's two list calls
+// are time-boxed). Every wake-up of a pod worker comes from here. Every pass records a heartbeat
+// that /healthz reads.
 package syncloop
 
 import (
@@ -15,6 +16,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodelet/nodelet/agent/admission"
 	"github.com/nodelet/nodelet/agent/config"
 	kubecontainer "github.com/nodelet/nodelet/agent/container"
 	"github.com/nodelet/nodelet/agent/pleg"
@@ -59,10 +61,11 @@ type RuntimePods interface {
 	GetPods(ctx context.Context) ([]*kubecontainer.RuntimePod, error)
 }
 
-// Statuses forgets statuses of pods gone, gives the start times active deadlines count from, and
-// takes readiness flips as they come (*status.Manager).
+// Statuses forgets statuses of pods gone, gives the start times active deadlines count from, takes
+// readiness flips as they come and fails the pods admission refused (*status.Manager).
 type Statuses interface {
 	RemoveOrphanedStatuses(desired map[types.UID]bool)
+	SetPodStatus(pod *v1.Pod, status v1.PodStatus) bool
 	GetPodStatus(uid types.UID) (v1.PodStatus, bool)
 	SetContainerReadiness(uid types.UID, containerID string, ready bool, now time.Time)
 }
@@ -72,31 +75,55 @@ type MirrorDeleter interface {
 	DeleteMirrorPod(ctx context.Context, name, namespace string, uid *types.UID) error
 }
 
-// Admit decides whether a new pod may run; a non-nil error rejects it (e.g. max pods reached).
+// Resizes are the in-place resizes decided (*allocation.Manager): housekeeping forgets the pods
+// gone and decides the deferred resizes again, as pods that went may have made room.
+type Resizes interface {
+	RemoveOrphanedPods(keep map[types.UID]bool)
+	RetryPendingResizes() []*v1.Pod
+}
+
+// BackOffs are the crash-loop and image pull back-offs (*kuberuntime.Manager).
+type BackOffs interface {
+	GC()
+}
+
+// EventHistory keeps the events of pods for describe (*recorder.History).
+type EventHistory interface {
+	Forget(keep map[string]bool)
+}
+
+// Listed names ("namespace/name") every pod a source lists (*config.PodConfig).
+type Listed interface {
+	Listed() map[string]bool
+}
+
+// Admit decides whether a new pod may run; a non-nil error rejects it. An *admission.Error
+// carries the status reason (SysctlForbidden…); any other error is OutOfpods.
 type Admit func(pod *v1.Pod, active []*v1.Pod) error
-
-// AdmitError rejects a pod with its own status reason (SysctlForbidden…); any other error from
-// Admit is OutOfpods.
-type AdmitError struct{ Reason, Message string }
-
-func (e *AdmitError) Error() string { return e.Message }
 
 // Deps are what the loop routes between.
 type Deps struct {
 	Updates <-chan config.PodUpdate
 	PLEG    <-chan *pleg.PodLifecycleEvent
 	// Probes are the prober's flipped results; nil when nothing probes.
-	Probes       <-chan prober.Update
-	Pods         PodManager
-	Workers      PodWorkers
-	Runtime      RuntimePods
-	Statuses     Statuses
-	Mirrors      MirrorDeleter
-	Admit        Admit
-	Reject       func(pod *v1.Pod, reason, message string)
+	Probes   <-chan prober.Update
+	Pods     PodManager
+	Workers  PodWorkers
+	Runtime  RuntimePods
+	Statuses Statuses
+	Mirrors  MirrorDeleter
+	Admit    Admit
+	// Recorder gets the events of pods admission refused; nil records none.
+	Recorder     EventRecorder
 	SourcesReady func() bool
-	// Housekeep runs extra chores each housekeeping pass (back-off GC…). Optional.
-	Housekeep func()
+	// Kills are the evictions to hand to workers, Evicted marks their statuses; nil: none.
+	Kills   *Kills
+	Evicted EvictionMarker
+	// Housekeeping's chores beyond the pods themselves; each optional.
+	BackOffs BackOffs
+	Events   EventHistory
+	Listed   Listed
+	Resizes  Resizes
 
 	SyncFrequency      time.Duration
 	HousekeepingPeriod time.Duration
@@ -164,6 +191,8 @@ func (l *SyncLoop) iteration(ctx context.Context, syncCh, housekeepingCh <-chan 
 		l.handlePLEGEvent(e)
 	case u := <-l.Probes:
 		l.handleProbeUpdate(u)
+	case <-l.Kills.woken():
+		l.handleKills()
 	case <-syncCh:
 		for _, p := range l.Pods.GetPods() {
 			l.dispatch(p, podworkers.SyncPodSync)
@@ -190,14 +219,12 @@ func (l *SyncLoop) handleUpdate(u config.PodUpdate) {
 			if l.Admit != nil {
 				if err := l.Admit(p, l.Pods.GetPods()); err != nil {
 					l.Log.Warn("pod rejected", "pod", kubecontainer.FormatPod(p), "err", err)
-					if l.Reject != nil {
-						reason, msg := "OutOfpods", err.Error()
-						var ae *AdmitError
-						if errors.As(err, &ae) {
-							reason, msg = ae.Reason, ae.Message
-						}
-						l.Reject(p, reason, msg)
+					reason, msg := admission.OutOfPods, err.Error()
+					var ae *admission.Error
+					if errors.As(err, &ae) {
+						reason, msg = ae.Reason, ae.Message
 					}
+					l.reject(p, reason, msg)
 					continue
 				}
 			}
@@ -330,7 +357,32 @@ func (l *SyncLoop) housekeeping(ctx context.Context) {
 			}
 		}
 	}
-	if l.Housekeep != nil {
-		l.Housekeep()
+	l.housekeepChores(desired)
+}
+
+// housekeepChores trims back-offs and the events of pods gone, forgets the allocations of pods
+// gone and wakes the workers of pods whose deferred resize fits now. A pod its source still lists
+// keeps its events even when it was refused (and so is in no pod list): they say why it does not
+// run.
+func (l *SyncLoop) housekeepChores(desired map[types.UID]bool) {
+	if l.BackOffs != nil {
+		l.BackOffs.GC()
+	}
+	if l.Events != nil {
+		keep := map[string]bool{}
+		if l.Listed != nil {
+			keep = l.Listed.Listed()
+		}
+		for _, p := range l.Pods.GetPods() {
+			keep[p.Namespace+"/"+p.Name] = true
+		}
+		l.Events.Forget(keep)
+	}
+	if l.Resizes != nil {
+		l.Resizes.RemoveOrphanedPods(desired)
+		for _, p := range l.Resizes.RetryPendingResizes() {
+			mirror, _ := l.Pods.GetMirrorPodByPod(p)
+			l.Workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodSync, Pod: p, MirrorPod: mirror})
+		}
 	}
 }

@@ -1,4 +1,4 @@
-package agent
+package recorder
 
 import (
 	"context"
@@ -6,19 +6,19 @@ import (
 	"log/slog"
 	"sync"
 
-	"github.com/nodelet/nodelet/agent/recorder"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// logRecorder turns events into log lines when there is no apiserver to send them to.
-type logRecorder struct{ log *slog.Logger }
+// Slog turns events into log lines when there is no apiserver to send them to.
+type Slog struct{ log *slog.Logger }
 
-var _ recorder.Interface = logRecorder{}
+// NewSlog logs events to log.
+func NewSlog(log *slog.Logger) Slog { return Slog{log: log} }
 
-func (r logRecorder) Event(obj runtime.Object, eventtype, reason, message string) {
+func (r Slog) Event(obj runtime.Object, eventtype, reason, message string) {
 	level := slog.LevelDebug
 	if eventtype == v1.EventTypeWarning {
 		level = slog.LevelWarn
@@ -32,18 +32,19 @@ func (r logRecorder) Event(obj runtime.Object, eventtype, reason, message string
 	r.log.Log(context.Background(), level, "event", "object", name, "type", eventtype, "reason", reason, "message", message)
 }
 
-func (r logRecorder) Eventf(obj runtime.Object, eventtype, reason, format string, args ...any) {
+func (r Slog) Eventf(obj runtime.Object, eventtype, reason, format string, args ...any) {
 	r.Event(obj, eventtype, reason, fmt.Sprintf(format, args...))
 }
 
-func (r logRecorder) AnnotatedEventf(obj runtime.Object, _ map[string]string, eventtype, reason, format string, args ...any) {
+func (r Slog) AnnotatedEventf(obj runtime.Object, _ map[string]string, eventtype, reason, format string, args ...any) {
 	r.Eventf(obj, eventtype, reason, format, args...)
 }
 
-// eventLog keeps the last events of each pod and of the node for `nodelet describe`, and passes
-// every event on.
-type eventLog struct {
-	next  recorder.Interface
+// History keeps the last events of each pod and of the node for `nodelet describe`, and passes
+// every event on: standalone there is no apiserver to ask for them, and in a cluster it answers
+// without one.
+type History struct {
+	next  Interface
 	mu    sync.Mutex
 	byPod map[string][]v1.Event
 	node  []v1.Event
@@ -51,11 +52,12 @@ type eventLog struct {
 
 const eventsPerPod = 50
 
-func newEventLog(next recorder.Interface) *eventLog {
-	return &eventLog{next: next, byPod: map[string][]v1.Event{}}
+// NewHistory keeps the events it passes on to next.
+func NewHistory(next Interface) *History {
+	return &History{next: next, byPod: map[string][]v1.Event{}}
 }
 
-func (l *eventLog) Event(obj runtime.Object, eventtype, reason, message string) {
+func (l *History) Event(obj runtime.Object, eventtype, reason, message string) {
 	l.next.Event(obj, eventtype, reason, message)
 	if ref, ok := obj.(*v1.ObjectReference); ok {
 		if ref.Kind == "Node" {
@@ -81,7 +83,7 @@ func (l *eventLog) Event(obj runtime.Object, eventtype, reason, message string) 
 }
 
 // nodeEvent keeps an event of the node (named by the kubelet's reference, whose UID is its name).
-func (l *eventLog) nodeEvent(ref v1.ObjectReference, eventtype, reason, message string) {
+func (l *History) nodeEvent(ref v1.ObjectReference, eventtype, reason, message string) {
 	now := metav1.Now()
 	ev := v1.Event{
 		ObjectMeta:     metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: fmt.Sprintf("%s.%x", ref.Name, now.UnixNano())},
@@ -108,30 +110,30 @@ func appendEvent(evs []v1.Event, ev v1.Event) []v1.Event {
 	return append(evs, ev)
 }
 
-func (l *eventLog) Eventf(obj runtime.Object, eventtype, reason, format string, args ...any) {
+func (l *History) Eventf(obj runtime.Object, eventtype, reason, format string, args ...any) {
 	l.Event(obj, eventtype, reason, fmt.Sprintf(format, args...))
 }
 
-func (l *eventLog) AnnotatedEventf(obj runtime.Object, _ map[string]string, eventtype, reason, format string, args ...any) {
+func (l *History) AnnotatedEventf(obj runtime.Object, _ map[string]string, eventtype, reason, format string, args ...any) {
 	l.Eventf(obj, eventtype, reason, format, args...)
 }
 
 // PodEvents returns the events recorded for a pod, oldest first.
-func (l *eventLog) PodEvents(namespace, name string) []v1.Event {
+func (l *History) PodEvents(namespace, name string) []v1.Event {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]v1.Event(nil), l.byPod[namespace+"/"+name]...)
 }
 
 // NodeEvents returns the events recorded about the node, oldest first.
-func (l *eventLog) NodeEvents() []v1.Event {
+func (l *History) NodeEvents() []v1.Event {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]v1.Event(nil), l.node...)
 }
 
 // Forget drops the events of pods no longer known.
-func (l *eventLog) Forget(keep map[string]bool) {
+func (l *History) Forget(keep map[string]bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for k := range l.byPod {

@@ -1,4 +1,4 @@
-package agent
+package kuberuntime
 
 import (
 	"context"
@@ -15,10 +15,10 @@ import (
 // ListContainers of a node full of pods fits, a runaway runtime does not exhaust memory.
 const maxCRIMessage = 16 << 20
 
-// dialRuntime makes the agent's one CRI connection. Every call through it is timed for the
+// Dial makes the agent's one CRI connection. Every call through it is timed for the
 // runtime-operation metrics and bounded by --runtime-request-timeout, whatever runtime answers
 // (nodelet's own in `nodelet up`, or containerd's, CRI-O's).
-func dialRuntime(endpoint string, timeout time.Duration) (*grpc.ClientConn, error) {
+func Dial(endpoint string, timeout time.Duration) (*grpc.ClientConn, error) {
 	conn, err := grpc.NewClient(endpoint,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithChainUnaryInterceptor(timeoutInterceptor(timeout), metrics.UnaryClientInterceptor()),

@@ -1,4 +1,4 @@
-package agent
+package recorder
 
 import (
 	"io"
@@ -11,8 +11,8 @@ import (
 
 // The node's events are kept apart from pods': forgetting every pod must not drop them, a repeat
 // is counted rather than stored twice, and a pod's events never show up as the node's.
-func TestEventLogKeepsNodeEventsApartFromPods(t *testing.T) {
-	l := newEventLog(logRecorder{slog.New(slog.NewTextHandler(io.Discard, nil))})
+func TestHistoryKeepsNodeEventsApartFromPods(t *testing.T) {
+	l := NewHistory(NewSlog(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	node := &v1.ObjectReference{Kind: "Node", Name: "n1", UID: "n1"}
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}}
 
