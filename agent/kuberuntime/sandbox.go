@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	utilsysctl "k8s.io/component-helpers/node/util/sysctl"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/agent/cm/qos"
@@ -155,7 +156,8 @@ func (m *Manager) generatePodSandboxConfig(ctx context.Context, pod *v1.Pod, att
 	if psc := pod.Spec.SecurityContext; psc != nil && len(psc.Sysctls) > 0 {
 		linux.Sysctls = map[string]string{}
 		for _, s := range psc.Sysctls {
-			linux.Sysctls[s.Name] = s.Value
+			// The slash form (kernel/shm_rmid_forced) is the API's too; runtimes take the dotted one.
+			linux.Sysctls[utilsysctl.NormalizeName(s.Name)] = s.Value
 		}
 	}
 	cfg.Linux = linux

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	utilsysctl "k8s.io/component-helpers/node/util/sysctl"
 
 	"github.com/nodelet/nodelet/internal/lazy"
 )
@@ -68,24 +69,6 @@ func namespaceOf(name string) namespace {
 	return noNamespace
 }
 
-// dotted turns the slash form (net/ipv4/conf/eth0.100/forwarding) into the dotted one
-// (net.ipv4.conf.eth0/100.forwarding): when the first separator is a slash, dots and slashes swap.
-func dotted(name string) string {
-	i := strings.IndexAny(name, "./")
-	if i < 0 || name[i] == '.' {
-		return name
-	}
-	return strings.Map(func(r rune) rune {
-		switch r {
-		case '.':
-			return '/'
-		case '/':
-			return '.'
-		}
-		return r
-	}, name)
-}
-
 const maxNameLength = 253
 
 var patternRE = lazy.Value[*regexp.Regexp]{New: func() *regexp.Regexp {
@@ -106,7 +89,7 @@ func New(allowedUnsafe []string) (*Allowlist, error) {
 			return nil, fmt.Errorf("sysctl %q must have at most %d characters and be dot- or slash-separated lower-case segments, optionally ending in *: %w",
 				p, maxNameLength, ErrInvalidPattern)
 		}
-		p = dotted(p)
+		p = utilsysctl.NormalizeName(p)
 		if prefix, ok := strings.CutSuffix(p, "*"); ok {
 			ns := namespaceOf(prefix)
 			if ns == noNamespace {
@@ -126,7 +109,7 @@ func New(allowedUnsafe []string) (*Allowlist, error) {
 
 // check is nil when name is allowlisted and its namespace is the pod's own.
 func (w *Allowlist) check(name string, hostNet, hostIPC bool) error {
-	name = dotted(name)
+	name = utilsysctl.NormalizeName(name)
 	ns, ok := w.names[name]
 	if !ok {
 		for p, pns := range w.prefixes {
