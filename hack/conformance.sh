@@ -65,11 +65,17 @@ esac
 [ -z "$user_focus" ] || focus=$user_focus
 # What this machine cannot do, found out here ("REGEX  # reason" as in the files): the e2e
 # suite's host-exec pods enter the host's mount namespace through PID 1 (nsenter
-# --mount=/proc/1/ns/mnt), which an init may refuse even to root (as a microVM's does).
+# --mount=/proc/1/ns/mnt), which an init may refuse even to root (as a microVM's does); a
+# microVM's kernel may also lack the dummy network driver.
 machine_skips=()
 if [ "$mode" != conformance ]; then
   if ! nsenter --mount=/proc/1/ns/mnt -- true 2>/dev/null; then
     machine_skips+=("\\[sig-node\\] Mount propagation  # its host-exec pod enters PID 1's mount namespace, which PID 1 refuses on this machine (nsenter --mount=/proc/1/ns/mnt: Permission denied)")
+  fi
+  # The privileged pod's proof of privilege is adding a dummy link, which needs the kernel's
+  # dummy driver: tried here in a network namespace of our own, gone with the command.
+  if ! unshare --net ip link add nl-dummy0 type dummy 2>/dev/null; then
+    machine_skips+=("\\[sig-node\\] PrivilegedPod \\[NodeConformance\\] should enable privileged commands  # it adds a dummy network link, and this machine's kernel has no dummy driver (unshare --net ip link add nl-dummy0 type dummy: not supported)")
   fi
 fi
 skip=$user_skip
