@@ -85,7 +85,7 @@ func containersArea() area {
 			"admission (extended resources the node advertises too); ephemeral-storage by eviction",
 			containerProof, "agent/cm/qos.TestPodLimits", "agent/admission.TestResources", "agent/eviction.TestStorageOverLimit",
 			"agent/cm/cpumanager.TestStaticPolicy"),
-		ref(appOrInit+".resources.claims[]", "refused at admission: reason FailedPrepareDynamicResources, \"Failed to prepare dynamic resources: prepare dynamic resources: no DRA driver is registered for resource claim ...\" (nodelet has no DRA)", "agent/admission.TestAdmitResourceClaims", "agent.TestAdmitRefusesResourceClaims"),
+		ref(appOrInit+".resources.claims[]", "refused at admission: reason FailedPrepareDynamicResources, \"Failed to prepare dynamic resources: prepare dynamic resources: no DRA driver is registered for resource claim ...\" (nodelet has no DRA)", "agent/admission.TestAdmitResourceClaims", "agent/admission.TestChainRefusesResourceClaims"),
 		h(appOrInit+".resizePolicy[].{resourceName|restartPolicy}", "an in-place resize of that resource restarts the "+
 			"container when RestartContainer", "agent/kuberuntime.TestSyncPodRestartsForResizePolicy"),
 		ref("spec.ephemeralContainers[].{resources|resizePolicy[]}", ephemeralRefusal, "agent/podvalidation.TestValidateEphemeralContainersRefuses"),

@@ -64,7 +64,7 @@ func podArea() area {
 			"so a pod setting them does not run: \"spec.resources: Forbidden: pod-level resources are not supported on the "+
 			"node\" (static pods, when read; pods from the API server at admission, Failed with the kubelet's reason "+
 			"PodLevelResourcesNotSupported)", unsupportedProof...),
-		ref("spec.resourceClaims[]", "refused at admission: reason FailedPrepareDynamicResources, \"Failed to prepare dynamic resources: prepare dynamic resources: no DRA driver is registered for resource claim ...\" (nodelet has no DRA)", "agent/admission.TestAdmitResourceClaims", "agent.TestAdmitRefusesResourceClaims"),
+		ref("spec.resourceClaims[]", "refused at admission: reason FailedPrepareDynamicResources, \"Failed to prepare dynamic resources: prepare dynamic resources: no DRA driver is registered for resource claim ...\" (nodelet has no DRA)", "agent/admission.TestAdmitResourceClaims", "agent/admission.TestChainRefusesResourceClaims"),
 		h("spec.os.name", "another OS than this node's is rejected at admission (PodOSNotSupported)", "agent/admission.TestOS"),
 	}}
 }

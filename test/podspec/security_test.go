@@ -27,7 +27,7 @@ func securityArea() area {
 			"local, iSCSI, FC, FlexVolume), which nodelet refuses; emptyDir and API volumes take the fsGroup whatever the "+
 			"policy says (OnRootMismatch included)", "test/podspec.TestFSGroupOwnsEmptyDir", "agent/volumemanager.TestWriteAtomicFSGroup"),
 		h(podSC+".sysctls[].{name|value}", "set in the sandbox; unsafe ones must be in allowedUnsafeSysctls and a node "+
-			"namespace's are refused (SysctlForbidden)", sandboxProof, "agent.TestAdmitChecksSysctls",
+			"namespace's are refused (SysctlForbidden)", sandboxProof, "agent/admission.TestChainChecksSysctls",
 			"agent/internal/sysctl.TestAdmit"),
 		h("{"+podSC+"|"+containerSC+"}.seccompProfile.type", "RuntimeDefault, Localhost or Unconfined as the containers' CRI seccomp profile, the container's over the pod's; unset means Unconfined, or RuntimeDefault with seccompDefault", sandboxProof, containerProof, "agent/kuberuntime.TestSeccompProfileSent", "agent/agentconfig.TestSeccompDefault"),
 		h("{"+podSC+"|"+containerSC+"}.seccompProfile.localhostProfile", "the profile file <root-dir>/seccomp/<name> (a clean relative path; `..` and absolute paths refused as the API server refuses them), loaded by the runtime as a regular file of at most 1 MiB; a missing file fails the container with CreateContainerError \"cannot load seccomp profile ...\"; the sandbox itself runs RuntimeDefault as with the kubelet", "agent/kuberuntime.TestSeccompProfileSent", "agent/kuberuntime.TestSeccompLocalhostReachesTheRuntime", "agent/kuberuntime.TestSeccompLocalhostOnTheRealRuntime", "agent/kuberuntime.TestSeccompLocalhostOutsideTheProfileDirIsRefused", "agent/podvalidation.TestValidateStaticPodSecurityProfiles", "runtime/oci.TestLocalhostSeccompReadSafely"),
