@@ -127,3 +127,13 @@ func (f FS) Exists(path string) bool {
 	}
 	return false
 }
+
+// HybridControllers are the controllers bound to the cgroup2 hierarchy of a hybrid host
+// (Mount/unified beside the v1 ones), such as hugetlb when no v1 hierarchy mounts it. None on a
+// v2 host, or a v1 host without the unified mount.
+func (f FS) HybridControllers() []string {
+	if f.Unified() {
+		return nil
+	}
+	return strings.Fields(readString(filepath.Join(f.Mount, "unified", "cgroup.controllers")))
+}

@@ -36,6 +36,12 @@ func TestDetectFixtures(t *testing.T) {
 	if v := Detect(filepath.Join(v1, "nosuch")); v != V1 {
 		t.Errorf("missing mount: %v", v)
 	}
+	if c := (FS{v1, V1}).HybridControllers(); len(c) != 1 || c[0] != "hugetlb" {
+		t.Errorf("hybrid controllers %v", c)
+	}
+	if c := (FS{v2, V2}).HybridControllers(); c != nil {
+		t.Errorf("v2 hybrid controllers %v", c)
+	}
 }
 
 // TestHostAgreesWithBothTests: on the real host the statfs magic and the cgroup.controllers

@@ -36,7 +36,7 @@ func removeExitedState(rt *oci.Runtime, c *store.Container) bool {
 		return false
 	}
 	for _, r := range roots {
-		if err := os.Remove(filepath.Join(r.path, c.CgroupPath)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := os.Remove(filepath.Join(r.Path, c.CgroupPath)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return false
 		}
 	}

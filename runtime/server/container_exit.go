@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/runtime/cgroups"
+	"github.com/nodelet/nodelet/internal/cgroupfs"
 	"github.com/nodelet/nodelet/runtime/errdefs"
 	"github.com/nodelet/nodelet/runtime/oci"
 	"github.com/nodelet/nodelet/runtime/store"
@@ -111,7 +111,7 @@ func oomKilled(c *store.Container) bool {
 	if _, err := os.Stat(filepath.Join(c.Bundle, oci.OOMFile)); err == nil {
 		return true
 	}
-	n, err := cgroups.OOMKills(c.CgroupPath)
+	n, err := cgroupfs.Host().OOMKills(c.CgroupPath)
 	return err == nil && n > 0
 }
 

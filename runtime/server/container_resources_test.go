@@ -8,7 +8,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/runtime/cgroups"
+	"github.com/nodelet/nodelet/internal/cgroupfs"
 	"github.com/nodelet/nodelet/test/harness/runtimetest"
 )
 
@@ -43,7 +43,7 @@ func TestContainerResourcesAndStats(t *testing.T) {
 			id := e.RunContainer(sb, pod, cfg)
 			e.WaitLog(e.Status(id).LogPath, "ready")
 			cg := cgroupOf(t, e, id)
-			l, err := cgroups.ReadLimits(cg)
+			l, err := cgroupfs.Host().Limits(cg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -55,7 +55,7 @@ func TestContainerResourcesAndStats(t *testing.T) {
 			}); err != nil {
 				t.Fatal(err)
 			}
-			if l, err = cgroups.ReadLimits(cg); err != nil || l.CPUShares != 256 || l.MemoryLimit != 128<<20 || l.CPUQuota != 20000 {
+			if l, err = cgroupfs.Host().Limits(cg); err != nil || l.CPUShares != 256 || l.MemoryLimit != 128<<20 || l.CPUQuota != 20000 {
 				t.Fatalf("limits after update: %+v %v", l, err)
 			}
 			if r := e.Status(id).Resources.GetLinux(); r.GetMemoryLimitInBytes() != 128<<20 {
@@ -71,7 +71,7 @@ func TestContainerResourcesAndStats(t *testing.T) {
 				ContainerId: id, Linux: &runtimeapi.LinuxContainerResources{CpusetCpus: all}}); err != nil {
 				t.Fatal(err)
 			}
-			if l, err = cgroups.ReadLimits(cg); err != nil || l.CpusetCpus != all || l.CPUShares != 256 || l.MemoryLimit != 128<<20 {
+			if l, err = cgroupfs.Host().Limits(cg); err != nil || l.CpusetCpus != all || l.CPUShares != 256 || l.MemoryLimit != 128<<20 {
 				t.Fatalf("limits after a cpuset-only update: %+v %v", l, err)
 			}
 			if r := e.Status(id).Resources.GetLinux(); r.GetCpusetCpus() != all || r.GetMemoryLimitInBytes() != 128<<20 || r.GetCpuShares() != 256 {

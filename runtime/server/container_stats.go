@@ -14,7 +14,7 @@ import (
 	"github.com/moby/sys/mountinfo"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/runtime/cgroups"
+	"github.com/nodelet/nodelet/internal/cgroupfs"
 	"github.com/nodelet/nodelet/runtime/store"
 )
 
@@ -70,10 +70,10 @@ func (m *containerManager) stats(c *store.Container) *runtimeapi.ContainerStats 
 		Memory: &runtimeapi.MemoryUsage{Timestamp: ts, WorkingSetBytes: &runtimeapi.UInt64Value{}},
 	}
 	if st := c.Snapshot(); st.State == runtimeapi.ContainerState_CONTAINER_RUNNING && !m.gvisorStats(c, out, now) {
-		if cs, err := cgroups.Read(c.CgroupPath); err == nil {
-			out.Cpu.UsageCoreNanoSeconds.Value = cs.CPUUsageNanos
-			out.Cpu.UsageNanoCores.Value = m.cpuRate(c.ID, now, cs.CPUUsageNanos)
-			out.Memory = memoryUsage(ts, cs)
+		if cpu, mem, err := readCgroup(c.CgroupPath); err == nil {
+			out.Cpu.UsageCoreNanoSeconds.Value = cpu
+			out.Cpu.UsageNanoCores.Value = m.cpuRate(c.ID, now, cpu)
+			out.Memory = memoryUsage(ts, mem)
 		}
 	}
 	used, inodes, mp := writableLayerUsage(c.Rootfs, c.UpperDir)
@@ -86,18 +86,29 @@ func (m *containerManager) stats(c *store.Container) *runtimeapi.ContainerStats 
 	return out
 }
 
+// readCgroup samples a container's cgroup: it fails when the CPU usage cannot be read (the cgroup
+// is gone); memory the cgroup does not account reads as zero.
+func readCgroup(path string) (cpuNanos uint64, mem cgroupfs.Memory, err error) {
+	fs := cgroupfs.Host()
+	if cpuNanos, err = fs.CPUUsageNanos(path); err != nil {
+		return 0, cgroupfs.Memory{}, err
+	}
+	mem, _ = fs.Memory(path)
+	return cpuNanos, mem, nil
+}
+
 // memoryUsage is a cgroup's memory as CRI reports it; available only under a limit.
-func memoryUsage(ts int64, cs *cgroups.Stats) *runtimeapi.MemoryUsage {
+func memoryUsage(ts int64, mem cgroupfs.Memory) *runtimeapi.MemoryUsage {
 	m := &runtimeapi.MemoryUsage{
 		Timestamp:       ts,
-		WorkingSetBytes: &runtimeapi.UInt64Value{Value: cs.WorkingSet},
-		UsageBytes:      &runtimeapi.UInt64Value{Value: cs.MemoryUsage},
-		RssBytes:        &runtimeapi.UInt64Value{Value: cs.RSS},
-		PageFaults:      &runtimeapi.UInt64Value{Value: cs.PageFaults},
-		MajorPageFaults: &runtimeapi.UInt64Value{Value: cs.MajorPageFaults},
+		WorkingSetBytes: &runtimeapi.UInt64Value{Value: mem.WorkingSet()},
+		UsageBytes:      &runtimeapi.UInt64Value{Value: mem.Usage},
+		RssBytes:        &runtimeapi.UInt64Value{Value: mem.RSS},
+		PageFaults:      &runtimeapi.UInt64Value{Value: mem.PgFault},
+		MajorPageFaults: &runtimeapi.UInt64Value{Value: mem.PgMajFault},
 	}
-	if cs.MemoryLimit > 0 {
-		m.AvailableBytes = &runtimeapi.UInt64Value{Value: subU64(cs.MemoryLimit, cs.WorkingSet)}
+	if avail, ok := mem.Available(); ok {
+		m.AvailableBytes = &runtimeapi.UInt64Value{Value: avail}
 	}
 	return m
 }
@@ -211,8 +222,8 @@ func (s *Server) sandboxStats(sb *store.Sandbox) *runtimeapi.PodSandboxStats {
 		linux.Memory.WorkingSetBytes.Value += cs.GetMemory().GetWorkingSetBytes().GetValue()
 		linux.Memory.UsageBytes.Value += cs.GetMemory().GetUsageBytes().GetValue()
 		linux.Memory.RssBytes.Value += cs.GetMemory().GetRssBytes().GetValue()
-		if st, err := cgroups.Read(c.CgroupPath); err == nil {
-			procs += st.Pids
+		if n, err := cgroupfs.Host().Pids(c.CgroupPath); err == nil {
+			procs += n
 		}
 		if p := c.Snapshot().Pid; p > 0 && netPid == 0 {
 			netPid = p

@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/nodelet/nodelet/internal/cgroupfs"
 )
 
 // TestStatsNetworkUsage reads this process's own namespace, which has at least one interface
@@ -64,5 +66,17 @@ func TestStatsWritableLayerFromUpper(t *testing.T) {
 	// A record without an upper dir: the rootfs itself, which is not a mount here.
 	if bytes, _, mp := writableLayerUsage(merged, ""); mp != merged || bytes < 256<<10 {
 		t.Fatalf("without upper: %d bytes at %s", bytes, mp)
+	}
+}
+
+// TestStatsMemoryUsageFromCgroup: a cgroup's memory as CRI gets it, available only under a limit.
+func TestStatsMemoryUsageFromCgroup(t *testing.T) {
+	m := memoryUsage(7, cgroupfs.Memory{Usage: 10 << 20, Limit: 64 << 20, InactiveFile: 2 << 20, RSS: 4 << 20, PgFault: 77, PgMajFault: 3})
+	if m.Timestamp != 7 || m.WorkingSetBytes.GetValue() != 8<<20 || m.UsageBytes.GetValue() != 10<<20 || m.RssBytes.GetValue() != 4<<20 ||
+		m.PageFaults.GetValue() != 77 || m.MajorPageFaults.GetValue() != 3 || m.AvailableBytes.GetValue() != 56<<20 {
+		t.Errorf("limited: %v", m)
+	}
+	if m := memoryUsage(7, cgroupfs.Memory{Usage: 10 << 20, Unlimited: true}); m.AvailableBytes != nil || m.WorkingSetBytes.GetValue() != 10<<20 {
+		t.Errorf("unlimited: %v", m)
 	}
 }

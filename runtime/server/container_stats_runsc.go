@@ -6,7 +6,6 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/runtime/cgroups"
 	"github.com/nodelet/nodelet/runtime/store"
 )
 
@@ -49,7 +48,7 @@ func (s *Server) gvisorPodStats(sb *store.Sandbox, linux *runtimeapi.LinuxPodSan
 	if !sb.Gvisor {
 		return
 	}
-	cs, err := cgroups.Read(gvisorSandboxCgroup(sb))
+	cpu, mem, err := readCgroup(gvisorSandboxCgroup(sb))
 	if err != nil {
 		s.log.Debug("gVisor sandbox cgroup stats", "id", sb.ID, "err", err)
 		return
@@ -57,10 +56,10 @@ func (s *Server) gvisorPodStats(sb *store.Sandbox, linux *runtimeapi.LinuxPodSan
 	ts := now.UnixNano()
 	linux.Cpu = &runtimeapi.CpuUsage{
 		Timestamp:            ts,
-		UsageCoreNanoSeconds: &runtimeapi.UInt64Value{Value: cs.CPUUsageNanos},
-		UsageNanoCores:       &runtimeapi.UInt64Value{Value: s.ctr.cpuRate(sb.ID, now, cs.CPUUsageNanos)},
+		UsageCoreNanoSeconds: &runtimeapi.UInt64Value{Value: cpu},
+		UsageNanoCores:       &runtimeapi.UInt64Value{Value: s.ctr.cpuRate(sb.ID, now, cpu)},
 	}
-	linux.Memory = memoryUsage(ts, cs)
+	linux.Memory = memoryUsage(ts, mem)
 	if rt, err := s.ctr.runtimeFor(sb.Handler); err == nil {
 		if gs, err := rt.GvisorStats(context.Background(), sb.ID); err == nil {
 			linux.Process = &runtimeapi.ProcessUsage{Timestamp: ts, ProcessCount: &runtimeapi.UInt64Value{Value: gs.Pids}}

@@ -7,7 +7,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/runtime/cgroups"
+	"github.com/nodelet/nodelet/internal/cgroupfs"
 	"github.com/nodelet/nodelet/test/harness/runtimetest"
 )
 
@@ -15,7 +15,7 @@ import (
 // there no swap limit exists to check.
 func requireSwapAccounting(t *testing.T) {
 	t.Helper()
-	if !cgroups.SwapAccounting() {
+	if !cgroupfs.Host().SwapAccounting("/proc/self/cgroup") {
 		t.Fatal("the kernel does not account swap in memory cgroups (no memory.memsw.limit_in_bytes / memory.swap.max): " +
 			"boot with swapaccount=1 on a kernel built with CONFIG_MEMCG_SWAP")
 	}
@@ -33,9 +33,9 @@ func TestContainerSwapLimit(t *testing.T) {
 			e := runtimetest.Start(t)
 			pod := e.PodWithLogs("swap-" + handler)
 			sb := e.RunPod(pod, handler)
-			limits := func(id string) *cgroups.Limits {
+			limits := func(id string) *cgroupfs.Limits {
 				t.Helper()
-				l, err := cgroups.ReadLimits(cgroupOf(t, e, id))
+				l, err := cgroupfs.Host().Limits(cgroupOf(t, e, id))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -91,7 +91,7 @@ func TestContainerSwapLimit(t *testing.T) {
 					t.Errorf("%s: %v, want InvalidArgument", name, err)
 				}
 			}
-			if !cgroups.Unified() {
+			if !cgroupfs.Host().Unified() {
 				cfg := runtimetest.ContainerConfig("unified", "sleep", "1000")
 				cfg.Linux.Resources = &runtimeapi.LinuxContainerResources{Unified: map[string]string{"memory.swap.max": "0"}}
 				_, err := e.Runtime.CreateContainer(e.Ctx(), &runtimeapi.CreateContainerRequest{PodSandboxId: sb, Config: cfg, SandboxConfig: pod})

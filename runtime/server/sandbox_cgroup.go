@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nodelet/nodelet/internal/cgroupfs"
 )
 
 // The pod's cgroup is made with plain cgroupfs operations: a directory per hierarchy (each cgroup
@@ -22,75 +23,16 @@ import (
 // containers' cgroups under. Limits are the kubelet's business (it writes them for the pod
 // cgroups it made); the runtime only makes sure the parent exists and goes away with the pod.
 
-type cgroupRoot struct {
-	path string
-	v2   bool
-	// cpuset v1 cgroups start with empty cpus and mems, which no process can join.
-	cpuset bool
-}
-
 var (
 	cgroupRootsOnce sync.Once
-	cgroupRootsList []cgroupRoot
+	cgroupRootsList []cgroupfs.Hierarchy
 	cgroupRootsErr  error
 )
 
 // cgroupRoots lists each mounted hierarchy once; mount points do not change while we run.
-func cgroupRoots() ([]cgroupRoot, error) {
-	cgroupRootsOnce.Do(func() { cgroupRootsList, cgroupRootsErr = readCgroupRoots() })
+func cgroupRoots() ([]cgroupfs.Hierarchy, error) {
+	cgroupRootsOnce.Do(func() { cgroupRootsList, cgroupRootsErr = cgroupfs.Hierarchies("/proc/self/mountinfo") })
 	return cgroupRootsList, cgroupRootsErr
-}
-
-func readCgroupRoots() ([]cgroupRoot, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	seen := map[string]bool{}
-	var out []cgroupRoot
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		sep := -1
-		for i, fl := range fields {
-			if fl == "-" {
-				sep = i
-				break
-			}
-		}
-		if sep < 5 || sep+3 >= len(fields) || fields[3] != "/" {
-			continue
-		}
-		fstype, superOpts := fields[sep+1], fields[sep+3]
-		if fstype != "cgroup" && fstype != "cgroup2" {
-			continue
-		}
-		// A hierarchy bind-mounted twice shows the same super options.
-		key := fstype + " " + superOpts
-		if seen[key] {
-			continue
-		}
-		seen[key] = true
-		out = append(out, cgroupRoot{
-			path:   fields[4],
-			v2:     fstype == "cgroup2",
-			cpuset: fstype == "cgroup" && hasOpt(superOpts, "cpuset"),
-		})
-	}
-	if len(out) == 0 {
-		return nil, errors.New("no cgroup hierarchy is mounted")
-	}
-	return out, sc.Err()
-}
-
-func hasOpt(opts, want string) bool {
-	for _, o := range strings.Split(opts, ",") {
-		if o == want {
-			return true
-		}
-	}
-	return false
 }
 
 // missingCgroups lists the dirs of rel and its ancestors (parents first) absent from some
@@ -112,7 +54,7 @@ func missingCgroups(rel, keep string) ([]string, error) {
 	}
 	for _, p := range chain {
 		for _, r := range roots {
-			if _, err := os.Stat(filepath.Join(r.path, p)); os.IsNotExist(err) {
+			if _, err := os.Stat(filepath.Join(r.Path, p)); os.IsNotExist(err) {
 				out = append(out, p)
 				break
 			}
@@ -142,8 +84,8 @@ func createCgroup(rel string) error {
 	return nil
 }
 
-func mkdirCgroup(r cgroupRoot, rel string) error {
-	cur := r.path
+func mkdirCgroup(r cgroupfs.Hierarchy, rel string) error {
+	cur := r.Path
 	for _, c := range strings.Split(strings.Trim(rel, "/"), "/") {
 		parent := cur
 		cur = filepath.Join(cur, c)
@@ -160,11 +102,11 @@ func mkdirCgroup(r cgroupRoot, rel string) error {
 	return nil
 }
 
-func initCgroupDir(r cgroupRoot, parent, dir string) error {
+func initCgroupDir(r cgroupfs.Hierarchy, parent, dir string) error {
 	switch {
-	case r.cpuset:
+	case r.Cpuset:
 		return copyCpuset(parent, dir)
-	case r.v2:
+	case r.V2:
 		// Delegate whatever the parent has, so containers below can have limits. In a hybrid
 		// setup the unified hierarchy has no controllers and this is a no-op.
 		b, _ := os.ReadFile(filepath.Join(parent, "cgroup.controllers"))
@@ -197,8 +139,8 @@ func copyCpuset(parent, dir string) error {
 
 // fillCpuset gives every cpuset cgroup from the root down to rel the CPUs and memory nodes of
 // its parent where it has none (a cgroup someone else made empty), so that a process can join.
-func fillCpuset(r cgroupRoot, rel string) error {
-	cur := r.path
+func fillCpuset(r cgroupfs.Hierarchy, rel string) error {
+	cur := r.Path
 	for _, c := range strings.Split(strings.Trim(rel, "/"), "/") {
 		parent := cur
 		cur = filepath.Join(cur, c)
@@ -219,7 +161,7 @@ func removeCgroups(created []string, pod string) error {
 	for i := len(created) - 1; i >= 0; i-- {
 		own := created[i] == pod || strings.HasPrefix(created[i], pod+"/")
 		for _, r := range roots {
-			dir := filepath.Join(r.path, created[i])
+			dir := filepath.Join(r.Path, created[i])
 			if !own {
 				// An ancestor is busy because other pods' cgroups are below it, which no waiting
 				// changes: one try. (Waiting here cost every pod removal 2 s per hierarchy.)
@@ -264,13 +206,13 @@ func addToCgroup(rel string, pid int) error {
 		return err
 	}
 	for _, r := range roots {
-		dir := filepath.Join(r.path, rel)
-		if r.cpuset {
+		dir := filepath.Join(r.Path, rel)
+		if r.Cpuset {
 			if err := fillCpuset(r, rel); err != nil {
 				return err
 			}
 		}
-		if r.v2 {
+		if r.V2 {
 			dir = filepath.Join(dir, infraCgroup)
 			if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
 				return fmt.Errorf("cgroup %s: %w", dir, err)

@@ -23,16 +23,16 @@ func TestRemoveCgroupsKeepsBusyAncestors(t *testing.T) {
 	t.Cleanup(func() {
 		for _, r := range roots {
 			for _, d := range []string{"busy/other", "busy/pod", "busy", "idle/pod", "idle", ""} {
-				os.Remove(filepath.Join(r.path, top, d))
+				os.Remove(filepath.Join(r.Path, top, d))
 			}
-			if _, err := os.Stat(filepath.Join(r.path, top)); err == nil {
-				t.Errorf("cgroup %s left behind", filepath.Join(r.path, top))
+			if _, err := os.Stat(filepath.Join(r.Path, top)); err == nil {
+				t.Errorf("cgroup %s left behind", filepath.Join(r.Path, top))
 			}
 		}
 	})
 	for _, r := range roots {
 		for _, d := range []string{"busy/other", "busy/pod", "idle/pod"} {
-			if err := os.MkdirAll(filepath.Join(r.path, top, d), 0o755); err != nil {
+			if err := os.MkdirAll(filepath.Join(r.Path, top, d), 0o755); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -46,9 +46,9 @@ func TestRemoveCgroupsKeepsBusyAncestors(t *testing.T) {
 	}
 	for _, r := range roots {
 		for d, want := range map[string]bool{busy + "/pod": false, busy: true, idle + "/pod": false, idle: false} {
-			_, err := os.Stat(filepath.Join(r.path, d))
+			_, err := os.Stat(filepath.Join(r.Path, d))
 			if got := err == nil; got != want {
-				t.Errorf("%s exists: %v, want %v", filepath.Join(r.path, d), got, want)
+				t.Errorf("%s exists: %v, want %v", filepath.Join(r.Path, d), got, want)
 			}
 		}
 	}

@@ -94,7 +94,7 @@ func (m *madeCgroups) release(rel, keep string) error {
 		gone := true
 		for _, r := range roots {
 			// One try, no waiting: busy means another pod lives below it.
-			if err := os.Remove(filepath.Join(r.path, p)); err != nil && !os.IsNotExist(err) {
+			if err := os.Remove(filepath.Join(r.Path, p)); err != nil && !os.IsNotExist(err) {
 				gone = false
 			}
 		}

@@ -9,7 +9,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/runtime/cgroups"
+	"github.com/nodelet/nodelet/internal/cgroupfs"
 	"github.com/nodelet/nodelet/test/harness/runtimetest"
 )
 
@@ -51,11 +51,11 @@ func BenchmarkGvisorPodStart(b *testing.B) {
 				if err := json.Unmarshal([]byte(resp.Info["info"]), &info); err != nil {
 					b.Fatal(err)
 				}
-				cs, err := cgroups.Read(info.CgroupParent)
+				m, err := cgroupfs.Host().Memory(info.CgroupParent)
 				if err != nil {
 					b.Fatal(err)
 				}
-				mem += cs.WorkingSet
+				mem += m.WorkingSet()
 			}
 			f := figures{memMB: float64(mem) / pods / (1 << 20)}
 			for _, m := range []struct {

@@ -165,7 +165,7 @@ func (s *Server) removeStrayContainerCgroups(pod string) error {
 	var errs []error
 	seen := map[string]bool{}
 	for _, r := range roots {
-		for _, child := range dirNames(filepath.Join(r.path, pod), true) {
+		for _, child := range dirNames(filepath.Join(r.Path, pod), true) {
 			id, ok := strings.CutPrefix(child, containerCgroupPrefix)
 			if !ok || known[id] || seen[child] {
 				continue

@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nodelet/nodelet/internal/cgroupfs"
 	"github.com/nodelet/nodelet/runtime/store"
 )
 
@@ -128,7 +129,7 @@ func (s *Server) removeOrphanContainerCgroups(id string) error {
 	var errs []error
 	for _, p := range parents {
 		for _, r := range roots {
-			if err := os.Remove(filepath.Join(r.path, p, containerCgroupPrefix+id)); err != nil && !os.IsNotExist(err) {
+			if err := os.Remove(filepath.Join(r.Path, p, containerCgroupPrefix+id)); err != nil && !os.IsNotExist(err) {
 				errs = append(errs, err)
 			}
 		}
@@ -185,13 +186,13 @@ func (m *sandboxManager) daemonCgroupParent() string {
 
 // removeCgroupTree kills what runs in the orphaned pod cgroup rel (its init, containers no
 // record knows) and removes it and the cgroups below it, children first, in every hierarchy.
-func removeCgroupTree(roots []cgroupRoot, rel string) error {
+func removeCgroupTree(roots []cgroupfs.Hierarchy, rel string) error {
 	for _, r := range roots {
-		killCgroupTree(filepath.Join(r.path, rel))
+		killCgroupTree(filepath.Join(r.Path, rel))
 	}
 	var errs []error
 	for _, r := range roots {
-		errs = append(errs, rmdirTree(filepath.Join(r.path, rel)))
+		errs = append(errs, rmdirTree(filepath.Join(r.Path, rel)))
 	}
 	return errors.Join(errs...)
 }
