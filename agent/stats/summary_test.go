@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/nodelet/nodelet/internal/cgroupfs"
 )
 
 type fakeRuntime struct{ sandboxStatsErr error }
@@ -199,6 +201,11 @@ func TestFillRates(t *testing.T) {
 	}
 }
 
+// fsAt is a fixture's cgroup filesystem, its version detected as Options.CgroupMount's is.
+func fsAt(mount string) cgroupfs.FS {
+	return cgroupfs.FS{Mount: mount, Version: cgroupfs.Detect(mount)}
+}
+
 func TestCgroupStats(t *testing.T) {
 	now := metav1.Now()
 	write := func(path, body string) {
@@ -212,7 +219,7 @@ func TestCgroupStats(t *testing.T) {
 	write(filepath.Join(v1, "memory", "kubepods", "memory.usage_in_bytes"), "1000\n")
 	write(filepath.Join(v1, "memory", "kubepods", "memory.stat"), "cache 10\ntotal_inactive_file 300\ntotal_rss 600\n")
 	write(filepath.Join(v1, "memory", "kubepods", "memory.limit_in_bytes"), "9223372036854771712\n")
-	cpu, mem, ok := cgroupStats(v1, samePath("/kubepods"), now)
+	cpu, mem, ok := cgroupStats(fsAt(v1), samePath("/kubepods"), now)
 	if !ok || *cpu.UsageCoreNanoSeconds != 5e9 || *mem.WorkingSetBytes != 700 || *mem.RSSBytes != 600 || mem.AvailableBytes != nil {
 		t.Fatalf("v1: %v %+v %+v", ok, cpu, mem)
 	}
@@ -223,11 +230,11 @@ func TestCgroupStats(t *testing.T) {
 	write(filepath.Join(v2, "kubepods", "memory.current"), "1000\n")
 	write(filepath.Join(v2, "kubepods", "memory.stat"), "anon 500\ninactive_file 100\n")
 	write(filepath.Join(v2, "kubepods", "memory.max"), "4000\n")
-	cpu, mem, ok = cgroupStats(v2, samePath("/kubepods"), now)
+	cpu, mem, ok = cgroupStats(fsAt(v2), samePath("/kubepods"), now)
 	if !ok || *cpu.UsageCoreNanoSeconds != 2e6 || *mem.WorkingSetBytes != 900 || *mem.AvailableBytes != 3000 {
 		t.Fatalf("v2: %v %+v %+v", ok, cpu, mem)
 	}
-	if _, _, ok := cgroupStats(v2, samePath("/nosuch"), now); ok {
+	if _, _, ok := cgroupStats(fsAt(v2), samePath("/nosuch"), now); ok {
 		t.Fatal("stats of a missing cgroup")
 	}
 }
@@ -251,20 +258,20 @@ func TestPodProcessesFromThePodCgroup(t *testing.T) {
 	v1 := t.TempDir()
 	os.MkdirAll(filepath.Join(v1, "pids/kubepods/besteffort/podu1"), 0o755)
 	os.WriteFile(filepath.Join(v1, "pids/kubepods/besteffort/podu1/pids.current"), []byte("7\n"), 0o644)
-	if n, ok := podProcesses(v1, "/kubepods", "u1"); !ok || n != 7 {
+	if n, ok := podProcesses(fsAt(v1), "/kubepods", "u1"); !ok || n != 7 {
 		t.Errorf("v1: %d %v", n, ok)
 	}
 	v2 := t.TempDir()
 	os.WriteFile(filepath.Join(v2, "cgroup.controllers"), []byte("cpu memory pids\n"), 0o644)
 	os.MkdirAll(filepath.Join(v2, "kubepods/podu2"), 0o755)
 	os.WriteFile(filepath.Join(v2, "kubepods/podu2/pids.current"), []byte("3\n"), 0o644)
-	if n, ok := podProcesses(v2, "/kubepods", "u2"); !ok || n != 3 {
+	if n, ok := podProcesses(fsAt(v2), "/kubepods", "u2"); !ok || n != 3 {
 		t.Errorf("v2 guaranteed pod: %d %v", n, ok)
 	}
-	if _, ok := podProcesses(v2, "/kubepods", "gone"); ok {
+	if _, ok := podProcesses(fsAt(v2), "/kubepods", "gone"); ok {
 		t.Error("a pod without a cgroup has no count")
 	}
-	if _, ok := podProcesses(v1, "", "u1"); ok {
+	if _, ok := podProcesses(fsAt(v1), "", "u1"); ok {
 		t.Error("without the pods' cgroup nothing is read")
 	}
 }
