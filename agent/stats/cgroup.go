@@ -38,9 +38,8 @@ func cgroupStats(fs cgroupfs.FS, path cgroupPath, now metav1.Time) (*statsapi.CP
 		rss := m.RSS
 		mem.RSSBytes = &rss
 	}
-	// Only a real limit gives an available figure.
-	if !m.Unlimited && m.Limit > m.Usage {
-		avail := m.Limit - m.Usage
+	// The kubelet's rule: the limit less the working set, and only under a real limit.
+	if avail, ok := m.Available(); ok {
 		mem.AvailableBytes = &avail
 	}
 	return cpu, mem, true

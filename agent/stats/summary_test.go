@@ -223,6 +223,11 @@ func TestCgroupStats(t *testing.T) {
 	if !ok || *cpu.UsageCoreNanoSeconds != 5e9 || *mem.WorkingSetBytes != 700 || *mem.RSSBytes != 600 || mem.AvailableBytes != nil {
 		t.Fatalf("v1: %v %+v %+v", ok, cpu, mem)
 	}
+	// At its limit by usage, a cgroup still has what its page cache would give back.
+	write(filepath.Join(v1, "memory", "kubepods", "memory.limit_in_bytes"), "1000\n")
+	if _, mem, _ = cgroupStats(fsAt(v1), samePath("/kubepods"), now); mem.AvailableBytes == nil || *mem.AvailableBytes != 300 {
+		t.Fatalf("v1 at its limit: %+v", mem)
+	}
 
 	v2 := t.TempDir()
 	write(filepath.Join(v2, "cgroup.controllers"), "cpu memory\n")
@@ -231,7 +236,8 @@ func TestCgroupStats(t *testing.T) {
 	write(filepath.Join(v2, "kubepods", "memory.stat"), "anon 500\ninactive_file 100\n")
 	write(filepath.Join(v2, "kubepods", "memory.max"), "4000\n")
 	cpu, mem, ok = cgroupStats(fsAt(v2), samePath("/kubepods"), now)
-	if !ok || *cpu.UsageCoreNanoSeconds != 2e6 || *mem.WorkingSetBytes != 900 || *mem.AvailableBytes != 3000 {
+	// Available is the limit less the working set (4000 - 900), as the kubelet reports it.
+	if !ok || *cpu.UsageCoreNanoSeconds != 2e6 || *mem.WorkingSetBytes != 900 || *mem.AvailableBytes != 3100 {
 		t.Fatalf("v2: %v %+v %+v", ok, cpu, mem)
 	}
 	if _, _, ok := cgroupStats(fsAt(v2), samePath("/nosuch"), now); ok {
