@@ -473,8 +473,8 @@ func TestMachineDerivesMemoryAndPIDsFromCgroupV1Files(t *testing.T) {
 }
 
 // The same on a made-up cgroup v2 tree (a root with cgroup.controllers): the root has no
-// memory.current, so its usage is MemTotal − MemFree; the pods' cgroup reads memory.current and
-// memory.max; memory thresholds are refused, naming cgroup v2.
+// memory.current, so its usage is its memory.stat's anon + file; the pods' cgroup reads
+// memory.current and memory.max; memory thresholds are refused, naming cgroup v2.
 func TestMachineDerivesMemoryFromCgroupV2Files(t *testing.T) {
 	root := t.TempDir()
 	write := func(p, s string) {
@@ -499,9 +499,9 @@ func TestMachineDerivesMemoryFromCgroupV2Files(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 4Gi total − ((4Gi − 1Gi free) − 1Gi inactive file) = 2Gi.
-	if got := obs[SignalMemoryAvailable]; got.Available != 2<<30 || got.Capacity != 4<<30 {
-		t.Errorf("memory.available %+v, want 2Gi of 4Gi", got)
+	// 4Gi total − ((1Gi anon + 1.5Gi file) − 1Gi inactive file) = 2.5Gi; MemFree plays no part.
+	if got := obs[SignalMemoryAvailable]; got.Available != 5<<29 || got.Capacity != 4<<30 {
+		t.Errorf("memory.available %+v, want 2.5Gi of 4Gi", got)
 	}
 	if got, want := obs[SignalAllocatableMemoryAvailable], (Observation{Available: 1<<30 - (700*mi - 100*mi), Capacity: 1 << 30}); got != want {
 		t.Errorf("allocatableMemory.available %+v, want %+v", got, want)

@@ -106,9 +106,7 @@ func (p *Provider) node(now metav1.Time) (*statsapi.NodeStats, error) {
 		p.lastCPU = cpuSample{at: now.Time, usage: usage}
 		p.mu.Unlock()
 	}
-	if mem, swap, err := nodeMemory(p.opts.ProcRoot, now); err == nil {
-		n.Memory, n.Swap = mem, swap
-	}
+	n.Memory, n.Swap = nodeMemory(p.fs, p.opts.ProcRoot, now)
 	n.Network = nodeNetwork(p.opts.ProcRoot, now)
 	n.Fs = fsStats(p.opts.RootDir, now)
 	if img := fsStats(p.opts.ImageDir, now); img != nil {

@@ -83,6 +83,23 @@ func fakeProc(t *testing.T, busyTicks int) string {
 	return dir
 }
 
+// fakeCgroups is a cgroup v1 tree whose root memory cgroup uses 800 kB, 300 kB of it inactive
+// file cache: a working set of 500 kB.
+func fakeCgroups(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "memory"), 0o755)
+	for name, body := range map[string]string{
+		"memory/memory.usage_in_bytes": "819200\n",
+		"memory/memory.stat":           "cache 307200\ntotal_inactive_file 307200\ntotal_rss 102400\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
 func itoa(n int) string {
 	return string(rune('0'+n/100%10)) + string(rune('0'+n/10%10)) + string(rune('0'+n%10))
 }
@@ -106,7 +123,7 @@ func TestSummary(t *testing.T) {
 			vol := filepath.Join(root, "pods", "u1", "volumes", "kubernetes.io~empty-dir", "cache")
 			os.MkdirAll(vol, 0o755)
 			os.WriteFile(filepath.Join(vol, "data"), make([]byte, 1000), 0o644)
-			p := New(tc.rt, Options{NodeName: "node1", ProcRoot: fakeProc(t, 100), RootDir: root, LogDir: logDir})
+			p := New(tc.rt, Options{NodeName: "node1", ProcRoot: fakeProc(t, 100), CgroupMount: fakeCgroups(t), RootDir: root, LogDir: logDir})
 			now := time.Unix(2000, 0)
 			p.now = func() time.Time { return now }
 			s, err := p.Summary(context.Background())
@@ -121,6 +138,10 @@ func TestSummary(t *testing.T) {
 			}
 			if ws := *s.Node.Memory.WorkingSetBytes; ws != 500*1024 {
 				t.Fatalf("node working set %d", ws)
+			}
+			// MemTotal less the working set, as memory.available counts it (not MemAvailable).
+			if m := s.Node.Memory; *m.AvailableBytes != 500*1024 || *m.UsageBytes != 800*1024 || *m.RSSBytes != 100*1024 {
+				t.Fatalf("node memory: available %d, usage %d, rss %d", *m.AvailableBytes, *m.UsageBytes, *m.RSSBytes)
 			}
 			if s.Node.Fs == nil || s.Node.Fs.CapacityBytes == nil || *s.Node.Rlimit.NumOfRunningProcesses != 123 {
 				t.Fatalf("node fs/rlimit: %+v %+v", s.Node.Fs, s.Node.Rlimit)

@@ -90,54 +90,49 @@ func (m *Memory) fill(stat map[string]uint64, names memoryFiles) {
 // RootMemory is the whole machine's memory as the root cgroup sees it, with the machine's
 // memory (MemTotal of meminfo, a /proc/meminfo) as its limit, as cAdvisor gives the root
 // container. v1 reads the root memory cgroup. The v2 root has no memory.current: its usage is
-// MemTotal − MemFree, its inactive file cache the root memory.stat's.
+// the root memory.stat's anon + file, as opencontainers/cgroups (the kubelet's cAdvisor reads the
+// root through it) counts it, the same pages v1's usage_in_bytes counts.
 func (f FS) RootMemory(meminfo string) (Memory, error) {
-	total, free, err := readMeminfo(meminfo)
+	total, err := readMemTotal(meminfo)
 	if err != nil {
 		return Memory{}, err
 	}
 	names := f.memoryFiles()
 	dir := f.Dir("memory", "/")
 	m := Memory{Limit: total}
-	if f.Unified() {
-		m.Usage = total - min(free, total)
-	} else if m.Usage, err = readUint(filepath.Join(dir, names.usage)); err != nil {
-		return Memory{}, err
+	if !f.Unified() {
+		if m.Usage, err = readUint(filepath.Join(dir, names.usage)); err != nil {
+			return Memory{}, err
+		}
 	}
 	stat, err := readKV(filepath.Join(dir, "memory.stat"))
 	if err != nil {
 		return Memory{}, err
 	}
+	if f.Unified() {
+		m.Usage = stat["anon"] + stat["file"]
+	}
 	m.fill(stat, names)
 	return m, nil
 }
 
-// readMeminfo reads MemTotal and MemFree, in bytes.
-func readMeminfo(path string) (total, free uint64, err error) {
+// readMemTotal reads MemTotal, in bytes.
+func readMemTotal(path string) (uint64, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
-	found := 0
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
-		if len(f) < 2 {
+		if len(f) < 2 || f[0] != "MemTotal:" {
 			continue
 		}
 		v, err := strconv.ParseUint(f[1], 10, 64)
 		if err != nil {
-			continue
+			return 0, fmt.Errorf("%s: MemTotal: %w", path, err)
 		}
-		switch f[0] {
-		case "MemTotal:":
-			total, found = v*1024, found+1
-		case "MemFree:":
-			free, found = v*1024, found+1
-		}
+		return v * 1024, nil
 	}
-	if found < 2 {
-		return 0, 0, errors.New(path + ": no MemTotal or MemFree")
-	}
-	return total, free, nil
+	return 0, errors.New(path + ": no MemTotal")
 }

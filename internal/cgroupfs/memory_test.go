@@ -74,7 +74,7 @@ func TestUnlimited(t *testing.T) {
 }
 
 // TestRootMemory: the machine's memory is the root cgroup's limit; the v2 root, which has no
-// memory.current, counts MemTotal − MemFree as its usage.
+// memory.current, counts anon + file as its usage.
 func TestRootMemory(t *testing.T) {
 	root := t.TempDir()
 	meminfo := filepath.Join(root, "meminfo")
@@ -93,14 +93,14 @@ func TestRootMemory(t *testing.T) {
 		t.Errorf("v1 available %d %v", a, ok)
 	}
 	m, err = FS{filepath.Join(root, "v2"), V2}.RootMemory(meminfo)
-	if err != nil || m.Usage != 3<<30 || m.Limit != 4<<30 || m.WorkingSet() != 5<<29 {
+	if err != nil || m.Usage != 2<<30 || m.Limit != 4<<30 || m.WorkingSet() != 3<<29 || m.RSS != 1<<30 {
 		t.Errorf("v2: %+v %v", m, err)
 	}
 	if _, err := (FS{filepath.Join(root, "nosuch"), V1}).RootMemory(meminfo); err == nil {
 		t.Error("v1 root without a memory hierarchy read")
 	}
-	writeFiles(t, root, map[string]string{"bad": "MemTotal: 1 kB\n"})
+	writeFiles(t, root, map[string]string{"bad": "MemFree: 1 kB\n"})
 	if _, err := (FS{filepath.Join(root, "v2"), V2}).RootMemory(filepath.Join(root, "bad")); err == nil {
-		t.Error("meminfo without MemFree read")
+		t.Error("meminfo without MemTotal read")
 	}
 }
