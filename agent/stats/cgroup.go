@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/nodelet/nodelet/agent/cm"
 	"github.com/nodelet/nodelet/internal/cgroupfs"
 )
 
@@ -62,8 +63,9 @@ func podProcesses(fs cgroupfs.FS, podsCgroup, uid string) (uint64, bool) {
 	if podsCgroup == "" {
 		return 0, false
 	}
-	for _, qos := range []string{"", "burstable", "besteffort"} {
-		if n, err := fs.Pids(filepath.Join(podsCgroup, qos, "pod"+uid)); err == nil {
+	names := cm.PodCgroups{Root: podsCgroup}
+	for _, tier := range cm.QoSTiers {
+		if n, err := fs.Pids(names.Pod(tier, uid)); err == nil {
 			return n, true
 		}
 	}

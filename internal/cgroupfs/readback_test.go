@@ -1,4 +1,4 @@
-package cgroupfs
+package cgroupfs_test
 
 import (
 	"crypto/rand"
@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/nodelet/nodelet/internal/cgroupfs"
 	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
@@ -15,7 +16,7 @@ import (
 // and the usage back. (It needs root and writes under /sys/fs/cgroup.)
 func TestReadbackOnThisHost(t *testing.T) {
 	testutil.Require(t)
-	fs := Host()
+	fs := cgroupfs.Host()
 	b := make([]byte, 6)
 	rand.Read(b)
 	path := "/nodelet-cgtest-" + hex.EncodeToString(b)
