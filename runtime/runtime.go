@@ -17,9 +17,9 @@ import (
 
 	"github.com/nodelet/nodelet/runtime/cni"
 	"github.com/nodelet/nodelet/runtime/config"
+	"github.com/nodelet/nodelet/runtime/cri"
 	"github.com/nodelet/nodelet/runtime/imageservice"
 	"github.com/nodelet/nodelet/runtime/imagestore"
-	"github.com/nodelet/nodelet/runtime/server"
 )
 
 // Deps are parts handed to New instead of built by it: tests give containers a rootfs over a plain
@@ -27,10 +27,10 @@ import (
 // does not close it.
 type Deps struct {
 	// Images, with ImageService, replace the image store at Config.ImageDir.
-	Images       server.RootfsProvider
+	Images       cri.RootfsProvider
 	ImageService runtimeapi.ImageServiceServer
 	// Network replaces the CNI networking of Config.Network.
-	Network server.NetworkPlugin
+	Network cri.NetworkPlugin
 }
 
 // Runtime is the assembled runtime.
@@ -39,7 +39,7 @@ type Runtime struct {
 	log    *slog.Logger
 	images *imagestore.Store // nil when Deps gave the images
 	net    *cni.Manager      // nil without CNI, or when Deps gave the network
-	svc    *server.Server
+	svc    *cri.Server
 	grpc   *grpc.Server
 
 	once     sync.Once
@@ -91,10 +91,10 @@ func New(cfg config.Config, deps Deps) (rt *Runtime, retErr error) {
 		r.cfg.Server.Network = r.net
 	}
 	var err error
-	if r.svc, err = server.New(r.cfg.Server); err != nil {
+	if r.svc, err = cri.New(r.cfg.Server); err != nil {
 		return nil, err
 	}
-	r.grpc = server.NewGRPCServer(log)
+	r.grpc = cri.NewGRPCServer(log)
 	r.svc.Register(r.grpc)
 	runtimeapi.RegisterImageServiceServer(r.grpc, imageService)
 	return r, nil
@@ -121,7 +121,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 	if err := r.svc.Recover(ctx); err != nil {
 		return err
 	}
-	lis, err := server.Listen(r.cfg.Listen)
+	lis, err := cri.Listen(r.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
@@ -144,7 +144,7 @@ func (r *Runtime) Ready() <-chan struct{} { return r.ready }
 
 // RuntimeService is the RuntimeService served, for callers in the same process that need more
 // than CRI (tests play a daemon killed mid-call by ending its container watchers).
-func (r *Runtime) RuntimeService() *server.Server { return r.svc }
+func (r *Runtime) RuntimeService() *cri.Server { return r.svc }
 
 // Close releases what New built: the RuntimeService's background work and streaming server, and
 // the pod network; containers keep running under conmon. Run calls it on its way out; later calls

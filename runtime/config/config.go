@@ -16,14 +16,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/nodelet/nodelet/runtime/cni"
+	"github.com/nodelet/nodelet/runtime/cri"
 	"github.com/nodelet/nodelet/runtime/imagestore"
-	"github.com/nodelet/nodelet/runtime/server"
 )
 
 // Config is the runtime's whole configuration, as runtime.New takes it.
 type Config struct {
 	// Server configures the RuntimeService; runtime.New fills its Images and Network.
-	Server server.Config
+	Server cri.Config
 	// ImageDir holds the image store (blobs, layers, rootfs).
 	ImageDir string
 	Registry imagestore.RegistryConfig
@@ -121,11 +121,11 @@ func (s Settings) resolve(root, state string, log *slog.Logger, look func(string
 	return cfg, nil
 }
 
-func (s Settings) serverConfig(root, state string, log *slog.Logger, look func(string) string) (server.Config, error) {
-	cfg := server.Config{
+func (s Settings) serverConfig(root, state string, log *slog.Logger, look func(string) string) (cri.Config, error) {
+	cfg := cri.Config{
 		Root:           RuntimeRoot(root),
 		State:          RuntimeState(state),
-		Handlers:       map[string]server.Handler{},
+		Handlers:       map[string]cri.Handler{},
 		DefaultHandler: s.DefaultHandler,
 		CgroupParent:   s.CgroupParent,
 		StreamingAddr:  s.StreamingAddr,
@@ -135,7 +135,7 @@ func (s Settings) serverConfig(root, state string, log *slog.Logger, look func(s
 	if len(s.Handlers) == 0 {
 		for _, name := range KnownHandlers {
 			if p := look(name); p != "" {
-				cfg.Handlers[name] = server.Handler{Name: name, Path: p}
+				cfg.Handlers[name] = cri.Handler{Name: name, Path: p}
 			}
 		}
 	}
@@ -145,7 +145,7 @@ func (s Settings) serverConfig(root, state string, log *slog.Logger, look func(s
 			return cfg, fmt.Errorf("--runtime-handler %q: want NAME=PATH[,ARG...]", spec)
 		}
 		parts := strings.Split(rest, ",")
-		cfg.Handlers[name] = server.Handler{Name: name, Path: parts[0], Args: parts[1:]}
+		cfg.Handlers[name] = cri.Handler{Name: name, Path: parts[0], Args: parts[1:]}
 	}
 	for name, h := range cfg.Handlers {
 		if _, err := os.Stat(h.Path); err != nil {

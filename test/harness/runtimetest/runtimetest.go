@@ -25,7 +25,7 @@ import (
 
 	"github.com/nodelet/nodelet/runtime"
 	"github.com/nodelet/nodelet/runtime/config"
-	"github.com/nodelet/nodelet/runtime/server"
+	"github.com/nodelet/nodelet/runtime/cri"
 	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
@@ -33,9 +33,9 @@ import (
 type Env struct {
 	Runtime  runtimeapi.RuntimeServiceClient
 	Image    runtimeapi.ImageServiceClient
-	Config   server.Config  // the RuntimeService's
-	Server   *server.Server // the RuntimeService served
-	Endpoint string         // unix:///… of the socket
+	Config   cri.Config  // the RuntimeService's
+	Server   *cri.Server // the RuntimeService served
+	Endpoint string      // unix:///… of the socket
 	// Rootfs is the busybox folder every container's overlay uses as its lower dir.
 	Rootfs string
 	// Dir is the test's temp dir holding root, state, rootfs and overlays.
@@ -52,9 +52,9 @@ type Env struct {
 }
 
 type options struct {
-	network      server.NetworkPlugin
+	network      cri.NetworkPlugin
 	imageService runtimeapi.ImageServiceServer
-	mutate       []func(*server.Config)
+	mutate       []func(*cri.Config)
 	keepPods     bool
 }
 
@@ -62,7 +62,7 @@ type options struct {
 type Option func(*options)
 
 // WithNetwork gives pods a network plugin (default: none, loopback only).
-func WithNetwork(p server.NetworkPlugin) Option { return func(o *options) { o.network = p } }
+func WithNetwork(p cri.NetworkPlugin) Option { return func(o *options) { o.network = p } }
 
 // WithImageService serves img as the ImageService (default: a fake that knows only Image).
 func WithImageService(img runtimeapi.ImageServiceServer) Option {
@@ -70,7 +70,7 @@ func WithImageService(img runtimeapi.ImageServiceServer) Option {
 }
 
 // WithConfig edits the Config before the server is built.
-func WithConfig(f func(*server.Config)) Option {
+func WithConfig(f func(*cri.Config)) Option {
 	return func(o *options) { o.mutate = append(o.mutate, f) }
 }
 
