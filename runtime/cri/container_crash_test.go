@@ -10,7 +10,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/runtime/cri"
+	"github.com/nodelet/nodelet/runtime/engine"
 	"github.com/nodelet/nodelet/runtime/imageservice"
 	"github.com/nodelet/nodelet/runtime/imagestore"
 	"github.com/nodelet/nodelet/runtime/store"
@@ -42,7 +42,7 @@ func imageStoreEnvStore(t *testing.T) (*runtimetest.Env, string, string, *images
 		t.Fatal(err)
 	}
 	e := runtimetest.Start(t,
-		runtimetest.WithConfig(func(c *cri.Config) { c.Images = store }),
+		runtimetest.WithConfig(func(c *engine.Config) { c.Images = store }),
 		runtimetest.WithImageService(imageservice.New(store)))
 	if _, err := e.Image.PullImage(e.Ctx(), &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}}); err != nil {
 		t.Fatal(err)

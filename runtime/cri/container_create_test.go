@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/runtime/cri"
+	"github.com/nodelet/nodelet/runtime/engine"
 	"github.com/nodelet/nodelet/test/harness/runtimetest"
 	"github.com/nodelet/nodelet/test/harness/testutil"
 )
@@ -83,7 +83,7 @@ func TestCreateContainerHostileImagePasswd(t *testing.T) {
 
 // withFaultRuntime makes the default handler (runc) the fault-injecting wrapper.
 func withFaultRuntime(f *faultRuntime) runtimetest.Option {
-	return runtimetest.WithConfig(func(c *cri.Config) {
+	return runtimetest.WithConfig(func(c *engine.Config) {
 		h := c.Handlers["runc"]
 		h.Path = f.Path
 		c.Handlers["runc"] = h
@@ -126,7 +126,7 @@ func TestCreateContainerRollback(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fault := newFaultRuntime(t, tc.mode)
-			e := runtimetest.Start(t, withFaultRuntime(fault), runtimetest.WithConfig(func(c *cri.Config) { c.CreateTimeout = tc.createTimeout }))
+			e := runtimetest.Start(t, withFaultRuntime(fault), runtimetest.WithConfig(func(c *engine.Config) { c.CreateTimeout = tc.createTimeout }))
 			pod := e.PodWithLogs("rollback")
 			sb := e.RunPod(pod, "")
 			cfg := runtimetest.ContainerConfig("app", "true")

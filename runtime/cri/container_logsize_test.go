@@ -11,7 +11,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/runtime/cri"
+	"github.com/nodelet/nodelet/runtime/engine"
 	"github.com/nodelet/nodelet/test/harness/runtimetest"
 )
 
@@ -19,7 +19,7 @@ import (
 // conmon must keep the file under the cap, starting it afresh (a new inode) when it would pass it.
 func TestContainerLogSizeMax(t *testing.T) {
 	const limit = 64 << 10
-	e := runtimetest.Start(t, runtimetest.WithConfig(func(c *cri.Config) { c.ContainerLogMaxSize = limit }))
+	e := runtimetest.Start(t, runtimetest.WithConfig(func(c *engine.Config) { c.ContainerLogMaxSize = limit }))
 	pod := e.PodWithLogs("logcap")
 	sb := e.RunPod(pod, "runc")
 	id := e.RunContainer(sb, pod, runtimetest.ContainerConfig("spam", "yes", "a line of the endless writer"))

@@ -8,7 +8,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/runtime/cri"
+	"github.com/nodelet/nodelet/runtime/engine"
 	"github.com/nodelet/nodelet/test/harness/runtimetest"
 )
 
@@ -64,8 +64,8 @@ func TestContainerPrivileged(t *testing.T) {
 // TestContainerCreateRollback makes the OCI runtime fail at create and checks that nothing of
 // the container is left: no record, bundle, rootfs or reserved name.
 func TestContainerCreateRollback(t *testing.T) {
-	e := runtimetest.Start(t, runtimetest.WithConfig(func(c *cri.Config) {
-		c.Handlers["broken"] = cri.Handler{Name: "broken", Path: "/bin/false", Root: filepath.Join(c.State, "handlers", "broken")}
+	e := runtimetest.Start(t, runtimetest.WithConfig(func(c *engine.Config) {
+		c.Handlers["broken"] = engine.Handler{Name: "broken", Path: "/bin/false", Root: filepath.Join(c.State, "handlers", "broken")}
 	}))
 	pod := e.PodWithLogs("rollback")
 	sb := e.RunPod(pod, "broken")

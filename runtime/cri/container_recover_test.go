@@ -26,7 +26,7 @@ func TestContainerRecoverAfterDaemonKill(t *testing.T) {
 	e.WaitLog(tickLog, "tick 1")
 	waiterPid := containerPids(t, e, waiter).Pid
 
-	e.Server.CloseContainers() // the old daemon's watchers die with it
+	e.Engine.CloseContainers() // the old daemon's watchers die with it
 	e.Stop()
 	// While no daemon runs, the waiter exits (through its rootfs, so no runtime call is needed).
 	if _, err := os.Create(e.Dir + "/overlays/" + waiter + "/upper/tmp/go"); err != nil {
@@ -93,7 +93,7 @@ func TestContainerRecoverLostMonitor(t *testing.T) {
 	sb := e.RunPod(pod, "")
 	id := e.RunContainer(sb, pod, runtimetest.ContainerConfig("orphan", "sleep", "1000"))
 	info := containerPids(t, e, id)
-	e.Server.CloseContainers()
+	e.Engine.CloseContainers()
 	e.Stop()
 	for _, pid := range []int{info.ConmonPid, info.Pid} {
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {

@@ -10,7 +10,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/runtime/cri"
+	"github.com/nodelet/nodelet/runtime/engine"
 	"github.com/nodelet/nodelet/runtime/oci"
 	"github.com/nodelet/nodelet/test/harness/runtimetest"
 )
@@ -47,7 +47,7 @@ func TestExecTTYAndContainerAttach(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			script := `for i in $(seq 100); do s=$(busybox stty size); [ "$s" = "45 123" ] && break; sleep 0.05; done; echo "size $s"; busybox tty; exit 3`
-			code, err := e.Server.ExecInContainer(ctx, id, []string{"sh", "-c", script}, cri.ExecIO{Stdout: out, Tty: true, Resize: resize})
+			code, err := e.Engine.ExecInContainer(ctx, id, []string{"sh", "-c", script}, engine.ExecIO{Stdout: out, Tty: true, Resize: resize})
 			if err != nil || code != 3 {
 				t.Fatalf("exec tty: code %d err %v out %q", code, err, out.String())
 			}
@@ -69,7 +69,7 @@ func TestExecTTYAndContainerAttach(t *testing.T) {
 			icfg := runtimetest.ContainerConfig("cat", "cat")
 			icfg.Stdin = true
 			iid := e.RunContainer(sb, pod, icfg)
-			target, err := e.Server.ContainerAttachTarget(iid)
+			target, err := e.Engine.ContainerAttachTarget(iid)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -22,7 +22,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/runtime/cri"
+	"github.com/nodelet/nodelet/runtime/engine"
 	"github.com/nodelet/nodelet/runtime/imagestore"
 	"github.com/nodelet/nodelet/test/harness/runtimetest"
 	"github.com/nodelet/nodelet/test/harness/testimage"
@@ -248,7 +248,7 @@ func TestUsernsHostileImage(t *testing.T) {
 	for _, handler := range []string{"runc", "crun"} {
 		t.Run(handler, func(t *testing.T) {
 			var images *imagestore.Store
-			e := runtimetest.Start(t, runtimetest.WithConfig(func(c *cri.Config) {
+			e := runtimetest.Start(t, runtimetest.WithConfig(func(c *engine.Config) {
 				st, err := imagestore.Open(filepath.Join(c.Root, "images"))
 				if err != nil {
 					t.Fatal(err)

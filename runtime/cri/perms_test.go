@@ -15,7 +15,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/runtime/cri"
+	"github.com/nodelet/nodelet/runtime/engine"
 	"github.com/nodelet/nodelet/runtime/imagestore"
 	"github.com/nodelet/nodelet/test/harness/runtimetest"
 	"github.com/nodelet/nodelet/test/harness/testimage"
@@ -55,7 +55,7 @@ func TestOtherUsersCannotReachPods(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var images *imagestore.Store
-			e := runtimetest.Start(t, runtimetest.WithConfig(func(c *cri.Config) {
+			e := runtimetest.Start(t, runtimetest.WithConfig(func(c *engine.Config) {
 				st, err := imagestore.Open(filepath.Join(c.Root, "images"))
 				if err != nil {
 					t.Fatal(err)

@@ -19,7 +19,7 @@ import (
 	"github.com/nodelet/nodelet/runtime"
 	"github.com/nodelet/nodelet/runtime/cni"
 	"github.com/nodelet/nodelet/runtime/config"
-	"github.com/nodelet/nodelet/runtime/cri"
+	"github.com/nodelet/nodelet/runtime/engine"
 	"github.com/nodelet/nodelet/test/harness/runtimetest"
 	"github.com/nodelet/nodelet/test/harness/testutil"
 )
@@ -60,10 +60,10 @@ func TestHelperSandboxCrashDaemon(t *testing.T) {
 	if err := json.Unmarshal([]byte(raw), &c); err != nil {
 		t.Fatal(err)
 	}
-	cfg := cri.Config{
+	cfg := engine.Config{
 		Root: c.Root, State: c.State, CgroupParent: c.CgroupParent, CatatonitPath: c.Catatonit,
 		DefaultHandler: "runc",
-		Handlers:       map[string]cri.Handler{"runc": {Name: "runc", Path: c.Runc, Root: c.RuncRoot}},
+		Handlers:       map[string]engine.Handler{"runc": {Name: "runc", Path: c.Runc, Root: c.RuncRoot}},
 		Logger:         slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	}
 	cfg.ConmonPath = c.Conmon
@@ -76,7 +76,7 @@ func TestHelperSandboxCrashDaemon(t *testing.T) {
 	if c.ImageStore != "" {
 		images = c.ImageStore
 	}
-	rt, err := runtime.New(config.Config{Server: cfg, ImageDir: images, Listen: c.Endpoint}, deps)
+	rt, err := runtime.New(config.Config{Engine: cfg, ImageDir: images, Listen: c.Endpoint}, deps)
 	if err != nil {
 		t.Fatal(err)
 	}

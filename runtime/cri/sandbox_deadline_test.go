@@ -11,7 +11,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/runtime/cni"
-	"github.com/nodelet/nodelet/runtime/cri"
+	"github.com/nodelet/nodelet/runtime/engine"
 	"github.com/nodelet/nodelet/test/harness/runtimetest"
 )
 
@@ -40,7 +40,7 @@ func (n *stuckNetwork) Status() error { return nil }
 func TestRunPodSandboxDeadline(t *testing.T) {
 	net := &stuckNetwork{}
 	net.hang.Store(true)
-	e := runtimetest.Start(t, runtimetest.WithNetwork(net), runtimetest.WithConfig(func(c *cri.Config) { c.CreateTimeout = 5 * time.Second }))
+	e := runtimetest.Start(t, runtimetest.WithNetwork(net), runtimetest.WithConfig(func(c *engine.Config) { c.CreateTimeout = 5 * time.Second }))
 	cfg := runtimetest.PodConfig("stuck-net")
 	done := make(chan error, 1)
 	go func() {

@@ -19,7 +19,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/runtime/cni"
-	"github.com/nodelet/nodelet/runtime/cri"
+	"github.com/nodelet/nodelet/runtime/engine"
 	"github.com/nodelet/nodelet/runtime/errdefs"
 	"github.com/nodelet/nodelet/runtime/nsmgr"
 	"github.com/nodelet/nodelet/test/harness/runtimetest"
@@ -320,7 +320,7 @@ func TestSandboxConcurrentRunSameName(t *testing.T) {
 
 func TestSandboxRollbackOnInitFailure(t *testing.T) {
 	net := newFakeNetwork()
-	e := runtimetest.Start(t, runtimetest.WithNetwork(net), runtimetest.WithConfig(func(c *cri.Config) {
+	e := runtimetest.Start(t, runtimetest.WithNetwork(net), runtimetest.WithConfig(func(c *engine.Config) {
 		c.CatatonitPath = filepath.Join(c.Root, "no-such-catatonit")
 	}))
 	cfg := withNamespaces(runtimetest.PodConfig("noinit"), runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_POD)

@@ -11,7 +11,7 @@ import (
 // criVersion is the CRI API version this runtime speaks.
 const criVersion = "v1"
 
-func (s *Server) Version(ctx context.Context, req *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
+func (s *RuntimeService) Version(ctx context.Context, req *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
 	return &runtimeapi.VersionResponse{
 		Version:           "0.1.0",
 		RuntimeName:       "nodelet",

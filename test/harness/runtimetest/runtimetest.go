@@ -25,7 +25,7 @@ import (
 
 	"github.com/nodelet/nodelet/runtime"
 	"github.com/nodelet/nodelet/runtime/config"
-	"github.com/nodelet/nodelet/runtime/cri"
+	"github.com/nodelet/nodelet/runtime/engine"
 	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
@@ -33,9 +33,9 @@ import (
 type Env struct {
 	Runtime  runtimeapi.RuntimeServiceClient
 	Image    runtimeapi.ImageServiceClient
-	Config   cri.Config  // the RuntimeService's
-	Server   *cri.Server // the RuntimeService served
-	Endpoint string      // unix:///… of the socket
+	Config   engine.Config  // the engine's
+	Engine   *engine.Engine // the engine behind the RuntimeService served
+	Endpoint string         // unix:///… of the socket
 	// Rootfs is the busybox folder every container's overlay uses as its lower dir.
 	Rootfs string
 	// Dir is the test's temp dir holding root, state, rootfs and overlays.
@@ -43,7 +43,7 @@ type Env struct {
 
 	t      testing.TB
 	opts   options
-	cfg    config.Config // as the daemon resolves it; Config is its Server
+	cfg    config.Config // as the daemon resolves it; Config is its Engine
 	rt     *runtime.Runtime
 	stop   context.CancelFunc
 	done   chan error // Run's result
@@ -52,9 +52,9 @@ type Env struct {
 }
 
 type options struct {
-	network      cri.NetworkPlugin
+	network      engine.NetworkPlugin
 	imageService runtimeapi.ImageServiceServer
-	mutate       []func(*cri.Config)
+	mutate       []func(*engine.Config)
 	keepPods     bool
 }
 
@@ -62,7 +62,7 @@ type options struct {
 type Option func(*options)
 
 // WithNetwork gives pods a network plugin (default: none, loopback only).
-func WithNetwork(p cri.NetworkPlugin) Option { return func(o *options) { o.network = p } }
+func WithNetwork(p engine.NetworkPlugin) Option { return func(o *options) { o.network = p } }
 
 // WithImageService serves img as the ImageService (default: a fake that knows only Image).
 func WithImageService(img runtimeapi.ImageServiceServer) Option {
@@ -70,7 +70,7 @@ func WithImageService(img runtimeapi.ImageServiceServer) Option {
 }
 
 // WithConfig edits the Config before the server is built.
-func WithConfig(f func(*cri.Config)) Option {
+func WithConfig(f func(*engine.Config)) Option {
 	return func(o *options) { o.mutate = append(o.mutate, f) }
 }
 
@@ -105,7 +105,7 @@ func Start(t testing.TB, opts ...Option) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := rcfg.Server
+	cfg := rcfg.Engine
 	rootfs := filepath.Join(dir, "busybox")
 	if err := testutil.WriteBusyboxRootfs(rootfs); err != nil {
 		t.Fatal(err)
@@ -141,7 +141,7 @@ func (e *Env) serve() {
 		img = &fakeImages{}
 	}
 	cfg := e.cfg
-	cfg.Server, cfg.Listen = e.Config, e.Endpoint
+	cfg.Engine, cfg.Listen = e.Config, e.Endpoint
 	rt, err := runtime.New(cfg,
 		runtime.Deps{Images: e.Config.Images, ImageService: img, Network: e.opts.network})
 	if err != nil {
@@ -163,7 +163,7 @@ func (e *Env) serve() {
 		e.t.Fatalf("dial: %v", err)
 	}
 	e.rt, e.stop, e.done, e.conn = rt, cancel, done, conn
-	e.Server = rt.RuntimeService()
+	e.Engine = rt.Engine()
 	e.Runtime = runtimeapi.NewRuntimeServiceClient(conn)
 	e.Image = runtimeapi.NewImageServiceClient(conn)
 }
@@ -182,7 +182,7 @@ func (e *Env) Stop() {
 	if err := e.rt.Close(); err != nil {
 		e.t.Errorf("runtime close: %v", err)
 	}
-	e.rt, e.Server, e.stop, e.done, e.conn = nil, nil, nil, nil, nil
+	e.rt, e.Engine, e.stop, e.done, e.conn = nil, nil, nil, nil, nil
 }
 
 // Restart stops the server and builds a new one on the same dirs, as a daemon restarted after a

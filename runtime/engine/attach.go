@@ -1,0 +1,46 @@
+package engine
+
+import (
+	"context"
+	"io"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/runtime/streaming"
+)
+
+// Attach hands out a URL that attaches to a running container's stdio through conmon.
+func (s *Engine) Attach(ctx context.Context, req *runtimeapi.AttachRequest) (*runtimeapi.AttachResponse, error) {
+	if _, err := s.ContainerAttachTarget(req.GetContainerId()); err != nil {
+		return nil, err
+	}
+	srv, err := s.streamingServer()
+	if err != nil {
+		return nil, err
+	}
+	return srv.GetAttach(req)
+}
+
+// Attach connects the client to conmon's attach socket. Stdin is passed only to a container created
+// with stdin; a stdin_once container's stdin closes when the client's does. Resizes go to conmon.
+func (r streamRuntime) Attach(ctx context.Context, id string, in io.Reader, out, errw io.WriteCloser,
+	tty bool, resize <-chan streaming.TerminalSize) error {
+	target, err := r.s.ContainerAttachTarget(id)
+	if err != nil {
+		return err
+	}
+	if !target.Stdin {
+		in = nil
+	}
+	return streaming.AttachConmon(ctx, streaming.AttachOptions{
+		Socket:     target.Socket,
+		Stdin:      in,
+		Stdout:     out,
+		Stderr:     errw,
+		CloseStdin: target.StdinOnce,
+		Resize:     resize,
+		OnResize: func(size streaming.TerminalSize) error {
+			return target.Resize(size.Width, size.Height)
+		},
+	})
+}
