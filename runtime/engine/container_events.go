@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -133,10 +132,8 @@ func (b *broadcaster) close() {
 func (s *Engine) eventPayload(ev pendingEvent) *runtimeapi.ContainerEventResponse {
 	resp := &runtimeapi.ContainerEventResponse{ContainerId: ev.id, ContainerEventType: ev.typ, CreatedAt: ev.at}
 	sandboxID := ev.sandboxID
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if st, err := s.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sandboxID}); err == nil {
-		resp.PodSandboxStatus = st.GetStatus()
+	if st, _, err := s.SandboxStatus(sandboxID, false); err == nil {
+		resp.PodSandboxStatus = st
 	}
 	for _, c := range s.containers.List() {
 		if c.SandboxID == sandboxID {

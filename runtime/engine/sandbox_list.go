@@ -1,33 +1,13 @@
 package engine
 
 import (
-	"context"
-
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/runtime/store"
 )
 
-func (s *Engine) ListPodSandbox(ctx context.Context, req *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
-	return &runtimeapi.ListPodSandboxResponse{Items: s.listSandboxes(req.GetFilter())}, nil
-}
-
-// streamChunk bounds one StreamPodSandboxes message well below gRPC's message size limit.
-const streamChunk = 256
-
-func (s *Engine) StreamPodSandboxes(req *runtimeapi.StreamPodSandboxesRequest, stream runtimeapi.RuntimeService_StreamPodSandboxesServer) error {
-	items := s.listSandboxes(req.GetFilter())
-	for len(items) > 0 {
-		n := min(len(items), streamChunk)
-		if err := stream.Send(&runtimeapi.StreamPodSandboxesResponse{PodSandboxes: items[:n]}); err != nil {
-			return err
-		}
-		items = items[n:]
-	}
-	return nil
-}
-
-func (s *Engine) listSandboxes(f *runtimeapi.PodSandboxFilter) []*runtimeapi.PodSandbox {
+// ListSandboxes lists the sandboxes f lets through (all with no filter).
+func (s *Engine) ListSandboxes(f *runtimeapi.PodSandboxFilter) []*runtimeapi.PodSandbox {
 	var all []*store.Sandbox
 	if id := f.GetId(); id != "" {
 		// An ID filter matches the full ID or a unique prefix of it, as crictl's short IDs.

@@ -30,18 +30,19 @@ func sandboxName(md *runtimeapi.PodSandboxMetadata) string {
 	return fmt.Sprintf("%s_%s_%s_%d", md.Name, md.Namespace, md.Uid, md.Attempt)
 }
 
-// RunPodSandbox makes a pod sandbox. As CreateContainer, it ends with the client's call (or
-// Config.CreateTimeout): whatever was made is undone, newest first, and the name released.
-func (s *Engine) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandboxRequest) (_ *runtimeapi.RunPodSandboxResponse, retErr error) {
+// RunSandbox makes a pod sandbox from cfg on the named runtime handler ("" for the default) and
+// returns its ID. As CreateContainer, it ends with the caller's context (or
+// Config.CreateTimeout): whatever was made is undone, newest first, and the name released. cfg is
+// validated here, by the code that turns it into names, paths and sysctls.
+func (s *Engine) RunSandbox(ctx context.Context, cfg *runtimeapi.PodSandboxConfig, handler string) (_ string, retErr error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.CreateTimeout)
 	defer cancel()
-	cfg := req.GetConfig()
 	if err := validateSandboxConfig(cfg); err != nil {
-		return nil, err
+		return "", err
 	}
 	nsOpts := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
 	r := &sandboxRun{
-		s: s, ctx: ctx, req: req, cfg: cfg,
+		s: s, ctx: ctx, cfg: cfg, askedHandler: handler,
 		hostNet:   nsOpts.GetNetwork() == runtimeapi.NamespaceMode_NODE,
 		hostIPC:   nsOpts.GetIpc() == runtimeapi.NamespaceMode_NODE,
 		sharedPID: nsOpts.GetPid() == runtimeapi.NamespaceMode_POD,
@@ -67,20 +68,20 @@ func (s *Engine) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 		r.recordReady,
 	} {
 		if err := step(); err != nil {
-			return nil, err
+			return "", err
 		}
 	}
-	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: r.sb.ID}, nil
+	return r.sb.ID, nil
 }
 
-// sandboxRun is one RunPodSandbox in progress: the record it builds (sb, whose fields say what
+// sandboxRun is one RunSandbox in progress: the record it builds (sb, whose fields say what
 // has been made) and in undo how to take each step back.
 type sandboxRun struct {
 	s   *Engine
 	ctx context.Context
-	req *runtimeapi.RunPodSandboxRequest
 	cfg *runtimeapi.PodSandboxConfig
 
+	askedHandler                string // as the caller named it: "" is the default
 	hostNet, hostIPC, sharedPID bool
 	handler                     string
 	daemonParent                string
@@ -91,7 +92,7 @@ type sandboxRun struct {
 }
 
 func (r *sandboxRun) resolveHandler() (err error) {
-	r.handler, err = r.s.ctr.resolveHandler(r.req.GetRuntimeHandler())
+	r.handler, err = r.s.ctr.resolveHandler(r.askedHandler)
 	return err
 }
 

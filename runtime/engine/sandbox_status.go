@@ -1,20 +1,28 @@
 package engine
 
 import (
-	"context"
 	"encoding/json"
-	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/runtime/store"
 )
 
-func (s *Engine) PodSandboxStatus(ctx context.Context, req *runtimeapi.PodSandboxStatusRequest) (*runtimeapi.PodSandboxStatusResponse, error) {
-	sb, err := s.sandboxes.Get(req.GetPodSandboxId())
+// SandboxStatus reports a sandbox as CRI shows it; with verbose, also its info (what crictl
+// inspectp shows under "info"), else nil.
+func (s *Engine) SandboxStatus(id string, verbose bool) (*runtimeapi.PodSandboxStatus, map[string]string, error) {
+	sb, err := s.sandboxes.Get(id)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	var info map[string]string
+	if verbose {
+		info = map[string]string{"info": sandboxInfo(sb)}
+	}
+	return sandboxStatus(sb), info, nil
+}
+
+func sandboxStatus(sb *store.Sandbox) *runtimeapi.PodSandboxStatus {
 	st := &runtimeapi.PodSandboxStatus{
 		Id:             sb.ID,
 		Metadata:       sb.Config.GetMetadata(),
@@ -33,11 +41,7 @@ func (s *Engine) PodSandboxStatus(ctx context.Context, req *runtimeapi.PodSandbo
 			st.Network.AdditionalIps = append(st.Network.AdditionalIps, &runtimeapi.PodIP{Ip: ip})
 		}
 	}
-	resp := &runtimeapi.PodSandboxStatusResponse{Status: st, Timestamp: time.Now().UnixNano()}
-	if req.GetVerbose() {
-		resp.Info = map[string]string{"info": sandboxInfo(sb)}
-	}
-	return resp, nil
+	return st
 }
 
 // namespaceOptions reports the options the pod asked for, with the zero value (all POD) when it

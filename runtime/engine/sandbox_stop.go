@@ -9,24 +9,21 @@ import (
 	"github.com/nodelet/nodelet/runtime/errdefs"
 )
 
-// StopPodSandbox stops the pod's containers and releases what a stopped pod does not need: its
+// StopSandbox stops the pod's containers and releases what a stopped pod does not need: its
 // init, its network (IPs go back to the pool) and its /dev/shm. CRI expects it to be called many
 // times, also for sandboxes already removed: that is success.
-func (s *Engine) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSandboxRequest) (*runtimeapi.StopPodSandboxResponse, error) {
-	sb, err := s.sandboxes.Get(req.GetPodSandboxId())
+func (s *Engine) StopSandbox(ctx context.Context, id string) error {
+	sb, err := s.sandboxes.Get(id)
 	if errdefs.IsNotFound(err) {
-		s.log.Debug("StopPodSandbox of an unknown sandbox: nothing to reclaim", "id", req.GetPodSandboxId())
-		return &runtimeapi.StopPodSandboxResponse{}, nil
+		s.log.Debug("StopPodSandbox of an unknown sandbox: nothing to reclaim", "id", id)
+		return nil
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
 	unlock := s.sb.lock(sb.ID)
 	defer unlock()
-	if err := s.stopSandboxLocked(ctx, sb.ID); err != nil {
-		return nil, err
-	}
-	return &runtimeapi.StopPodSandboxResponse{}, nil
+	return s.stopSandboxLocked(ctx, sb.ID)
 }
 
 // stopSandboxLocked does Stop's work under the sandbox's lock.

@@ -1,39 +1,35 @@
 package engine
 
 import (
-	"context"
-
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// UpdatePodSandboxResources records the pod-level resources the kubelet has already written to the
-// pod cgroup it manages, so that the sandbox's config (and its verbose status) reflect a resize.
-func (s *Engine) UpdatePodSandboxResources(ctx context.Context, req *runtimeapi.UpdatePodSandboxResourcesRequest) (*runtimeapi.UpdatePodSandboxResourcesResponse, error) {
-	sb, err := s.sandboxes.Get(req.GetPodSandboxId())
+// UpdateSandboxResources records the pod-level resources (overhead and resources, each nil when
+// unchanged) the kubelet has already written to the pod cgroup it manages, so that the sandbox's
+// config (and its verbose status) reflect a resize.
+func (s *Engine) UpdateSandboxResources(id string, overhead, resources *runtimeapi.LinuxContainerResources) error {
+	sb, err := s.sandboxes.Get(id)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	unlock := s.sb.lock(sb.ID)
 	defer unlock()
 	if sb, err = s.sandboxes.Get(sb.ID); err != nil {
-		return nil, err
+		return err
 	}
 	// The config is shared by every snapshot of the sandbox: change a copy.
 	cfg := proto.Clone(sb.Config).(*runtimeapi.PodSandboxConfig)
 	if cfg.Linux == nil {
 		cfg.Linux = &runtimeapi.LinuxPodSandboxConfig{}
 	}
-	if req.Overhead != nil {
-		cfg.Linux.Overhead = req.Overhead
+	if overhead != nil {
+		cfg.Linux.Overhead = overhead
 	}
-	if req.Resources != nil {
-		cfg.Linux.Resources = req.Resources
+	if resources != nil {
+		cfg.Linux.Resources = resources
 	}
 	updated := sb.Clone()
 	updated.Config = cfg
-	if err := s.saveSandbox(updated); err != nil {
-		return nil, err
-	}
-	return &runtimeapi.UpdatePodSandboxResourcesResponse{}, nil
+	return s.saveSandbox(updated)
 }
