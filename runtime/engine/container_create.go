@@ -55,26 +55,28 @@ func (u undoStack) run() {
 	}
 }
 
-// CreateContainer makes a container in the CREATED state. The work ends with the client's call:
-// a client that gives up (or Config.CreateTimeout) fails the create, and every step done is undone,
-// newest first, before the name is released, so a retry of the same name finds it free.
-func (s *Engine) CreateContainer(ctx context.Context, req *runtimeapi.CreateContainerRequest) (_ *runtimeapi.CreateContainerResponse, retErr error) {
+// CreateContainer makes a container from cfg in sandbox sandboxID, in the CREATED state, and
+// returns its ID; sandboxCfg is the sandbox's config as the caller knows it, used only when the
+// sandbox's record has none. cfg is validated here, by the code that turns it into paths. The
+// work ends with the caller's context: a client that gives up (or Config.CreateTimeout) fails the
+// create, and every step done is undone, newest first, before the name is released, so a retry of
+// the same name finds it free.
+func (s *Engine) CreateContainer(ctx context.Context, sandboxID string, cfg *runtimeapi.ContainerConfig, sandboxCfg *runtimeapi.PodSandboxConfig) (_ string, retErr error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.CreateTimeout)
 	defer cancel()
-	cfg := req.GetConfig()
 	if err := validateContainerConfig(cfg); err != nil {
-		return nil, err
+		return "", err
 	}
-	sb, err := s.sandboxes.Get(req.GetPodSandboxId())
+	sb, err := s.sandboxes.Get(sandboxID)
 	if err != nil {
-		return nil, fmt.Errorf("sandbox %q: %w", req.GetPodSandboxId(), err)
+		return "", fmt.Errorf("sandbox %q: %w", sandboxID, err)
 	}
 	// Held until the container is registered or undone, so a Stop or Remove of the pod either
 	// comes first (and this create fails in joinSandbox) or waits and then finds the container.
 	unlockSandbox := s.sb.rlock(sb.ID)
 	defer unlockSandbox()
 
-	cc := &containerCreate{s: s, ctx: ctx, req: req, cfg: cfg, sb: sb}
+	cc := &containerCreate{s: s, ctx: ctx, sandboxID: sandboxID, cfg: cfg, askedSbCfg: sandboxCfg, sb: sb}
 	defer func() {
 		if retErr != nil {
 			cc.undo.run()
@@ -99,21 +101,22 @@ func (s *Engine) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 		cc.recordCreated,
 	} {
 		if err := step(); err != nil {
-			return nil, err
+			return "", err
 		}
 	}
 	s.containers.Add(cc.id, cc.c)
 	s.ctr.events.publish(cc.id, cc.sb.ID, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT)
-	return &runtimeapi.CreateContainerResponse{ContainerId: cc.id}, nil
+	return cc.id, nil
 }
 
 // containerCreate is one CreateContainer in progress: what its steps have made so far, and in
 // undo how to take each back.
 type containerCreate struct {
-	s   *Engine
-	ctx context.Context
-	req *runtimeapi.CreateContainerRequest
-	cfg *runtimeapi.ContainerConfig
+	s          *Engine
+	ctx        context.Context
+	sandboxID  string // as the caller named it (an ID or a unique prefix)
+	cfg        *runtimeapi.ContainerConfig
+	askedSbCfg *runtimeapi.PodSandboxConfig
 
 	sb    *store.Sandbox
 	sbCfg *runtimeapi.PodSandboxConfig
@@ -140,7 +143,7 @@ type containerCreate struct {
 func (cc *containerCreate) joinSandbox() error {
 	sb, err := cc.s.sandboxes.Get(cc.sb.ID)
 	if err != nil {
-		return fmt.Errorf("sandbox %s was removed: %w", cc.req.GetPodSandboxId(), err)
+		return fmt.Errorf("sandbox %s was removed: %w", cc.sandboxID, err)
 	}
 	cc.sb = sb
 	if sb.State != runtimeapi.PodSandboxState_SANDBOX_READY {
@@ -148,7 +151,7 @@ func (cc *containerCreate) joinSandbox() error {
 	}
 	cc.sbCfg = sb.Config
 	if cc.sbCfg == nil {
-		cc.sbCfg = cc.req.GetSandboxConfig()
+		cc.sbCfg = cc.askedSbCfg
 	}
 	return nil
 }

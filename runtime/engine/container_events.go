@@ -1,13 +1,10 @@
 package engine
 
 import (
-	"fmt"
 	"sync"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
-	"github.com/nodelet/nodelet/runtime/errdefs"
 )
 
 // Buffer sizes: the queue decouples mutating RPCs from building event payloads; each subscriber's
@@ -143,23 +140,10 @@ func (s *Engine) eventPayload(ev pendingEvent) *runtimeapi.ContainerEventRespons
 	return resp
 }
 
-// GetContainerEvents streams lifecycle events until the client goes away.
-func (s *Engine) GetContainerEvents(req *runtimeapi.GetEventsRequest, stream runtimeapi.RuntimeService_GetContainerEventsServer) error {
+// SubscribeEvents returns a stream of container lifecycle events and the function that ends it.
+// The stream is closed when the subscriber falls a whole buffer behind or the engine closes.
+func (s *Engine) SubscribeEvents() (events <-chan *runtimeapi.ContainerEventResponse, unsubscribe func()) {
 	b := s.ctr.events
 	ch := b.subscribe()
-	defer b.unsubscribe(ch)
-	ctx := stream.Context()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev, ok := <-ch:
-			if !ok {
-				return fmt.Errorf("event stream closed (the subscriber fell behind or the runtime is stopping): %w", errdefs.ErrResourceExhausted)
-			}
-			if err := stream.Send(ev); err != nil {
-				return err
-			}
-		}
-	}
+	return ch, func() { b.unsubscribe(ch) }
 }

@@ -15,18 +15,15 @@ import (
 
 // RemoveContainer removes a container, killing it first if it runs. Removing an unknown container
 // succeeds (CRI requires it to be idempotent). The log file stays: the kubelet owns and removes it.
-func (s *Engine) RemoveContainer(ctx context.Context, req *runtimeapi.RemoveContainerRequest) (*runtimeapi.RemoveContainerResponse, error) {
-	c, err := s.containers.Get(req.GetContainerId())
+func (s *Engine) RemoveContainer(ctx context.Context, id string) error {
+	c, err := s.containers.Get(id)
 	if errors.Is(err, errdefs.ErrNotFound) {
-		return &runtimeapi.RemoveContainerResponse{}, nil
+		return nil
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := s.removeContainer(ctx, c); err != nil {
-		return nil, err
-	}
-	return &runtimeapi.RemoveContainerResponse{}, nil
+	return s.removeContainer(ctx, c)
 }
 
 func (s *Engine) removeContainer(ctx context.Context, c *store.Container) (retErr error) {

@@ -10,23 +10,25 @@ import (
 	"github.com/nodelet/nodelet/runtime/errdefs"
 )
 
-func (s *Engine) StartContainer(ctx context.Context, req *runtimeapi.StartContainerRequest) (_ *runtimeapi.StartContainerResponse, retErr error) {
-	c, err := s.containers.Get(req.GetContainerId())
+// StartContainer starts a created container. A start that fails leaves the container exited, with
+// StartError as the reason.
+func (s *Engine) StartContainer(ctx context.Context, id string) error {
+	c, err := s.containers.Get(id)
 	if err != nil {
-		return nil, fmt.Errorf("container %q: %w", req.GetContainerId(), err)
+		return fmt.Errorf("container %q: %w", id, err)
 	}
 	c.Lock()
 	switch {
 	case c.Status.Removing:
 		c.Unlock()
-		return nil, fmt.Errorf("container %s is being removed: %w", c.ID, errdefs.ErrFailedPrecondition)
+		return fmt.Errorf("container %s is being removed: %w", c.ID, errdefs.ErrFailedPrecondition)
 	case c.Status.Starting:
 		c.Unlock()
-		return nil, fmt.Errorf("container %s is already starting: %w", c.ID, errdefs.ErrFailedPrecondition)
+		return fmt.Errorf("container %s is already starting: %w", c.ID, errdefs.ErrFailedPrecondition)
 	case c.Status.State != runtimeapi.ContainerState_CONTAINER_CREATED:
 		state := c.Status.State
 		c.Unlock()
-		return nil, fmt.Errorf("container %s is %v, not created: %w", c.ID, state, errdefs.ErrFailedPrecondition)
+		return fmt.Errorf("container %s is %v, not created: %w", c.ID, state, errdefs.ErrFailedPrecondition)
 	}
 	c.Status.Starting = true
 	c.Unlock()
@@ -36,11 +38,11 @@ func (s *Engine) StartContainer(ctx context.Context, req *runtimeapi.StartContai
 		c.Unlock()
 	}()
 	if sb, err := s.sandboxes.Get(c.SandboxID); err != nil || sb.State != runtimeapi.PodSandboxState_SANDBOX_READY {
-		return nil, fmt.Errorf("sandbox %s of container %s is not ready: %w", c.SandboxID, c.ID, errdefs.ErrFailedPrecondition)
+		return fmt.Errorf("sandbox %s of container %s is not ready: %w", c.SandboxID, c.ID, errdefs.ErrFailedPrecondition)
 	}
 	rt, err := s.ctr.runtimeFor(c.Handler)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := s.ctr.startInRuntime(ctx, rt, c); err != nil {
 		// A container that failed to start is over: record it so the kubelet sees why, and
@@ -53,7 +55,7 @@ func (s *Engine) StartContainer(ctx context.Context, req *runtimeapi.StartContai
 		c.Status.Reason, c.Status.Message = "StartError", err.Error()
 		_ = s.containerDB.Put(c.ID, c)
 		c.Unlock()
-		return nil, err
+		return err
 	}
 	c.Lock()
 	c.Status.StartedAt = time.Now().UnixNano()
@@ -65,8 +67,8 @@ func (s *Engine) StartContainer(ctx context.Context, req *runtimeapi.StartContai
 	err = s.containerDB.Put(c.ID, c)
 	c.Unlock()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s.ctr.events.publish(c.ID, c.SandboxID, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT)
-	return &runtimeapi.StartContainerResponse{}, nil
+	return nil
 }

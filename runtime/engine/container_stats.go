@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"fmt"
 	"io/fs"
 	"os"
@@ -23,17 +22,18 @@ type cpuSample struct {
 	usage uint64
 }
 
-func (s *Engine) ContainerStats(ctx context.Context, req *runtimeapi.ContainerStatsRequest) (*runtimeapi.ContainerStatsResponse, error) {
-	c, err := s.containers.Get(req.GetContainerId())
+// ContainerStats reads a container's usage.
+func (s *Engine) ContainerStats(id string) (*runtimeapi.ContainerStats, error) {
+	c, err := s.containers.Get(id)
 	if err != nil {
-		return nil, fmt.Errorf("container %q: %w", req.GetContainerId(), err)
+		return nil, fmt.Errorf("container %q: %w", id, err)
 	}
-	return &runtimeapi.ContainerStatsResponse{Stats: s.ctr.stats(c)}, nil
+	return s.ctr.stats(c), nil
 }
 
-func (s *Engine) ListContainerStats(ctx context.Context, req *runtimeapi.ListContainerStatsRequest) (*runtimeapi.ListContainerStatsResponse, error) {
-	f := req.GetFilter()
-	resp := &runtimeapi.ListContainerStatsResponse{}
+// ListContainerStats reads the usage of the running containers f lets through.
+func (s *Engine) ListContainerStats(f *runtimeapi.ContainerStatsFilter) []*runtimeapi.ContainerStats {
+	var out []*runtimeapi.ContainerStats
 	for _, c := range s.containers.List() {
 		if f.GetId() != "" && !strings.HasPrefix(c.ID, f.GetId()) ||
 			f.GetPodSandboxId() != "" && !strings.HasPrefix(c.SandboxID, f.GetPodSandboxId()) ||
@@ -43,9 +43,9 @@ func (s *Engine) ListContainerStats(ctx context.Context, req *runtimeapi.ListCon
 		if c.Snapshot().State != runtimeapi.ContainerState_CONTAINER_RUNNING {
 			continue
 		}
-		resp.Stats = append(resp.Stats, s.ctr.stats(c))
+		out = append(out, s.ctr.stats(c))
 	}
-	return resp, nil
+	return out
 }
 
 func ctrLabelsMatch(labels, sel map[string]string) bool {
@@ -178,17 +178,18 @@ func resolveUpper(rootfs, upper string) string {
 	return rootfs
 }
 
-func (s *Engine) PodSandboxStats(ctx context.Context, req *runtimeapi.PodSandboxStatsRequest) (*runtimeapi.PodSandboxStatsResponse, error) {
-	sb, err := s.sandboxes.Get(req.GetPodSandboxId())
+// SandboxStats reads a sandbox's usage.
+func (s *Engine) SandboxStats(id string) (*runtimeapi.PodSandboxStats, error) {
+	sb, err := s.sandboxes.Get(id)
 	if err != nil {
-		return nil, fmt.Errorf("sandbox %q: %w", req.GetPodSandboxId(), err)
+		return nil, fmt.Errorf("sandbox %q: %w", id, err)
 	}
-	return &runtimeapi.PodSandboxStatsResponse{Stats: s.sandboxStats(sb)}, nil
+	return s.sandboxStats(sb), nil
 }
 
-func (s *Engine) ListPodSandboxStats(ctx context.Context, req *runtimeapi.ListPodSandboxStatsRequest) (*runtimeapi.ListPodSandboxStatsResponse, error) {
-	f := req.GetFilter()
-	resp := &runtimeapi.ListPodSandboxStatsResponse{}
+// ListSandboxStats reads the usage of the ready sandboxes f lets through.
+func (s *Engine) ListSandboxStats(f *runtimeapi.PodSandboxStatsFilter) []*runtimeapi.PodSandboxStats {
+	var out []*runtimeapi.PodSandboxStats
 	for _, sb := range s.sandboxes.List() {
 		if f.GetId() != "" && !strings.HasPrefix(sb.ID, f.GetId()) || !ctrLabelsMatch(sb.Config.GetLabels(), f.GetLabelSelector()) {
 			continue
@@ -196,9 +197,9 @@ func (s *Engine) ListPodSandboxStats(ctx context.Context, req *runtimeapi.ListPo
 		if sb.State != runtimeapi.PodSandboxState_SANDBOX_READY {
 			continue
 		}
-		resp.Stats = append(resp.Stats, s.sandboxStats(sb))
+		out = append(out, s.sandboxStats(sb))
 	}
-	return resp, nil
+	return out
 }
 
 // sandboxStats sums the pod's containers: the pod's cgroup parent may be shared (the runtime's

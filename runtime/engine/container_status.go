@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -12,13 +11,16 @@ import (
 	"github.com/nodelet/nodelet/runtime/store"
 )
 
-func (s *Engine) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerStatusRequest) (*runtimeapi.ContainerStatusResponse, error) {
-	c, err := s.containers.Get(req.GetContainerId())
+// ContainerStatus reports a container as CRI shows it; with verbose, also its info (what crictl
+// inspect shows under "info"), else nil.
+func (s *Engine) ContainerStatus(id string, verbose bool) (*runtimeapi.ContainerStatus, map[string]string, error) {
+	c, err := s.containers.Get(id)
 	if err != nil {
-		return nil, fmt.Errorf("container %q: %w", req.GetContainerId(), err)
+		return nil, nil, fmt.Errorf("container %q: %w", id, err)
 	}
-	resp := &runtimeapi.ContainerStatusResponse{Status: containerStatus(c)}
-	if req.GetVerbose() {
+	status := containerStatus(c)
+	var infoMap map[string]string
+	if verbose {
 		st := c.Snapshot()
 		info := map[string]any{
 			"sandboxID": c.SandboxID, "pid": st.Pid, "conmonPid": st.ConmonPid, "handler": c.Handler,
@@ -28,9 +30,9 @@ func (s *Engine) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerS
 			info["runtimeSpec"] = spec
 		}
 		data, _ := json.Marshal(info)
-		resp.Info = map[string]string{"info": string(data)}
+		infoMap = map[string]string{"info": string(data)}
 	}
-	return resp, nil
+	return status, infoMap, nil
 }
 
 func containerStatus(c *store.Container) *runtimeapi.ContainerStatus {
@@ -61,15 +63,15 @@ func containerStatus(c *store.Container) *runtimeapi.ContainerStatus {
 	return out
 }
 
-func (s *Engine) ListContainers(ctx context.Context, req *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
-	f := req.GetFilter()
-	resp := &runtimeapi.ListContainersResponse{}
+// ListContainers lists the containers f lets through (all with no filter).
+func (s *Engine) ListContainers(f *runtimeapi.ContainerFilter) []*runtimeapi.Container {
+	var out []*runtimeapi.Container
 	for _, c := range s.containers.List() {
 		st := c.Snapshot()
 		if !containerMatches(c, st, f) {
 			continue
 		}
-		resp.Containers = append(resp.Containers, &runtimeapi.Container{
+		out = append(out, &runtimeapi.Container{
 			Id:           c.ID,
 			PodSandboxId: c.SandboxID,
 			Metadata:     c.Config.GetMetadata(),
@@ -82,7 +84,7 @@ func (s *Engine) ListContainers(ctx context.Context, req *runtimeapi.ListContain
 			Annotations:  c.Config.GetAnnotations(),
 		})
 	}
-	return resp, nil
+	return out
 }
 
 // containerMatches applies a CRI filter; IDs match by prefix, as crictl's short IDs do.

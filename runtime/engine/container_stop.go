@@ -22,18 +22,17 @@ import (
 // only a wedged process (in D state) or a dead monitor takes this long.
 const killWait = 30 * time.Second
 
-func (s *Engine) StopContainer(ctx context.Context, req *runtimeapi.StopContainerRequest) (*runtimeapi.StopContainerResponse, error) {
-	c, err := s.containers.Get(req.GetContainerId())
+// StopContainer stops a container, giving it grace to exit after its stop signal. Stopping a
+// stopped or unknown container succeeds.
+func (s *Engine) StopContainer(ctx context.Context, id string, grace time.Duration) error {
+	c, err := s.containers.Get(id)
 	if errors.Is(err, errdefs.ErrNotFound) {
-		return &runtimeapi.StopContainerResponse{}, nil // CRI: stopping is idempotent, even when gone
+		return nil // CRI: stopping is idempotent, even when gone
 	}
 	if err != nil {
-		return nil, fmt.Errorf("container %q: %w", req.GetContainerId(), err)
+		return fmt.Errorf("container %q: %w", id, err)
 	}
-	if err := s.ctr.stopContainer(ctx, c, time.Duration(req.GetTimeout())*time.Second); err != nil {
-		return nil, err
-	}
-	return &runtimeapi.StopContainerResponse{}, nil
+	return s.ctr.stopContainer(ctx, c, grace)
 }
 
 // stopContainer sends the stop signal, waits up to grace for the exit, then kills every process

@@ -14,31 +14,31 @@ import (
 	"github.com/nodelet/nodelet/runtime/oci"
 )
 
-// UpdateContainerResources applies new limits through the OCI runtime (`update`) and records them,
-// also in the bundle's spec, so a later status or recovery sees the limits in force.
-func (s *Engine) UpdateContainerResources(ctx context.Context, req *runtimeapi.UpdateContainerResourcesRequest) (*runtimeapi.UpdateContainerResourcesResponse, error) {
-	c, err := s.containers.Get(req.GetContainerId())
+// UpdateContainerResources applies new limits (nil changes nothing) through the OCI runtime
+// (`update`) and records them, also in the bundle's spec, so a later status or recovery sees the
+// limits in force.
+func (s *Engine) UpdateContainerResources(ctx context.Context, id string, res *runtimeapi.LinuxContainerResources) error {
+	c, err := s.containers.Get(id)
 	if err != nil {
-		return nil, fmt.Errorf("container %q: %w", req.GetContainerId(), err)
+		return fmt.Errorf("container %q: %w", id, err)
 	}
-	res := req.GetLinux()
 	if res == nil {
-		return &runtimeapi.UpdateContainerResourcesResponse{}, nil
+		return nil
 	}
 	st := c.Snapshot()
 	if st.State != runtimeapi.ContainerState_CONTAINER_RUNNING && st.State != runtimeapi.ContainerState_CONTAINER_CREATED {
-		return nil, fmt.Errorf("container %s is %v: %w", c.ID, st.State, errdefs.ErrFailedPrecondition)
+		return fmt.Errorf("container %s is %v: %w", c.ID, st.State, errdefs.ErrFailedPrecondition)
 	}
 	var r specs.LinuxResources
 	if err := oci.ApplyResources(&r, res); err != nil {
-		return nil, err
+		return err
 	}
 	rt, err := s.ctr.runtimeFor(c.Handler)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := rt.Update(ctx, c.ID, c.Bundle, &r); err != nil {
-		return nil, err
+		return err
 	}
 	// What was not in the request stays as it was, in the spec and in the status: an update may
 	// name only the fields it changes (the kubelet's CPU manager sends only a cpuset).
@@ -62,28 +62,25 @@ func (s *Engine) UpdateContainerResources(ctx context.Context, req *runtimeapi.U
 	c.Status.Resources = oci.InForce(merged, &r)
 	err = s.containerDB.Put(c.ID, c)
 	c.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	return &runtimeapi.UpdateContainerResourcesResponse{}, nil
+	return err
 }
 
 // ReopenContainerLog has conmon reopen the log file after the kubelet rotated it.
-func (s *Engine) ReopenContainerLog(ctx context.Context, req *runtimeapi.ReopenContainerLogRequest) (*runtimeapi.ReopenContainerLogResponse, error) {
-	c, err := s.containers.Get(req.GetContainerId())
+func (s *Engine) ReopenContainerLog(ctx context.Context, id string) error {
+	c, err := s.containers.Get(id)
 	if err != nil {
-		return nil, fmt.Errorf("container %q: %w", req.GetContainerId(), err)
+		return fmt.Errorf("container %q: %w", id, err)
 	}
 	if st := c.Snapshot(); st.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
-		return nil, fmt.Errorf("container %s is not running: %w", c.ID, errdefs.ErrFailedPrecondition)
+		return fmt.Errorf("container %s is not running: %w", c.ID, errdefs.ErrFailedPrecondition)
 	}
 	logPath := c.LogPath
 	if logPath == "" {
-		return &runtimeapi.ReopenContainerLogResponse{}, nil
+		return nil
 	}
 	before, _ := os.Stat(logPath)
 	if err := oci.ReopenLog(c.Bundle); err != nil {
-		return nil, err
+		return err
 	}
 	// conmon reopens asynchronously (it writes a new file and renames it into place); the kubelet
 	// expects the file to be there when the call returns, so wait for the new one.
@@ -97,28 +94,13 @@ func (s *Engine) ReopenContainerLog(ctx context.Context, req *runtimeapi.ReopenC
 			if err == nil {
 				break // reopened in place
 			}
-			return nil, fmt.Errorf("container %s: log %s was not reopened: %w", c.ID, logPath, errdefs.ErrUnavailable)
+			return fmt.Errorf("container %s: log %s was not reopened: %w", c.ID, logPath, errdefs.ErrUnavailable)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-	return &runtimeapi.ReopenContainerLogResponse{}, nil
-}
-
-// CheckpointContainer is not supported.
-func (s *Engine) CheckpointContainer(ctx context.Context, req *runtimeapi.CheckpointContainerRequest) (*runtimeapi.CheckpointContainerResponse, error) {
-	return nil, fmt.Errorf("checkpoint: %w", errdefs.ErrUnimplemented)
-}
-
-// ListMetricDescriptors: no metrics beyond the stats RPCs yet.
-func (s *Engine) ListMetricDescriptors(ctx context.Context, req *runtimeapi.ListMetricDescriptorsRequest) (*runtimeapi.ListMetricDescriptorsResponse, error) {
-	return &runtimeapi.ListMetricDescriptorsResponse{}, nil
-}
-
-// ListPodSandboxMetrics: no metrics beyond the stats RPCs yet.
-func (s *Engine) ListPodSandboxMetrics(ctx context.Context, req *runtimeapi.ListPodSandboxMetricsRequest) (*runtimeapi.ListPodSandboxMetricsResponse, error) {
-	return &runtimeapi.ListPodSandboxMetricsResponse{}, nil
+	return nil
 }

@@ -3,9 +3,9 @@
 // machines), their recovery and the sweep of what a crash left after a restart (Recover, sweep.go),
 // pod namespaces, cgroups and files, OCI bundles and conmon-monitored containers, exits and events,
 // stats, and the exec/attach/port-forward sessions of the streaming server. runtime/cri is the gRPC
-// edge in front of it: its sandbox RPCs call the engine's methods (RunSandbox, StopSandbox…); the
-// container, streaming and runtime RPC handlers still live here and carry out the lifecycle
-// themselves, and runtime/cri serves them by embedding the Engine.
+// edge in front of it: its sandbox and container RPCs call the engine's methods (RunSandbox,
+// CreateContainer, SubscribeEvents…); the streaming and runtime RPC handlers still live here and
+// carry out their work themselves, and runtime/cri serves them by embedding the Engine.
 package engine
 
 import (
