@@ -1,8 +1,8 @@
 // Package cri is the runtime's gRPC edge: the CRI RuntimeService served on the daemon's socket in
 // front of runtime/engine, which carries out the sandbox and container lifecycle. What every call
 // needs (panics, errdefs → gRPC codes, logging) is done once, in instrument.go; Listen opens the
-// socket. The sandbox and container RPCs, one file per group, call the engine; the other RPC
-// handlers are still the engine's, served by embedding it.
+// socket. The sandbox, container and streaming RPCs, one file per group, call the engine; the
+// runtime-wide RPC handlers are still the engine's, served by embedding it.
 package cri
 
 import (

@@ -4,22 +4,8 @@ import (
 	"context"
 	"io"
 
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
 	"github.com/nodelet/nodelet/runtime/streaming"
 )
-
-// Attach hands out a URL that attaches to a running container's stdio through conmon.
-func (s *Engine) Attach(ctx context.Context, req *runtimeapi.AttachRequest) (*runtimeapi.AttachResponse, error) {
-	if _, err := s.ContainerAttachTarget(req.GetContainerId()); err != nil {
-		return nil, err
-	}
-	srv, err := s.streamingServer()
-	if err != nil {
-		return nil, err
-	}
-	return srv.GetAttach(req)
-}
 
 // Attach connects the client to conmon's attach socket. Stdin is passed only to a container created
 // with stdin; a stdin_once container's stdin closes when the client's does. Resizes go to conmon.

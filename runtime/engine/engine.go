@@ -3,9 +3,10 @@
 // machines), their recovery and the sweep of what a crash left after a restart (Recover, sweep.go),
 // pod namespaces, cgroups and files, OCI bundles and conmon-monitored containers, exits and events,
 // stats, and the exec/attach/port-forward sessions of the streaming server. runtime/cri is the gRPC
-// edge in front of it: its sandbox and container RPCs call the engine's methods (RunSandbox,
-// CreateContainer, SubscribeEvents…); the streaming and runtime RPC handlers still live here and
-// carry out their work themselves, and runtime/cri serves them by embedding the Engine.
+// edge in front of it: its sandbox, container and streaming RPCs call the engine's methods
+// (RunSandbox, CreateContainer, SubscribeEvents, ExecInContainer…); the runtime-wide RPC handlers
+// (Status, RuntimeConfig, UpdateRuntimeConfig) still live here, and runtime/cri serves them by
+// embedding the Engine.
 package engine
 
 import (
@@ -119,7 +120,7 @@ func New(cfg Config) (*Engine, error) {
 	if err := s.initContainerManager(); err != nil {
 		return nil, err
 	}
-	if _, err := s.streamingServer(); err != nil {
+	if _, err := s.StreamingServer(); err != nil {
 		return nil, fmt.Errorf("streaming: %w", err)
 	}
 	return s, nil

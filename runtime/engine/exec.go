@@ -14,24 +14,14 @@ import (
 	"github.com/nodelet/nodelet/runtime/streaming"
 )
 
-// Exec, Attach and PortForward only hand out a URL of the streaming server (runtime/streaming);
-// the client then opens the stream there and streamRuntime does the work. The URL's token is
-// single-use and expires after a minute.
-//
-// The container is checked here as well as when the stream opens, so that a typo gets NotFound
-// from the RPC rather than a failed stream later.
-func (s *Engine) Exec(ctx context.Context, req *runtimeapi.ExecRequest) (*runtimeapi.ExecResponse, error) {
-	if len(req.GetCmd()) == 0 {
-		return nil, fmt.Errorf("exec: empty command: %w", errdefs.ErrInvalidArgument)
-	}
-	if _, err := s.runningContainer(req.GetContainerId()); err != nil {
-		return nil, err
-	}
-	srv, err := s.streamingServer()
-	if err != nil {
-		return nil, err
-	}
-	return srv.GetExec(req)
+// The streaming server (runtime/streaming) hands out the URLs of exec, attach and port-forward
+// sessions; when a client opens one, streamRuntime does the work.
+
+// CheckContainerRunning reports why a container cannot be exec'd into or attached to (NotFound,
+// FailedPrecondition), or nil when it can.
+func (s *Engine) CheckContainerRunning(id string) error {
+	_, err := s.runningContainer(id)
+	return err
 }
 
 // runningContainer finds a container that can be exec'd into or attached to.

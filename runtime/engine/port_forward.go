@@ -11,18 +11,14 @@ import (
 	"github.com/nodelet/nodelet/runtime/streaming"
 )
 
-// PortForward hands out a URL that forwards connections to ports of the sandbox.
-func (s *Engine) PortForward(ctx context.Context, req *runtimeapi.PortForwardRequest) (*runtimeapi.PortForwardResponse, error) {
-	if _, err := s.readySandbox(req.GetPodSandboxId()); err != nil {
-		return nil, err
-	}
-	srv, err := s.streamingServer()
-	if err != nil {
-		return nil, err
-	}
-	return srv.GetPortForward(req)
+// CheckSandboxReady reports why connections cannot be forwarded to ports of a sandbox (NotFound,
+// FailedPrecondition), or nil when they can.
+func (s *Engine) CheckSandboxReady(id string) error {
+	_, err := s.readySandbox(id)
+	return err
 }
 
+// readySandbox finds a ready sandbox's network namespace ("" for the host's).
 func (s *Engine) readySandbox(id string) (string, error) {
 	sb, err := s.sandboxes.Get(id)
 	if err != nil {

@@ -14,9 +14,9 @@ type streamingState struct {
 	srv *streaming.Server
 }
 
-// streamingServer returns the streaming server, listening at Config.StreamingAddr (loopback on a
-// random port when empty).
-func (s *Engine) streamingServer() (*streaming.Server, error) {
+// StreamingServer returns the streaming server, listening at Config.StreamingAddr (loopback on a
+// random port when empty), which hands out the URLs of exec, attach and port-forward sessions.
+func (s *Engine) StreamingServer() (*streaming.Server, error) {
 	s.stream.mu.Lock()
 	defer s.stream.mu.Unlock()
 	if s.stream.srv != nil {
