@@ -8,10 +8,10 @@ import (
 
 // Attach hands out a URL that attaches to a running container's stdio through conmon.
 func (s *RuntimeService) Attach(ctx context.Context, req *runtimeapi.AttachRequest) (*runtimeapi.AttachResponse, error) {
-	if _, err := s.ContainerAttachTarget(req.GetContainerId()); err != nil {
+	if _, err := s.eng.ContainerAttachTarget(req.GetContainerId()); err != nil {
 		return nil, err
 	}
-	srv, err := s.StreamingServer()
+	srv, err := s.eng.StreamingServer()
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,7 @@ import (
 
 // GetContainerEvents streams lifecycle events until the client goes away.
 func (s *RuntimeService) GetContainerEvents(req *runtimeapi.GetEventsRequest, stream runtimeapi.RuntimeService_GetContainerEventsServer) error {
-	events, unsubscribe := s.SubscribeEvents()
+	events, unsubscribe := s.eng.SubscribeEvents()
 	defer unsubscribe()
 	ctx := stream.Context()
 	for {

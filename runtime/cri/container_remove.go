@@ -9,7 +9,7 @@ import (
 // RemoveContainer removes a container, killing it first if it runs; removing an unknown container
 // succeeds.
 func (s *RuntimeService) RemoveContainer(ctx context.Context, req *runtimeapi.RemoveContainerRequest) (*runtimeapi.RemoveContainerResponse, error) {
-	if err := s.Engine.RemoveContainer(ctx, req.GetContainerId()); err != nil {
+	if err := s.eng.RemoveContainer(ctx, req.GetContainerId()); err != nil {
 		return nil, err
 	}
 	return &runtimeapi.RemoveContainerResponse{}, nil

@@ -7,7 +7,7 @@ import (
 )
 
 func (s *RuntimeService) StartContainer(ctx context.Context, req *runtimeapi.StartContainerRequest) (*runtimeapi.StartContainerResponse, error) {
-	if err := s.Engine.StartContainer(ctx, req.GetContainerId()); err != nil {
+	if err := s.eng.StartContainer(ctx, req.GetContainerId()); err != nil {
 		return nil, err
 	}
 	return &runtimeapi.StartContainerResponse{}, nil

@@ -7,7 +7,7 @@ import (
 )
 
 func (s *RuntimeService) ContainerStats(ctx context.Context, req *runtimeapi.ContainerStatsRequest) (*runtimeapi.ContainerStatsResponse, error) {
-	st, err := s.Engine.ContainerStats(req.GetContainerId())
+	st, err := s.eng.ContainerStats(req.GetContainerId())
 	if err != nil {
 		return nil, err
 	}
@@ -15,11 +15,11 @@ func (s *RuntimeService) ContainerStats(ctx context.Context, req *runtimeapi.Con
 }
 
 func (s *RuntimeService) ListContainerStats(ctx context.Context, req *runtimeapi.ListContainerStatsRequest) (*runtimeapi.ListContainerStatsResponse, error) {
-	return &runtimeapi.ListContainerStatsResponse{Stats: s.Engine.ListContainerStats(req.GetFilter())}, nil
+	return &runtimeapi.ListContainerStatsResponse{Stats: s.eng.ListContainerStats(req.GetFilter())}, nil
 }
 
 func (s *RuntimeService) PodSandboxStats(ctx context.Context, req *runtimeapi.PodSandboxStatsRequest) (*runtimeapi.PodSandboxStatsResponse, error) {
-	st, err := s.SandboxStats(req.GetPodSandboxId())
+	st, err := s.eng.SandboxStats(req.GetPodSandboxId())
 	if err != nil {
 		return nil, err
 	}
@@ -27,5 +27,5 @@ func (s *RuntimeService) PodSandboxStats(ctx context.Context, req *runtimeapi.Po
 }
 
 func (s *RuntimeService) ListPodSandboxStats(ctx context.Context, req *runtimeapi.ListPodSandboxStatsRequest) (*runtimeapi.ListPodSandboxStatsResponse, error) {
-	return &runtimeapi.ListPodSandboxStatsResponse{Stats: s.ListSandboxStats(req.GetFilter())}, nil
+	return &runtimeapi.ListPodSandboxStatsResponse{Stats: s.eng.ListSandboxStats(req.GetFilter())}, nil
 }

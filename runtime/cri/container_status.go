@@ -7,7 +7,7 @@ import (
 )
 
 func (s *RuntimeService) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerStatusRequest) (*runtimeapi.ContainerStatusResponse, error) {
-	st, info, err := s.Engine.ContainerStatus(req.GetContainerId(), req.GetVerbose())
+	st, info, err := s.eng.ContainerStatus(req.GetContainerId(), req.GetVerbose())
 	if err != nil {
 		return nil, err
 	}
@@ -15,5 +15,5 @@ func (s *RuntimeService) ContainerStatus(ctx context.Context, req *runtimeapi.Co
 }
 
 func (s *RuntimeService) ListContainers(ctx context.Context, req *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
-	return &runtimeapi.ListContainersResponse{Containers: s.Engine.ListContainers(req.GetFilter())}, nil
+	return &runtimeapi.ListContainersResponse{Containers: s.eng.ListContainers(req.GetFilter())}, nil
 }

@@ -10,7 +10,7 @@ import (
 // StopContainer stops a container, its timeout (seconds) the grace it gets after its stop signal.
 // Stopping a stopped or unknown container succeeds.
 func (s *RuntimeService) StopContainer(ctx context.Context, req *runtimeapi.StopContainerRequest) (*runtimeapi.StopContainerResponse, error) {
-	if err := s.Engine.StopContainer(ctx, req.GetContainerId(), time.Duration(req.GetTimeout())*time.Second); err != nil {
+	if err := s.eng.StopContainer(ctx, req.GetContainerId(), time.Duration(req.GetTimeout())*time.Second); err != nil {
 		return nil, err
 	}
 	return &runtimeapi.StopContainerResponse{}, nil

@@ -11,7 +11,7 @@ import (
 
 // UpdateContainerResources applies and records new limits.
 func (s *RuntimeService) UpdateContainerResources(ctx context.Context, req *runtimeapi.UpdateContainerResourcesRequest) (*runtimeapi.UpdateContainerResourcesResponse, error) {
-	if err := s.Engine.UpdateContainerResources(ctx, req.GetContainerId(), req.GetLinux()); err != nil {
+	if err := s.eng.UpdateContainerResources(ctx, req.GetContainerId(), req.GetLinux()); err != nil {
 		return nil, err
 	}
 	return &runtimeapi.UpdateContainerResourcesResponse{}, nil
@@ -19,7 +19,7 @@ func (s *RuntimeService) UpdateContainerResources(ctx context.Context, req *runt
 
 // ReopenContainerLog has conmon reopen the log file after the kubelet rotated it.
 func (s *RuntimeService) ReopenContainerLog(ctx context.Context, req *runtimeapi.ReopenContainerLogRequest) (*runtimeapi.ReopenContainerLogResponse, error) {
-	if err := s.Engine.ReopenContainerLog(ctx, req.GetContainerId()); err != nil {
+	if err := s.eng.ReopenContainerLog(ctx, req.GetContainerId()); err != nil {
 		return nil, err
 	}
 	return &runtimeapi.ReopenContainerLogResponse{}, nil

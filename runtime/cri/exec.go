@@ -19,10 +19,10 @@ func (s *RuntimeService) Exec(ctx context.Context, req *runtimeapi.ExecRequest) 
 	if len(req.GetCmd()) == 0 {
 		return nil, fmt.Errorf("exec: empty command: %w", errdefs.ErrInvalidArgument)
 	}
-	if err := s.CheckContainerRunning(req.GetContainerId()); err != nil {
+	if err := s.eng.CheckContainerRunning(req.GetContainerId()); err != nil {
 		return nil, err
 	}
-	srv, err := s.StreamingServer()
+	srv, err := s.eng.StreamingServer()
 	if err != nil {
 		return nil, err
 	}

@@ -31,7 +31,7 @@ func (s *RuntimeService) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncR
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(req.GetTimeout())*time.Second)
 		defer cancel()
 	}
-	code, err := s.ExecInContainer(ctx, req.GetContainerId(), req.GetCmd(), engine.ExecIO{Stdout: stdout, Stderr: stderr})
+	code, err := s.eng.ExecInContainer(ctx, req.GetContainerId(), req.GetCmd(), engine.ExecIO{Stdout: stdout, Stderr: stderr})
 	if errors.Is(err, context.DeadlineExceeded) {
 		return nil, fmt.Errorf("command %q timed out after %ds: %w", req.GetCmd(), req.GetTimeout(), context.DeadlineExceeded)
 	}

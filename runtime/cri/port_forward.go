@@ -8,10 +8,10 @@ import (
 
 // PortForward hands out a URL that forwards connections to ports of the sandbox.
 func (s *RuntimeService) PortForward(ctx context.Context, req *runtimeapi.PortForwardRequest) (*runtimeapi.PortForwardResponse, error) {
-	if err := s.CheckSandboxReady(req.GetPodSandboxId()); err != nil {
+	if err := s.eng.CheckSandboxReady(req.GetPodSandboxId()); err != nil {
 		return nil, err
 	}
-	srv, err := s.StreamingServer()
+	srv, err := s.eng.StreamingServer()
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,7 @@ import (
 // RemovePodSandbox removes the pod's containers and everything the sandbox had; a sandbox already
 // gone is removed.
 func (s *RuntimeService) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePodSandboxRequest) (*runtimeapi.RemovePodSandboxResponse, error) {
-	if err := s.RemoveSandbox(ctx, req.GetPodSandboxId()); err != nil {
+	if err := s.eng.RemoveSandbox(ctx, req.GetPodSandboxId()); err != nil {
 		return nil, err
 	}
 	return &runtimeapi.RemovePodSandboxResponse{}, nil

@@ -9,7 +9,7 @@ import (
 // RunPodSandbox makes a pod sandbox. The engine validates the config (it turns it into names,
 // paths and sysctls) and undoes what it made when the call ends before the sandbox is ready.
 func (s *RuntimeService) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandboxRequest) (*runtimeapi.RunPodSandboxResponse, error) {
-	id, err := s.RunSandbox(ctx, req.GetConfig(), req.GetRuntimeHandler())
+	id, err := s.eng.RunSandbox(ctx, req.GetConfig(), req.GetRuntimeHandler())
 	if err != nil {
 		return nil, err
 	}

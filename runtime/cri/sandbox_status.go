@@ -8,7 +8,7 @@ import (
 )
 
 func (s *RuntimeService) PodSandboxStatus(ctx context.Context, req *runtimeapi.PodSandboxStatusRequest) (*runtimeapi.PodSandboxStatusResponse, error) {
-	st, info, err := s.SandboxStatus(req.GetPodSandboxId(), req.GetVerbose())
+	st, info, err := s.eng.SandboxStatus(req.GetPodSandboxId(), req.GetVerbose())
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,7 @@ import (
 // UpdatePodSandboxResources records the pod-level resources the kubelet has already written to the
 // pod cgroup it manages.
 func (s *RuntimeService) UpdatePodSandboxResources(ctx context.Context, req *runtimeapi.UpdatePodSandboxResourcesRequest) (*runtimeapi.UpdatePodSandboxResourcesResponse, error) {
-	if err := s.UpdateSandboxResources(req.GetPodSandboxId(), req.GetOverhead(), req.GetResources()); err != nil {
+	if err := s.eng.UpdateSandboxResources(req.GetPodSandboxId(), req.GetOverhead(), req.GetResources()); err != nil {
 		return nil, err
 	}
 	return &runtimeapi.UpdatePodSandboxResourcesResponse{}, nil

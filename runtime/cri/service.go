@@ -1,8 +1,8 @@
 // Package cri is the runtime's gRPC edge: the CRI RuntimeService served on the daemon's socket in
-// front of runtime/engine, which carries out the sandbox and container lifecycle. What every call
-// needs (panics, errdefs → gRPC codes, logging) is done once, in instrument.go; Listen opens the
-// socket. The sandbox, container and streaming RPCs, one file per group, call the engine; the
-// runtime-wide RPC handlers are still the engine's, served by embedding it.
+// front of runtime/engine, which carries out the sandbox and container lifecycle. Each RPC, one
+// file per group of RPCs, takes its request apart, calls the engine and builds the response;
+// what every call needs (panics, errdefs → gRPC codes, logging) is done once, in instrument.go.
+// Listen opens the socket.
 package cri
 
 import (
@@ -20,12 +20,14 @@ import (
 
 // RuntimeService implements runtimeapi.RuntimeServiceServer over an engine.
 type RuntimeService struct {
-	*engine.Engine
+	runtimeapi.UnimplementedRuntimeServiceServer
+
+	eng *engine.Engine
 }
 
 // New returns the RuntimeService of e.
 func New(e *engine.Engine) *RuntimeService {
-	return &RuntimeService{Engine: e}
+	return &RuntimeService{eng: e}
 }
 
 // Register adds the RuntimeService to a gRPC server.

@@ -7,9 +7,10 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// Buffer sizes: the queue decouples mutating RPCs from building event payloads; each subscriber's
-// channel absorbs a burst. A subscriber that falls a whole buffer behind is cut off (its stream
-// ends with ResourceExhausted) rather than slowing anyone: the kubelet then relists and resubscribes.
+// Buffer sizes: the queue decouples the changes that publish events from building their payloads;
+// each subscriber's channel absorbs a burst. A subscriber that falls a whole buffer behind is cut
+// off (its stream ends with ResourceExhausted) rather than slowing anyone: the kubelet then relists
+// and resubscribes.
 const (
 	eventQueueLen      = 4096
 	eventSubscriberLen = 1024

@@ -36,9 +36,9 @@ import (
 	"github.com/nodelet/nodelet/runtime/store"
 )
 
-// containerManager holds what the container RPCs need beyond the registry: the OCI runtimes by
-// handler, exit watching (the exit watcher, the monitor check, who waits for an exit), CPU samples
-// and the event stream.
+// containerManager holds what the container lifecycle needs beyond the registry: the OCI runtimes
+// by handler, exit watching (the exit watcher, the monitor check, who waits for an exit), CPU
+// samples and the event stream.
 type containerManager struct {
 	exitDir string
 	minOOM  int

@@ -2,11 +2,9 @@
 // sandboxes and containers (sandbox_state.go and container_state.go open with their state
 // machines), their recovery and the sweep of what a crash left after a restart (Recover, sweep.go),
 // pod namespaces, cgroups and files, OCI bundles and conmon-monitored containers, exits and events,
-// stats, and the exec/attach/port-forward sessions of the streaming server. runtime/cri is the gRPC
-// edge in front of it: its sandbox, container and streaming RPCs call the engine's methods
-// (RunSandbox, CreateContainer, SubscribeEvents, ExecInContainer…); the runtime-wide RPC handlers
-// (Status, RuntimeConfig, UpdateRuntimeConfig) still live here, and runtime/cri serves them by
-// embedding the Engine.
+// stats, and the exec/attach/port-forward sessions of the streaming server. Its methods take and
+// return plain values and CRI messages; it knows nothing of gRPC, which is runtime/cri's, the edge
+// in front of it.
 package engine
 
 import (
@@ -17,8 +15,6 @@ import (
 	"os"
 	"path/filepath"
 	"time"
-
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/runtime/store"
 )
@@ -65,8 +61,6 @@ type Config struct {
 // (registries and stores); the rest of their state (locks, namespace pins, the OCI runtimes, exit
 // watching) is their managers'.
 type Engine struct {
-	runtimeapi.UnimplementedRuntimeServiceServer
-
 	cfg Config
 	log *slog.Logger
 

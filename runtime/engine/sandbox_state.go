@@ -34,7 +34,7 @@ import (
 	"github.com/nodelet/nodelet/runtime/store"
 )
 
-// sandboxManager holds what the sandbox RPCs need beyond the registry. Owned by sandbox_*.go.
+// sandboxManager holds what the sandbox lifecycle needs beyond the registry. Owned by sandbox_*.go.
 type sandboxManager struct {
 	root, state  string // the daemon's --root and --state: each sandbox's dirs are under them
 	catatonit    string
@@ -61,7 +61,7 @@ func (m *sandboxManager) lock(id string) func() {
 	return m.hold(id, false)
 }
 
-// rlock keeps the sandbox from changing while a container RPC adds to it: creates of one
+// rlock keeps the sandbox from changing while a container create adds to it: creates of one
 // pod run side by side, and a Stop or Remove waits for them, then finds their containers.
 func (m *sandboxManager) rlock(id string) func() {
 	return m.hold(id, true)

@@ -1,28 +1,24 @@
 package engine
 
 import (
-	"context"
 	"encoding/json"
 	"path/filepath"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-func (s *Engine) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*runtimeapi.StatusResponse, error) {
-	runtimeReady := &runtimeapi.RuntimeCondition{Type: runtimeapi.RuntimeReady, Status: true}
-	networkReady := &runtimeapi.RuntimeCondition{Type: runtimeapi.NetworkReady, Status: true}
-	if s.cfg.Network != nil {
-		if err := s.cfg.Network.Status(); err != nil {
-			networkReady.Status = false
-			networkReady.Reason = "NetworkPluginNotReady"
-			networkReady.Message = err.Error()
-		}
+// NetworkStatus is nil when pods can be networked (or get loopback only), else the reason they
+// cannot.
+func (s *Engine) NetworkStatus() error {
+	if s.cfg.Network == nil {
+		return nil
 	}
-	resp := &runtimeapi.StatusResponse{
-		Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{runtimeReady, networkReady}},
-		// ContainerStatus reports the user and the Strict policy is honoured by the OCI spec.
-		Features: &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: true},
-	}
+	return s.cfg.Network.Status()
+}
+
+// RuntimeHandlers lists the configured handlers with their features.
+func (s *Engine) RuntimeHandlers() []*runtimeapi.RuntimeHandler {
+	var out []*runtimeapi.RuntimeHandler
 	userns := s.usernsRootfsReachable()
 	features := func(h Handler) *runtimeapi.RuntimeHandlerFeatures {
 		return &runtimeapi.RuntimeHandlerFeatures{RecursiveReadOnlyMounts: rroCapable(h), UserNamespaces: userns && usernsCapable(h)}
@@ -31,41 +27,32 @@ func (s *Engine) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*ru
 	// handler (critest without --runtime-handler, a pod without runtimeClassName) finds its
 	// features there.
 	if h, ok := s.cfg.Handlers[s.cfg.DefaultHandler]; ok {
-		resp.RuntimeHandlers = append(resp.RuntimeHandlers, &runtimeapi.RuntimeHandler{Name: "", Features: features(h)})
+		out = append(out, &runtimeapi.RuntimeHandler{Name: "", Features: features(h)})
 	}
 	for name, h := range s.cfg.Handlers {
-		resp.RuntimeHandlers = append(resp.RuntimeHandlers, &runtimeapi.RuntimeHandler{Name: name, Features: features(h)})
+		out = append(out, &runtimeapi.RuntimeHandler{Name: name, Features: features(h)})
 	}
-	if req.GetVerbose() {
-		info, _ := json.Marshal(map[string]any{
-			"root": s.cfg.Root, "state": s.cfg.State, "defaultHandler": s.cfg.DefaultHandler,
-			"handlers": s.cfg.Handlers, "cgroupParent": s.cfg.CgroupParent,
-		})
-		resp.Info = map[string]string{"config": string(info)}
-	}
-	return resp, nil
+	return out
 }
 
-func (s *Engine) RuntimeConfig(ctx context.Context, req *runtimeapi.RuntimeConfigRequest) (*runtimeapi.RuntimeConfigResponse, error) {
-	// The daemon manages cgroups through cgroupfs; the kubelet must use the same driver.
-	return &runtimeapi.RuntimeConfigResponse{
-		Linux: &runtimeapi.LinuxRuntimeConfiguration{CgroupDriver: runtimeapi.CgroupDriver_CGROUPFS},
-	}, nil
+// ConfigInfo is the engine's configuration as the verbose runtime status shows it.
+func (s *Engine) ConfigInfo() string {
+	info, _ := json.Marshal(map[string]any{
+		"root": s.cfg.Root, "state": s.cfg.State, "defaultHandler": s.cfg.DefaultHandler,
+		"handlers": s.cfg.Handlers, "cgroupParent": s.cfg.CgroupParent,
+	})
+	return string(info)
 }
 
-// UpdateRuntimeConfig takes the node's pod CIDR from the kubelet: the default network nodelet wrote
-// hands out addresses from it from then on; a network of the admin's keeps its own ranges.
-func (s *Engine) UpdateRuntimeConfig(ctx context.Context, req *runtimeapi.UpdateRuntimeConfigRequest) (*runtimeapi.UpdateRuntimeConfigResponse, error) {
-	cidr := req.GetRuntimeConfig().GetNetworkConfig().GetPodCidr()
-	if cidr == "" {
-		return &runtimeapi.UpdateRuntimeConfigResponse{}, nil
-	}
+// SetPodCIDR takes the node's pod CIDR from the kubelet: the default network nodelet wrote hands
+// out addresses from it from then on; a network of the admin's keeps its own ranges.
+func (s *Engine) SetPodCIDR(cidr string) error {
 	if p, ok := s.cfg.Network.(PodCIDRSetter); ok {
 		if _, err := p.SetPodCIDR(cidr); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return &runtimeapi.UpdateRuntimeConfigResponse{}, nil
+	return nil
 }
 
 // usernsCapable reports whether pods of handler h may have their own user namespace: runc and crun

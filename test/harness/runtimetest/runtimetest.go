@@ -1,8 +1,9 @@
 // Package runtimetest starts a real runtime for integration tests, built as the daemon builds it
 // (runtime/config's defaults and handler discovery, runtime.New): its own root, state and
 // handler dirs under the test's temp dir, a unix socket, the real runc/crun/runsc and conmon, and a
-// rootfs provider over a busybox-static folder. Tests talk to it only through CRI clients, as the
-// kubelet would.
+// rootfs provider over a busybox-static folder. Tests talk to it through CRI clients, as the
+// kubelet would; Env.Engine reaches the engine behind them, for what CRI cannot do (play a daemon
+// killed mid-call, run the engine's exec and attach sessions without the streaming server).
 package runtimetest
 
 import (

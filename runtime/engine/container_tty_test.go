@@ -1,4 +1,4 @@
-package cri_test
+package engine_test
 
 import (
 	"bytes"
