@@ -2,9 +2,10 @@
 // sandboxes and containers (sandbox_state.go and container_state.go open with their state
 // machines), their recovery and the sweep of what a crash left after a restart (Recover, sweep.go),
 // pod namespaces, cgroups and files, OCI bundles and conmon-monitored containers, exits and events,
-// stats, and the exec/attach/port-forward sessions of the streaming server. Its methods take and
-// return plain values and CRI messages; it knows nothing of gRPC, which is runtime/cri's, the edge
-// in front of it.
+// stats, and the exec/attach/port-forward sessions of the streaming server. It validates the
+// sandbox and container configs it is given, as it is what turns them into names, paths and
+// sysctls. Its methods take and return plain values and CRI messages; it knows nothing of gRPC,
+// which is runtime/cri's, the edge in front of it.
 package engine
 
 import (
@@ -30,7 +31,7 @@ type Handler struct {
 	Args []string
 }
 
-// Config is everything a runtime daemon is made of. Paths are absolute.
+// Config is everything an engine is made of. Paths are absolute.
 type Config struct {
 	Root  string // persistent state: metadata, container dirs
 	State string // volatile state: namespace pins, sockets, exit files
@@ -52,7 +53,7 @@ type Config struct {
 	// loopback only.
 	StreamingTLS *tls.Config
 	Logger       *slog.Logger
-	// CreateTimeout bounds each RunPodSandbox and CreateContainer whose client set no shorter
+	// CreateTimeout bounds each RunSandbox and CreateContainer whose caller set no shorter
 	// deadline; 0 means DefaultCreateTimeout.
 	CreateTimeout time.Duration
 }
