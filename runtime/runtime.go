@@ -1,6 +1,7 @@
-// Package runtime assembles nodelet's CRI runtime: the image store, pod networking, the
-// RuntimeService over them, the ImageService, the streaming server and the gRPC server that serves
-// both CRI services on one socket. New builds all of it from a config.Config (runtime/config holds
+// Package runtime assembles nodelet's CRI runtime: the image store, pod networking, the engine
+// (the sandbox and container lifecycle, with its streaming server) over them, the RuntimeService
+// in front of the engine, the ImageService and the gRPC server that serves both CRI services on
+// one socket. New builds all of it from a config.Config (runtime/config holds
 // the defaults and finds the OCI runtimes); Run recovers what an earlier process left running and
 // serves.
 package runtime
@@ -17,9 +18,10 @@ import (
 
 	"github.com/nodelet/nodelet/runtime/cni"
 	"github.com/nodelet/nodelet/runtime/config"
+	"github.com/nodelet/nodelet/runtime/cri"
+	"github.com/nodelet/nodelet/runtime/engine"
 	"github.com/nodelet/nodelet/runtime/imageservice"
 	"github.com/nodelet/nodelet/runtime/imagestore"
-	"github.com/nodelet/nodelet/runtime/server"
 )
 
 // Deps are parts handed to New instead of built by it: tests give containers a rootfs over a plain
@@ -27,10 +29,10 @@ import (
 // does not close it.
 type Deps struct {
 	// Images, with ImageService, replace the image store at Config.ImageDir.
-	Images       server.RootfsProvider
+	Images       engine.RootfsProvider
 	ImageService runtimeapi.ImageServiceServer
 	// Network replaces the CNI networking of Config.Network.
-	Network server.NetworkPlugin
+	Network engine.NetworkPlugin
 }
 
 // Runtime is the assembled runtime.
@@ -39,7 +41,8 @@ type Runtime struct {
 	log    *slog.Logger
 	images *imagestore.Store // nil when Deps gave the images
 	net    *cni.Manager      // nil without CNI, or when Deps gave the network
-	svc    *server.Server
+	eng    *engine.Engine
+	svc    *cri.RuntimeService
 	grpc   *grpc.Server
 
 	once     sync.Once
@@ -47,14 +50,15 @@ type Runtime struct {
 	ready    chan struct{}
 }
 
-// New builds every part of the runtime: the image store, the pod network, the RuntimeService (its
-// streaming server already listening), the ImageService and the gRPC server carrying both. It
-// changes nothing of the sandboxes and containers on the host, and nothing is served until Run.
+// New builds every part of the runtime: the image store, the pod network, the engine (its
+// streaming server already listening), the RuntimeService in front of it, the ImageService and the
+// gRPC server carrying both. It changes nothing of the sandboxes and containers on the host, and
+// nothing is served until Run.
 func New(cfg config.Config, deps Deps) (rt *Runtime, retErr error) {
-	log := cfg.Server.Logger
+	log := cfg.Engine.Logger
 	if log == nil {
 		log = slog.Default()
-		cfg.Server.Logger = log
+		cfg.Engine.Logger = log
 	}
 	if cfg.Listen == "" {
 		return nil, errors.New("runtime: no endpoint to listen on")
@@ -69,16 +73,16 @@ func New(cfg config.Config, deps Deps) (rt *Runtime, retErr error) {
 		}
 	}()
 	imageService := deps.ImageService
-	r.cfg.Server.Images = deps.Images
+	r.cfg.Engine.Images = deps.Images
 	if deps.Images == nil {
 		var err error
 		if r.images, err = imagestore.Open(cfg.ImageDir, imagestore.WithRegistryConfig(cfg.Registry), imagestore.WithLogger(log)); err != nil {
 			return nil, fmt.Errorf("image store: %w", err)
 		}
-		r.cfg.Server.Images = r.images
+		r.cfg.Engine.Images = r.images
 		imageService = imageservice.New(r.images, imageservice.WithLogger(log))
 	}
-	r.cfg.Server.Network = deps.Network
+	r.cfg.Engine.Network = deps.Network
 	if deps.Network == nil && cfg.Network != nil {
 		opts := *cfg.Network
 		if opts.Logger == nil {
@@ -88,13 +92,14 @@ func New(cfg config.Config, deps Deps) (rt *Runtime, retErr error) {
 		if r.net, err = cni.New(opts); err != nil {
 			return nil, fmt.Errorf("cni: %w", err)
 		}
-		r.cfg.Server.Network = r.net
+		r.cfg.Engine.Network = r.net
 	}
 	var err error
-	if r.svc, err = server.New(r.cfg.Server); err != nil {
+	if r.eng, err = engine.New(r.cfg.Engine); err != nil {
 		return nil, err
 	}
-	r.grpc = server.NewGRPCServer(log)
+	r.svc = cri.New(r.eng)
+	r.grpc = cri.NewGRPCServer(log)
 	r.svc.Register(r.grpc)
 	runtimeapi.RegisterImageServiceServer(r.grpc, imageService)
 	return r, nil
@@ -118,17 +123,17 @@ func (r *Runtime) Run(ctx context.Context) error {
 	// every container, undoes creates cut short and kills orphaned monitors, so it needs the
 	// daemon's context (a stop cuts it short), and a Runtime built but never run (nodelet up
 	// whose agent fails to build) must leave the host's pods as they are.
-	if err := r.svc.Recover(ctx); err != nil {
+	if err := r.eng.Recover(ctx); err != nil {
 		return err
 	}
-	lis, err := server.Listen(r.cfg.Listen)
+	lis, err := cri.Listen(r.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
 	served := make(chan error, 1)
 	go func() { served <- r.grpc.Serve(lis) }()
 	close(r.ready)
-	r.log.Info("runtime serving", "listen", r.cfg.Listen, "root", r.cfg.Server.Root, "state", r.cfg.Server.State)
+	r.log.Info("runtime serving", "listen", r.cfg.Listen, "root", r.cfg.Engine.Root, "state", r.cfg.Engine.State)
 	select {
 	case <-ctx.Done():
 		r.grpc.Stop()
@@ -142,18 +147,18 @@ func (r *Runtime) Run(ctx context.Context) error {
 // Ready is closed once Run has recovered and the socket accepts calls.
 func (r *Runtime) Ready() <-chan struct{} { return r.ready }
 
-// RuntimeService is the RuntimeService served, for callers in the same process that need more
-// than CRI (tests play a daemon killed mid-call by ending its container watchers).
-func (r *Runtime) RuntimeService() *server.Server { return r.svc }
+// Engine is the lifecycle behind the RuntimeService served, for callers in the same process that
+// need more than CRI (tests play a daemon killed mid-call by ending its container watchers).
+func (r *Runtime) Engine() *engine.Engine { return r.eng }
 
-// Close releases what New built: the RuntimeService's background work and streaming server, and
+// Close releases what New built: the engine's background work and streaming server, and
 // the pod network; containers keep running under conmon. Run calls it on its way out; later calls
 // return the first one's error.
 func (r *Runtime) Close() error {
 	r.once.Do(func() {
 		var errs []error
-		if r.svc != nil {
-			errs = append(errs, r.svc.Close())
+		if r.eng != nil {
+			errs = append(errs, r.eng.Close())
 		}
 		if r.net != nil {
 			errs = append(errs, r.net.Close())

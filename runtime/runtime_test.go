@@ -13,7 +13,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/runtime/config"
-	"github.com/nodelet/nodelet/runtime/server"
+	"github.com/nodelet/nodelet/runtime/engine"
 	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
@@ -24,8 +24,8 @@ func TestNewRunServesUntilCancelled(t *testing.T) {
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "cri.sock")
 	cfg := config.Config{
-		Server: server.Config{Root: filepath.Join(dir, "root"), State: filepath.Join(dir, "state"), DefaultHandler: "runc",
-			Handlers:   map[string]server.Handler{"runc": {Name: "runc", Path: testutil.LookPath("runc"), Root: filepath.Join(dir, "state", "oci", "runc")}},
+		Engine: engine.Config{Root: filepath.Join(dir, "root"), State: filepath.Join(dir, "state"), DefaultHandler: "runc",
+			Handlers:   map[string]engine.Handler{"runc": {Name: "runc", Path: testutil.LookPath("runc"), Root: filepath.Join(dir, "state", "oci", "runc")}},
 			ConmonPath: testutil.LookPath("conmon"), StreamingAddr: "127.0.0.1:0", CgroupParent: "/nodelet-runtime-test"},
 		ImageDir: filepath.Join(dir, "root", "images"),
 		Listen:   "unix://" + sock,
@@ -82,8 +82,8 @@ func TestNewCloseWithoutRun(t *testing.T) {
 	addr := free.Addr().String()
 	free.Close()
 	cfg := config.Config{
-		Server: server.Config{Root: filepath.Join(dir, "root"), State: filepath.Join(dir, "state"), DefaultHandler: "runc",
-			Handlers:      map[string]server.Handler{"runc": {Name: "runc", Path: testutil.LookPath("runc"), Root: filepath.Join(dir, "state", "oci", "runc")}},
+		Engine: engine.Config{Root: filepath.Join(dir, "root"), State: filepath.Join(dir, "state"), DefaultHandler: "runc",
+			Handlers:      map[string]engine.Handler{"runc": {Name: "runc", Path: testutil.LookPath("runc"), Root: filepath.Join(dir, "state", "oci", "runc")}},
 			StreamingAddr: addr},
 		ImageDir: filepath.Join(dir, "root", "images"),
 		Listen:   "unix://" + filepath.Join(dir, "cri.sock"),
@@ -112,8 +112,8 @@ func TestNewFailsOnBadStreamingAddress(t *testing.T) {
 	testutil.Require(t, "runc")
 	dir := t.TempDir()
 	cfg := config.Config{
-		Server: server.Config{Root: filepath.Join(dir, "root"), State: filepath.Join(dir, "state"), DefaultHandler: "runc",
-			Handlers:      map[string]server.Handler{"runc": {Name: "runc", Path: testutil.LookPath("runc")}},
+		Engine: engine.Config{Root: filepath.Join(dir, "root"), State: filepath.Join(dir, "state"), DefaultHandler: "runc",
+			Handlers:      map[string]engine.Handler{"runc": {Name: "runc", Path: testutil.LookPath("runc")}},
 			StreamingAddr: "127.0.0.1:-1"},
 		ImageDir: filepath.Join(dir, "root", "images"),
 		Listen:   "unix://" + filepath.Join(dir, "cri.sock"),
@@ -130,7 +130,7 @@ func TestNewRefusesImagesWithoutImageService(t *testing.T) {
 }
 
 // fakeRootfs stands for a rootfs provider handed in without its ImageService.
-type fakeRootfs struct{ server.RootfsProvider }
+type fakeRootfs struct{ engine.RootfsProvider }
 
 func TestNewRefusesNoEndpoint(t *testing.T) {
 	if _, err := New(config.Config{ImageDir: t.TempDir()}, Deps{}); err == nil {

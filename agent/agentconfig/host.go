@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"os"
 
-	"golang.org/x/sys/unix"
+	"github.com/nodelet/nodelet/internal/cgroupfs"
 )
 
 // checkHost refuses a host the configuration says not to run on (failSwapOn, failCgroupV1).
@@ -22,10 +22,7 @@ func checkHost(c *Config) error {
 		}
 	}
 	if c.FailCgroupV1 {
-		var st unix.Statfs_t
-		if err := unix.Statfs("/sys/fs/cgroup", &st); err != nil {
-			errs = append(errs, fmt.Errorf("failCgroupV1: %w", err))
-		} else if st.Type != unix.CGROUP2_SUPER_MAGIC {
+		if !cgroupfs.Host().Unified() {
 			errs = append(errs, errors.New("failCgroupV1: this host uses cgroup v1 (set failCgroupV1: false to run on it)"))
 		}
 	}

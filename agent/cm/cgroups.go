@@ -7,13 +7,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 
-	"golang.org/x/sys/unix"
+	"github.com/nodelet/nodelet/internal/cgroupfs"
 )
-
-// DefaultCgroupMount is where the cgroup hierarchies are mounted.
-const DefaultCgroupMount = "/sys/fs/cgroup"
 
 // Cgroups writes limits on cgroups named as with the cgroupfs driver ("/kubepods"): on cgroup v1 in
 // the cpu, memory, pids and hugetlb hierarchies under Mount, on cgroup v2 in the unified hierarchy
@@ -30,22 +26,17 @@ type Cgroups struct {
 // HostCgroups are this host's: cgroup v2 only when the unified hierarchy holds the controllers
 // (a hybrid host like a v1 one).
 func HostCgroups() Cgroups {
-	return Cgroups{Mount: DefaultCgroupMount, Unified: hostUnified()}
+	fs := cgroupfs.Host()
+	return Cgroups{Mount: fs.Mount, Unified: fs.Unified()}
 }
 
-var hostMode struct {
-	once    sync.Once
-	unified bool
-}
-
-// hostUnified reports whether DefaultCgroupMount is itself a cgroup2 mount (cgroup v2 only). On a
-// hybrid host cgroup2 is mounted below it (unified/) and holds no controllers.
-func hostUnified() bool {
-	hostMode.once.Do(func() {
-		var st unix.Statfs_t
-		hostMode.unified = unix.Statfs(DefaultCgroupMount, &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC
-	})
-	return hostMode.unified
+// fs is the filesystem c writes in, for reading it back.
+func (c Cgroups) fs() cgroupfs.FS {
+	v := cgroupfs.V1
+	if c.Unified {
+		v = cgroupfs.V2
+	}
+	return cgroupfs.FS{Mount: c.Mount, Version: v}
 }
 
 func checkName(name string) error {

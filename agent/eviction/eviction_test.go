@@ -472,6 +472,49 @@ func TestMachineDerivesMemoryAndPIDsFromCgroupV1Files(t *testing.T) {
 	}
 }
 
+// The same on a made-up cgroup v2 tree (a root with cgroup.controllers): the root has no
+// memory.current, so its usage is its memory.stat's anon + file; the pods' cgroup reads
+// memory.current and memory.max; memory thresholds are refused, naming cgroup v2.
+func TestMachineDerivesMemoryFromCgroupV2Files(t *testing.T) {
+	root := t.TempDir()
+	write := func(p, s string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, p), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("/proc/meminfo", "MemTotal:        4194304 kB\nMemFree:         1048576 kB\n")
+	write("/sys/fs/cgroup/cgroup.controllers", "cpu memory pids\n")
+	write("/sys/fs/cgroup/memory.stat", "anon 1073741824\nfile 1610612736\ninactive_file 1073741824\n")
+	write("/sys/fs/cgroup/kubepods/memory.max", "1073741824\n")
+	write("/sys/fs/cgroup/kubepods/memory.current", "734003200\n")
+	write("/sys/fs/cgroup/kubepods/memory.stat", "anon 1\ninactive_file 104857600\n")
+	write("/proc/sys/kernel/pid_max", "4194304\n")
+	write("/proc/loadavg", "0.52 0.58 0.59 2/3 12345\n")
+	m := &Machine{RootDir: root, Root: root, PodsCgroup: "/kubepods"}
+	obs, err := m.Measure(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 4Gi total − ((1Gi anon + 1.5Gi file) − 1Gi inactive file) = 2.5Gi; MemFree plays no part.
+	if got := obs[SignalMemoryAvailable]; got.Available != 5<<29 || got.Capacity != 4<<30 {
+		t.Errorf("memory.available %+v, want 2.5Gi of 4Gi", got)
+	}
+	if got, want := obs[SignalAllocatableMemoryAvailable], (Observation{Available: 1<<30 - (700*mi - 100*mi), Capacity: 1 << 30}); got != want {
+		t.Errorf("allocatableMemory.available %+v, want %+v", got, want)
+	}
+	write("/sys/fs/cgroup/kubepods/memory.max", "max\n")
+	if _, ok, err := m.podsMemory(); ok || err != nil {
+		t.Errorf("no limit: observed %v, err %v", ok, err)
+	}
+	if err := m.CheckMemcgNotification(); err == nil || !strings.Contains(err.Error(), "cgroup v2") {
+		t.Errorf("memory thresholds on cgroup v2: %v", err)
+	}
+}
+
 func TestAdmitUnderPIDPressureRefusesAllButCriticalPods(t *testing.T) {
 	f := newFixture(t, map[string]string{"pid.available": "100"}, nil, nil, time.Minute)
 	f.meas.obs[SignalPIDAvailable] = Observation{Available: 10, Capacity: 1000}

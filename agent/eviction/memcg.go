@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nodelet/nodelet/internal/cgroupfs"
 )
 
 // MemcgThreshold is one armed cgroup v1 memory threshold: the kernel signals its eventfd when the
@@ -58,12 +59,11 @@ func (t *MemcgThreshold) Close() error { return t.efd.Close() }
 
 // memcgDir is the root v1 memory cgroup, or an error naming why notification cannot work here.
 func (m *Machine) memcgDir() (string, error) {
-	cg := filepath.Join(m.Root, "/sys/fs/cgroup")
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(cg, &st); err == nil && st.Type == cgroup2Magic {
+	fs := m.cgroups()
+	if fs.Unified() {
 		return "", errors.New("cgroup v2 has no memory usage thresholds (cgroup.event_control is a cgroup v1 interface)")
 	}
-	dir := filepath.Join(cg, "memory")
+	dir := fs.Dir("memory", "/")
 	if _, err := os.Stat(filepath.Join(dir, "cgroup.event_control")); err != nil {
 		return "", fmt.Errorf("no cgroup v1 memory controller: %w", err)
 	}
@@ -86,10 +86,10 @@ func (m *Machine) NotifyMemoryBelow(sig Signal, available int64) (*MemcgThreshol
 	if err != nil {
 		return nil, err
 	}
-	var capacity int64
+	var mem cgroupfs.Memory
 	switch sig {
 	case SignalMemoryAvailable:
-		if capacity, _, err = m.meminfo(); err != nil {
+		if mem, err = m.cgroups().RootMemory(m.meminfo()); err != nil {
 			return nil, err
 		}
 	case SignalAllocatableMemoryAvailable:
@@ -97,19 +97,15 @@ func (m *Machine) NotifyMemoryBelow(sig Signal, available int64) (*MemcgThreshol
 			return nil, errors.New("no pods' cgroup")
 		}
 		dir = filepath.Join(dir, m.PodsCgroup)
-		var limited bool
-		if capacity, limited, err = memoryLimit(filepath.Join(dir, "memory.limit_in_bytes")); err != nil {
+		if mem, err = m.cgroups().Memory(m.PodsCgroup); err != nil {
 			return nil, err
-		} else if !limited {
+		} else if mem.Unlimited {
 			return nil, fmt.Errorf("the pods' cgroup %s has no memory limit", m.PodsCgroup)
 		}
 	default:
 		return nil, fmt.Errorf("%s is not a memory signal", sig)
 	}
-	inactive, err := statValue(filepath.Join(dir, "memory.stat"), "total_inactive_file")
-	if err != nil {
-		return nil, err
-	}
+	capacity, inactive := int64(mem.Limit), int64(mem.InactiveFile)
 	level := capacity - available + inactive
 	if level <= 0 {
 		return nil, fmt.Errorf("memory threshold level %d: nothing to arm", level)

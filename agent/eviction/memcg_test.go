@@ -9,13 +9,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/nodelet/nodelet/internal/cgroupfs"
 	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
@@ -44,19 +44,15 @@ func allocate(n string) {
 	buf[len(buf)-1] = 2 // keep buf alive until here
 }
 
-func memcgV1(t *testing.T) bool {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs("/sys/fs/cgroup", &st); err != nil {
-		t.Fatal(err)
-	}
-	return st.Type != cgroup2Magic
+func memcgV1() bool {
+	return !cgroupfs.Host().Unified()
 }
 
 // On the real machine: a threshold armed above a cgroup's usage fires when a process in it
 // allocates past it, and not before.
 func TestMemcgThresholdFiresOnRealCgroup(t *testing.T) {
 	testutil.Require(t)
-	if !memcgV1(t) {
+	if !memcgV1() {
 		// What the agent does on cgroup v2: refuse kernelMemcgNotification, saying why.
 		err := (&Machine{}).CheckMemcgNotification()
 		if err == nil || !strings.Contains(err.Error(), "cgroup v2") {

@@ -1,8 +1,6 @@
 package eviction
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +12,8 @@ import (
 
 	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/internal/cgroupfs"
 )
 
 // Observation is one signal's reading: what is left and of how much.
@@ -98,131 +98,39 @@ func statfs(dir string) (bytes, inodes Observation, err error) {
 		Observation{Available: int64(st.Ffree), Capacity: int64(st.Files)}, nil
 }
 
-const cgroup2Magic = 0x63677270
+// cgroups is the cgroup filesystem under Root: this host's, or a test's made-up tree (whose
+// version is detected on each pass, as the tree may change between them).
+func (m *Machine) cgroups() cgroupfs.FS {
+	if m.Root == "" {
+		return cgroupfs.Host()
+	}
+	mount := filepath.Join(m.Root, cgroupfs.Mount)
+	return cgroupfs.FS{Mount: mount, Version: cgroupfs.Detect(mount)}
+}
+
+// meminfo is the machine's /proc/meminfo.
+func (m *Machine) meminfo() string { return filepath.Join(m.Root, "/proc/meminfo") }
 
 // memory is MemTotal minus the root cgroup's working set (usage less inactive file pages, which
 // the kernel reclaims first), the kubelet's memory.available.
 func (m *Machine) memory() (Observation, error) {
-	total, memFree, err := m.meminfo()
+	mem, err := m.cgroups().RootMemory(m.meminfo())
 	if err != nil {
 		return Observation{}, err
 	}
-	cg := filepath.Join(m.Root, "/sys/fs/cgroup")
-	var usage, inactive int64
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(cg, &st); err == nil && st.Type == cgroup2Magic {
-		// The v2 root has no memory.current: its usage is what the machine has in use.
-		usage = total - memFree
-		if inactive, err = statValue(filepath.Join(cg, "memory.stat"), "inactive_file"); err != nil {
-			return Observation{}, err
-		}
-	} else {
-		b, err := os.ReadFile(filepath.Join(cg, "memory", "memory.usage_in_bytes"))
-		if err != nil {
-			return Observation{}, err
-		}
-		if usage, err = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err != nil {
-			return Observation{}, fmt.Errorf("memory.usage_in_bytes: %w", err)
-		}
-		if inactive, err = statValue(filepath.Join(cg, "memory", "memory.stat"), "total_inactive_file"); err != nil {
-			return Observation{}, err
-		}
-	}
-	ws := max(usage-inactive, 0)
-	return Observation{Available: max(total-ws, 0), Capacity: total}, nil
-}
-
-// unlimited is where cgroup v1 memory limits start to mean "none" (the page-rounded max int64).
-const unlimited = int64(1) << 62
-
-// memoryLimit reads a cgroup's memory limit (v1 memory.limit_in_bytes, v2 memory.max); ok is
-// false when there is none ("max", or v1's page-rounded largest value).
-func memoryLimit(path string) (limit int64, ok bool, err error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, false, err
-	}
-	text := strings.TrimSpace(string(b))
-	if text == "max" {
-		return 0, false, nil
-	}
-	if limit, err = strconv.ParseInt(text, 10, 64); err != nil {
-		return 0, false, fmt.Errorf("%s: %w", filepath.Base(path), err)
-	}
-	return limit, limit < unlimited, nil
+	avail, _ := mem.Available()
+	return Observation{Available: int64(avail), Capacity: int64(mem.Limit)}, nil
 }
 
 // podsMemory is allocatableMemory.available: the pods' cgroup's memory limit less its working set.
 // ok is false when the cgroup has no limit (enforceNodeAllocatable without pods).
 func (m *Machine) podsMemory() (o Observation, ok bool, err error) {
-	cg := filepath.Join(m.Root, "/sys/fs/cgroup")
-	var st syscall.Statfs_t
-	v2 := syscall.Statfs(cg, &st) == nil && st.Type == cgroup2Magic
-	dir, limitFile, usageFile, inactiveKey := filepath.Join(cg, "memory", m.PodsCgroup),
-		"memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file"
-	if v2 {
-		dir, limitFile, usageFile, inactiveKey = filepath.Join(cg, m.PodsCgroup), "memory.max", "memory.current", "inactive_file"
-	}
-	limit, ok, err := memoryLimit(filepath.Join(dir, limitFile))
-	if err != nil || !ok {
+	mem, err := m.cgroups().Memory(m.PodsCgroup)
+	if err != nil || mem.Unlimited {
 		return Observation{}, false, err
 	}
-	b, err := os.ReadFile(filepath.Join(dir, usageFile))
-	if err != nil {
-		return Observation{}, false, err
-	}
-	usage, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil {
-		return Observation{}, false, fmt.Errorf("%s: %w", usageFile, err)
-	}
-	inactive, err := statValue(filepath.Join(dir, "memory.stat"), inactiveKey)
-	if err != nil {
-		return Observation{}, false, err
-	}
-	ws := max(usage-inactive, 0)
-	return Observation{Available: max(limit-ws, 0), Capacity: limit}, true, nil
-}
-
-func (m *Machine) meminfo() (total, free int64, err error) {
-	b, err := os.ReadFile(filepath.Join(m.Root, "/proc/meminfo"))
-	if err != nil {
-		return 0, 0, err
-	}
-	found := 0
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 2 {
-			continue
-		}
-		v, err := strconv.ParseInt(f[1], 10, 64)
-		if err != nil {
-			continue
-		}
-		switch f[0] {
-		case "MemTotal:":
-			total, found = v*1024, found+1
-		case "MemFree:":
-			free, found = v*1024, found+1
-		}
-	}
-	if found < 2 {
-		return 0, 0, errors.New("/proc/meminfo: no MemTotal or MemFree")
-	}
-	return total, free, nil
-}
-
-func statValue(path, key string) (int64, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(line, " "); ok && k == key {
-			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("%s: no %s", path, key)
+	avail, _ := mem.Available()
+	return Observation{Available: int64(avail), Capacity: int64(mem.Limit)}, true, nil
 }
 
 // pids is the kubelet's pid.available: the lower of the kernel's two limits on tasks, less the

@@ -1,8 +1,6 @@
 package kuberuntime
 
 import (
-	"path"
-
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodelet/nodelet/agent/cm"
@@ -24,8 +22,8 @@ func (m *Manager) removePodCgroups(uid types.UID) {
 		h := cm.HostCgroups()
 		c = &h
 	}
-	pod := "pod" + string(uid)
-	for _, qos := range []string{"", "burstable", "besteffort"} {
-		c.Remove(path.Join(m.CgroupRoot, qos, pod))
+	names := cm.PodCgroups{Root: m.CgroupRoot}
+	for _, tier := range cm.QoSTiers {
+		c.Remove(names.Pod(tier, string(uid)))
 	}
 }

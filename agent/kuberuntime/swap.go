@@ -1,15 +1,12 @@
 package kuberuntime
 
 import (
-	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/agent/cm"
+	"github.com/nodelet/nodelet/internal/cgroupfs"
 )
 
 // cgroup2SwapMax is the cgroup v2 file bounding a cgroup's swap, sent in LinuxContainerResources.unified.
@@ -25,32 +22,13 @@ type SwapController struct {
 
 // hostSwap is read once: neither the cgroup version nor swap accounting changes without a reboot.
 var hostSwap = sync.OnceValue(func() SwapController {
-	return detectSwapController(cm.DefaultCgroupMount, "/proc/self/cgroup", cm.HostCgroups().Unified)
+	return detectSwapController(cgroupfs.Host(), "/proc/self/cgroup")
 })
 
 // detectSwapController looks where the kubelet does: v1 at the memory hierarchy's root; v2 in the
-// agent's own cgroup, since the root cgroup has no memory.swap.max.
-func detectSwapController(mount, selfCgroup string, unified bool) SwapController {
-	p := filepath.Join(mount, "memory", "memory.memsw.limit_in_bytes")
-	if unified {
-		b, err := os.ReadFile(selfCgroup)
-		if err != nil {
-			return SwapController{Unified: true}
-		}
-		own := ""
-		for _, line := range strings.Split(string(b), "\n") {
-			if rest, ok := strings.CutPrefix(line, "0::"); ok {
-				own = rest
-				break
-			}
-		}
-		if own == "" {
-			return SwapController{Unified: true}
-		}
-		p = filepath.Join(mount, filepath.Clean("/"+own), cgroup2SwapMax)
-	}
-	_, err := os.Stat(p)
-	return SwapController{Unified: unified, Available: err == nil}
+// agent's own cgroup (selfCgroup, its /proc/self/cgroup), since the root cgroup has no memory.swap.max.
+func detectSwapController(fs cgroupfs.FS, selfCgroup string) SwapController {
+	return SwapController{Unified: fs.Unified(), Available: fs.SwapAccounting(selfCgroup)}
 }
 
 // noSwap gives the container the kubelet's NoSwap, the only memorySwap.swapBehavior the agent

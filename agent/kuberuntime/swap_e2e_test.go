@@ -12,7 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/agent/cm"
+	"github.com/nodelet/nodelet/internal/cgroupfs"
 	"github.com/nodelet/nodelet/test/harness/crirt"
 )
 
@@ -80,13 +80,14 @@ func TestNoSwapOnTheRealRuntime(t *testing.T) {
 		}
 		return strings.TrimSpace(string(b))
 	}
-	if cm.HostCgroups().Unified {
-		if got := read(filepath.Join(cm.DefaultCgroupMount, info.CgroupsPath, "memory.swap.max")); got != "0" {
+	fs := cgroupfs.Host()
+	dir := fs.Dir("memory", info.CgroupsPath)
+	if fs.Unified() {
+		if got := read(filepath.Join(dir, "memory.swap.max")); got != "0" {
 			t.Fatalf("memory.swap.max %s, want 0", got)
 		}
 		return
 	}
-	dir := filepath.Join(cm.DefaultCgroupMount, "memory", info.CgroupsPath)
 	limit, memsw := read(filepath.Join(dir, "memory.limit_in_bytes")), read(filepath.Join(dir, "memory.memsw.limit_in_bytes"))
 	if limit != strconv.Itoa(64<<20) || memsw != limit {
 		t.Fatalf("memory.limit_in_bytes %s, memory.memsw.limit_in_bytes %s: want both %d", limit, memsw, 64<<20)

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodelet/nodelet/internal/cgroupfs"
 )
 
 // TestNoSwapPerQoSAndCgroupVersion: the CRI swap figures each kind of container gets, as the
@@ -81,19 +83,20 @@ func TestSwapControllerDetection(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if sw := detectSwapController(mount, self, false); sw != (SwapController{}) {
+	v1fs, v2fs := cgroupfs.FS{Mount: mount, Version: cgroupfs.V1}, cgroupfs.FS{Mount: mount, Version: cgroupfs.V2}
+	if sw := detectSwapController(v1fs, self); sw != (SwapController{}) {
 		t.Fatalf("v1 without memsw: %+v", sw)
 	}
 	write(filepath.Join(mount, "memory", "memory.memsw.limit_in_bytes"), "9223372036854771712\n")
-	if sw := detectSwapController(mount, self, false); sw != (SwapController{Available: true}) {
+	if sw := detectSwapController(v1fs, self); sw != (SwapController{Available: true}) {
 		t.Fatalf("v1 with memsw: %+v", sw)
 	}
 	write(self, "0::/kubelet.slice\n")
-	if sw := detectSwapController(mount, self, true); sw != (SwapController{Unified: true}) {
+	if sw := detectSwapController(v2fs, self); sw != (SwapController{Unified: true}) {
 		t.Fatalf("v2 without memory.swap.max: %+v", sw)
 	}
 	write(filepath.Join(mount, "kubelet.slice", "memory.swap.max"), "max\n")
-	if sw := detectSwapController(mount, self, true); sw != (SwapController{Unified: true, Available: true}) {
+	if sw := detectSwapController(v2fs, self); sw != (SwapController{Unified: true, Available: true}) {
 		t.Fatalf("v2 with memory.swap.max: %+v", sw)
 	}
 }

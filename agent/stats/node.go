@@ -13,6 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/nodelet/nodelet/internal/cgroupfs"
 )
 
 // userHZ is the unit of /proc/stat's CPU columns; Linux fixes it at 100 for userspace.
@@ -63,12 +65,25 @@ func nodeCPU(procRoot string) (usage uint64, boot time.Time, err error) {
 	return usage, boot, nil
 }
 
-// nodeMemory reads /proc/meminfo. Working set is what the kernel could not drop at once: used
-// memory less the inactive file cache, which is how the kubelet defines it for eviction.
-func nodeMemory(procRoot string, now metav1.Time) (*statsapi.MemoryStats, *statsapi.SwapStats, error) {
+// nodeMemory is the machine's memory as the root cgroup counts it, with the machine's memory as
+// its limit, as cAdvisor's root container gives the kubelet's summary: so the node's available
+// memory is MemTotal less the working set, the same figure memory.available is measured by. Swap
+// is read from /proc/meminfo. Either is nil when it cannot be read.
+func nodeMemory(fs cgroupfs.FS, procRoot string, now metav1.Time) (*statsapi.MemoryStats, *statsapi.SwapStats) {
+	var mem *statsapi.MemoryStats
+	if m, err := fs.RootMemory(filepath.Join(procRoot, "meminfo")); err == nil {
+		usage, ws, rss := m.Usage, m.WorkingSet(), m.RSS
+		avail, _ := m.Available()
+		mem = &statsapi.MemoryStats{Time: now, AvailableBytes: &avail, UsageBytes: &usage, WorkingSetBytes: &ws, RSSBytes: &rss}
+	}
+	return mem, nodeSwap(procRoot, now)
+}
+
+// nodeSwap reads the swap figures of /proc/meminfo.
+func nodeSwap(procRoot string, now metav1.Time) *statsapi.SwapStats {
 	f, err := os.Open(filepath.Join(procRoot, "meminfo"))
 	if err != nil {
-		return nil, nil, err
+		return nil
 	}
 	defer f.Close()
 	kv := map[string]uint64{}
@@ -88,15 +103,9 @@ func nodeMemory(procRoot string, now metav1.Time) (*statsapi.MemoryStats, *stats
 		}
 		kv[k] = n
 	}
-	total, free, avail := kv["MemTotal"], kv["MemFree"], kv["MemAvailable"]
-	usage := total - min(free, total)
-	ws := usage - min(kv["Inactive(file)"], usage)
-	rss := kv["AnonPages"]
-	mem := &statsapi.MemoryStats{Time: now, AvailableBytes: &avail, UsageBytes: &usage, WorkingSetBytes: &ws, RSSBytes: &rss}
 	swapUsed := kv["SwapTotal"] - min(kv["SwapFree"], kv["SwapTotal"])
 	swapFree := kv["SwapFree"]
-	swap := &statsapi.SwapStats{Time: now, SwapUsageBytes: &swapUsed, SwapAvailableBytes: &swapFree}
-	return mem, swap, nil
+	return &statsapi.SwapStats{Time: now, SwapUsageBytes: &swapUsed, SwapAvailableBytes: &swapFree}
 }
 
 // fsStats reports the filesystem holding path.

@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/nodelet/nodelet/internal/cgroupfs"
 )
 
 // Runtime is the part of CRI the stats come from; a runtimeapi.RuntimeServiceClient is one.
@@ -32,7 +34,8 @@ type Options struct {
 	RootDir  string // the agent's root dir: the node filesystem, and pods/<uid>/volumes ("/var/lib/nodelet/agent")
 	ImageDir string // the image store, for the image filesystem (RootDir when empty)
 	LogDir   string // container logs, counted per pod ("/var/log/pods")
-	// CgroupMount is where cgroups are mounted ("/sys/fs/cgroup").
+	// CgroupMount is where cgroups are mounted: this host's (cgroupfs.Host()) when empty, else
+	// a folder whose version is detected once.
 	CgroupMount string
 	// PodsCgroup is the parent cgroup of all pods, reported as the "pods" system container
 	// ("" leaves it out).
@@ -45,6 +48,7 @@ type Options struct {
 type Provider struct {
 	rt   Runtime
 	opts Options
+	fs   cgroupfs.FS
 	now  func() time.Time
 
 	mu       sync.Mutex
@@ -66,10 +70,11 @@ func New(rt Runtime, opts Options) *Provider {
 	if opts.LogDir == "" {
 		opts.LogDir = "/var/log/pods"
 	}
-	if opts.CgroupMount == "" {
-		opts.CgroupMount = "/sys/fs/cgroup"
+	fs := cgroupfs.Host()
+	if opts.CgroupMount != "" {
+		fs = cgroupfs.FS{Mount: opts.CgroupMount, Version: cgroupfs.Detect(opts.CgroupMount)}
 	}
-	return &Provider{rt: rt, opts: opts, now: time.Now}
+	return &Provider{rt: rt, opts: opts, fs: fs, now: time.Now}
 }
 
 // Summary is /stats/summary. A runtime failure is an error; a host figure that cannot be read is
@@ -101,16 +106,14 @@ func (p *Provider) node(now metav1.Time) (*statsapi.NodeStats, error) {
 		p.lastCPU = cpuSample{at: now.Time, usage: usage}
 		p.mu.Unlock()
 	}
-	if mem, swap, err := nodeMemory(p.opts.ProcRoot, now); err == nil {
-		n.Memory, n.Swap = mem, swap
-	}
+	n.Memory, n.Swap = nodeMemory(p.fs, p.opts.ProcRoot, now)
 	n.Network = nodeNetwork(p.opts.ProcRoot, now)
 	n.Fs = fsStats(p.opts.RootDir, now)
 	if img := fsStats(p.opts.ImageDir, now); img != nil {
 		n.Runtime = &statsapi.RuntimeStats{ImageFs: img, ContainerFs: img}
 	}
 	n.Rlimit = nodeRlimit(p.opts.ProcRoot, now)
-	self, haveSelf := ownCgroup(p.opts.ProcRoot)
+	self, haveSelf := ownCgroup(p.fs, p.opts.ProcRoot)
 	for _, sc := range []struct {
 		name string
 		path cgroupPath
@@ -123,7 +126,7 @@ func (p *Provider) node(now metav1.Time) (*statsapi.NodeStats, error) {
 		if !sc.ok {
 			continue
 		}
-		if cpu, mem, ok := cgroupStats(p.opts.CgroupMount, sc.path, now); ok {
+		if cpu, mem, ok := cgroupStats(p.fs, sc.path, now); ok {
 			n.SystemContainers = append(n.SystemContainers, statsapi.ContainerStats{Name: sc.name, StartTime: n.StartTime, CPU: cpu, Memory: mem})
 		}
 	}
@@ -216,7 +219,7 @@ func (p *Provider) podsFromContainers(ctx context.Context, now metav1.Time) ([]s
 	}
 	out := make([]statsapi.PodStats, 0, len(order))
 	for _, id := range order {
-		if n, ok := podProcesses(p.opts.CgroupMount, p.opts.PodsCgroup, byPod[id].PodRef.UID); ok {
+		if n, ok := podProcesses(p.fs, p.opts.PodsCgroup, byPod[id].PodRef.UID); ok {
 			byPod[id].ProcessStats = &statsapi.ProcessStats{ProcessCount: &n}
 		}
 		p.addStorage(byPod[id], now)

@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/nodelet/nodelet/internal/cgroupfs"
 )
 
 type fakeRuntime struct{ sandboxStatsErr error }
@@ -81,6 +83,23 @@ func fakeProc(t *testing.T, busyTicks int) string {
 	return dir
 }
 
+// fakeCgroups is a cgroup v1 tree whose root memory cgroup uses 800 kB, 300 kB of it inactive
+// file cache: a working set of 500 kB.
+func fakeCgroups(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "memory"), 0o755)
+	for name, body := range map[string]string{
+		"memory/memory.usage_in_bytes": "819200\n",
+		"memory/memory.stat":           "cache 307200\ntotal_inactive_file 307200\ntotal_rss 102400\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
 func itoa(n int) string {
 	return string(rune('0'+n/100%10)) + string(rune('0'+n/10%10)) + string(rune('0'+n%10))
 }
@@ -104,7 +123,7 @@ func TestSummary(t *testing.T) {
 			vol := filepath.Join(root, "pods", "u1", "volumes", "kubernetes.io~empty-dir", "cache")
 			os.MkdirAll(vol, 0o755)
 			os.WriteFile(filepath.Join(vol, "data"), make([]byte, 1000), 0o644)
-			p := New(tc.rt, Options{NodeName: "node1", ProcRoot: fakeProc(t, 100), RootDir: root, LogDir: logDir})
+			p := New(tc.rt, Options{NodeName: "node1", ProcRoot: fakeProc(t, 100), CgroupMount: fakeCgroups(t), RootDir: root, LogDir: logDir})
 			now := time.Unix(2000, 0)
 			p.now = func() time.Time { return now }
 			s, err := p.Summary(context.Background())
@@ -119,6 +138,10 @@ func TestSummary(t *testing.T) {
 			}
 			if ws := *s.Node.Memory.WorkingSetBytes; ws != 500*1024 {
 				t.Fatalf("node working set %d", ws)
+			}
+			// MemTotal less the working set, as memory.available counts it (not MemAvailable).
+			if m := s.Node.Memory; *m.AvailableBytes != 500*1024 || *m.UsageBytes != 800*1024 || *m.RSSBytes != 100*1024 {
+				t.Fatalf("node memory: available %d, usage %d, rss %d", *m.AvailableBytes, *m.UsageBytes, *m.RSSBytes)
 			}
 			if s.Node.Fs == nil || s.Node.Fs.CapacityBytes == nil || *s.Node.Rlimit.NumOfRunningProcesses != 123 {
 				t.Fatalf("node fs/rlimit: %+v %+v", s.Node.Fs, s.Node.Rlimit)
@@ -199,6 +222,11 @@ func TestFillRates(t *testing.T) {
 	}
 }
 
+// fsAt is a fixture's cgroup filesystem, its version detected as Options.CgroupMount's is.
+func fsAt(mount string) cgroupfs.FS {
+	return cgroupfs.FS{Mount: mount, Version: cgroupfs.Detect(mount)}
+}
+
 func TestCgroupStats(t *testing.T) {
 	now := metav1.Now()
 	write := func(path, body string) {
@@ -212,9 +240,14 @@ func TestCgroupStats(t *testing.T) {
 	write(filepath.Join(v1, "memory", "kubepods", "memory.usage_in_bytes"), "1000\n")
 	write(filepath.Join(v1, "memory", "kubepods", "memory.stat"), "cache 10\ntotal_inactive_file 300\ntotal_rss 600\n")
 	write(filepath.Join(v1, "memory", "kubepods", "memory.limit_in_bytes"), "9223372036854771712\n")
-	cpu, mem, ok := cgroupStats(v1, samePath("/kubepods"), now)
+	cpu, mem, ok := cgroupStats(fsAt(v1), samePath("/kubepods"), now)
 	if !ok || *cpu.UsageCoreNanoSeconds != 5e9 || *mem.WorkingSetBytes != 700 || *mem.RSSBytes != 600 || mem.AvailableBytes != nil {
 		t.Fatalf("v1: %v %+v %+v", ok, cpu, mem)
+	}
+	// At its limit by usage, a cgroup still has what its page cache would give back.
+	write(filepath.Join(v1, "memory", "kubepods", "memory.limit_in_bytes"), "1000\n")
+	if _, mem, _ = cgroupStats(fsAt(v1), samePath("/kubepods"), now); mem.AvailableBytes == nil || *mem.AvailableBytes != 300 {
+		t.Fatalf("v1 at its limit: %+v", mem)
 	}
 
 	v2 := t.TempDir()
@@ -223,11 +256,12 @@ func TestCgroupStats(t *testing.T) {
 	write(filepath.Join(v2, "kubepods", "memory.current"), "1000\n")
 	write(filepath.Join(v2, "kubepods", "memory.stat"), "anon 500\ninactive_file 100\n")
 	write(filepath.Join(v2, "kubepods", "memory.max"), "4000\n")
-	cpu, mem, ok = cgroupStats(v2, samePath("/kubepods"), now)
-	if !ok || *cpu.UsageCoreNanoSeconds != 2e6 || *mem.WorkingSetBytes != 900 || *mem.AvailableBytes != 3000 {
+	cpu, mem, ok = cgroupStats(fsAt(v2), samePath("/kubepods"), now)
+	// Available is the limit less the working set (4000 - 900), as the kubelet reports it.
+	if !ok || *cpu.UsageCoreNanoSeconds != 2e6 || *mem.WorkingSetBytes != 900 || *mem.AvailableBytes != 3100 {
 		t.Fatalf("v2: %v %+v %+v", ok, cpu, mem)
 	}
-	if _, _, ok := cgroupStats(v2, samePath("/nosuch"), now); ok {
+	if _, _, ok := cgroupStats(fsAt(v2), samePath("/nosuch"), now); ok {
 		t.Fatal("stats of a missing cgroup")
 	}
 }
@@ -251,20 +285,20 @@ func TestPodProcessesFromThePodCgroup(t *testing.T) {
 	v1 := t.TempDir()
 	os.MkdirAll(filepath.Join(v1, "pids/kubepods/besteffort/podu1"), 0o755)
 	os.WriteFile(filepath.Join(v1, "pids/kubepods/besteffort/podu1/pids.current"), []byte("7\n"), 0o644)
-	if n, ok := podProcesses(v1, "/kubepods", "u1"); !ok || n != 7 {
+	if n, ok := podProcesses(fsAt(v1), "/kubepods", "u1"); !ok || n != 7 {
 		t.Errorf("v1: %d %v", n, ok)
 	}
 	v2 := t.TempDir()
 	os.WriteFile(filepath.Join(v2, "cgroup.controllers"), []byte("cpu memory pids\n"), 0o644)
 	os.MkdirAll(filepath.Join(v2, "kubepods/podu2"), 0o755)
 	os.WriteFile(filepath.Join(v2, "kubepods/podu2/pids.current"), []byte("3\n"), 0o644)
-	if n, ok := podProcesses(v2, "/kubepods", "u2"); !ok || n != 3 {
+	if n, ok := podProcesses(fsAt(v2), "/kubepods", "u2"); !ok || n != 3 {
 		t.Errorf("v2 guaranteed pod: %d %v", n, ok)
 	}
-	if _, ok := podProcesses(v2, "/kubepods", "gone"); ok {
+	if _, ok := podProcesses(fsAt(v2), "/kubepods", "gone"); ok {
 		t.Error("a pod without a cgroup has no count")
 	}
-	if _, ok := podProcesses(v1, "", "u1"); ok {
+	if _, ok := podProcesses(fsAt(v1), "", "u1"); ok {
 		t.Error("without the pods' cgroup nothing is read")
 	}
 }

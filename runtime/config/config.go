@@ -16,14 +16,15 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/nodelet/nodelet/runtime/cni"
+	"github.com/nodelet/nodelet/runtime/engine"
 	"github.com/nodelet/nodelet/runtime/imagestore"
-	"github.com/nodelet/nodelet/runtime/server"
 )
 
 // Config is the runtime's whole configuration, as runtime.New takes it.
 type Config struct {
-	// Server configures the RuntimeService; runtime.New fills its Images and Network.
-	Server server.Config
+	// Engine configures the sandbox and container lifecycle behind the RuntimeService;
+	// runtime.New fills its Images and Network.
+	Engine engine.Config
 	// ImageDir holds the image store (blobs, layers, rootfs).
 	ImageDir string
 	Registry imagestore.RegistryConfig
@@ -103,17 +104,17 @@ func (s Settings) Resolve(root, state string, log *slog.Logger) (Config, error) 
 
 // resolve is Resolve with look finding a binary by name ("" when it is not installed).
 func (s Settings) resolve(root, state string, log *slog.Logger, look func(string) string) (Config, error) {
-	srv, err := s.serverConfig(root, state, log, look)
+	eng, err := s.engineConfig(root, state, log, look)
 	if err != nil {
 		return Config{}, err
 	}
-	cfg := Config{Server: srv, ImageDir: ImageDir(root), Listen: s.Listen}
+	cfg := Config{Engine: eng, ImageDir: ImageDir(root), Listen: s.Listen}
 	if !s.NoNetwork {
 		cfg.Network = &cni.Options{
 			ConfDir: s.CNIConfDir,
 			BinDirs: s.CNIBinDirs,
 			// The result cache outlives a reboot, as host-local's IP store on disk does.
-			StateDir:  filepath.Join(srv.Root, "cni"),
+			StateDir:  filepath.Join(eng.Root, "cni"),
 			NoDefault: s.NoDefaultNetwork,
 			Logger:    log,
 		}
@@ -121,11 +122,11 @@ func (s Settings) resolve(root, state string, log *slog.Logger, look func(string
 	return cfg, nil
 }
 
-func (s Settings) serverConfig(root, state string, log *slog.Logger, look func(string) string) (server.Config, error) {
-	cfg := server.Config{
+func (s Settings) engineConfig(root, state string, log *slog.Logger, look func(string) string) (engine.Config, error) {
+	cfg := engine.Config{
 		Root:           RuntimeRoot(root),
 		State:          RuntimeState(state),
-		Handlers:       map[string]server.Handler{},
+		Handlers:       map[string]engine.Handler{},
 		DefaultHandler: s.DefaultHandler,
 		CgroupParent:   s.CgroupParent,
 		StreamingAddr:  s.StreamingAddr,
@@ -135,7 +136,7 @@ func (s Settings) serverConfig(root, state string, log *slog.Logger, look func(s
 	if len(s.Handlers) == 0 {
 		for _, name := range KnownHandlers {
 			if p := look(name); p != "" {
-				cfg.Handlers[name] = server.Handler{Name: name, Path: p}
+				cfg.Handlers[name] = engine.Handler{Name: name, Path: p}
 			}
 		}
 	}
@@ -145,7 +146,7 @@ func (s Settings) serverConfig(root, state string, log *slog.Logger, look func(s
 			return cfg, fmt.Errorf("--runtime-handler %q: want NAME=PATH[,ARG...]", spec)
 		}
 		parts := strings.Split(rest, ",")
-		cfg.Handlers[name] = server.Handler{Name: name, Path: parts[0], Args: parts[1:]}
+		cfg.Handlers[name] = engine.Handler{Name: name, Path: parts[0], Args: parts[1:]}
 	}
 	for name, h := range cfg.Handlers {
 		if _, err := os.Stat(h.Path); err != nil {

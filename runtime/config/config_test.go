@@ -29,7 +29,7 @@ func TestResolveDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := cfg.Server
+	s := cfg.Engine
 	for _, c := range []struct{ name, got, want string }{
 		{"listen", cfg.Listen, "unix:///run/nodelet/runtime.sock"},
 		{"root", s.Root, "/var/lib/nodelet/runtime"},
@@ -88,10 +88,10 @@ func TestResolve(t *testing.T) {
 				s.DefaultHandler = "fast"
 			},
 			check: func(t *testing.T, cfg Config) {
-				h := cfg.Server.Handlers["fast"]
-				if len(cfg.Server.Handlers) != 1 || h.Path != myRunc || h.Root != "/s/runtime/oci/fast" ||
+				h := cfg.Engine.Handlers["fast"]
+				if len(cfg.Engine.Handlers) != 1 || h.Path != myRunc || h.Root != "/s/runtime/oci/fast" ||
 					!reflect.DeepEqual(h.Args, []string{"--debug", "--systemd-cgroup"}) {
-					t.Errorf("handlers = %+v", cfg.Server.Handlers)
+					t.Errorf("handlers = %+v", cfg.Engine.Handlers)
 				}
 			},
 		},
@@ -116,8 +116,8 @@ func TestResolve(t *testing.T) {
 		{
 			name: "catatonit is optional",
 			check: func(t *testing.T, cfg Config) {
-				if cfg.Server.CatatonitPath != "" {
-					t.Errorf("catatonit = %q, want none", cfg.Server.CatatonitPath)
+				if cfg.Engine.CatatonitPath != "" {
+					t.Errorf("catatonit = %q, want none", cfg.Engine.CatatonitPath)
 				}
 			},
 		},

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/nodelet/nodelet/internal/atomicfile"
+	"github.com/nodelet/nodelet/internal/cgroupfs"
 )
 
 // crun (1.8) refuses to run on a hybrid cgroup host whose v2 hierarchy holds any controller
@@ -22,8 +23,7 @@ func NeedsHybridWrapper(runtimePath string) bool {
 	if filepath.Base(runtimePath) != "crun" {
 		return false
 	}
-	b, err := os.ReadFile("/sys/fs/cgroup/unified/cgroup.controllers")
-	return err == nil && strings.TrimSpace(string(b)) != ""
+	return len(cgroupfs.Host().HybridControllers()) > 0
 }
 
 // HybridWrapper writes (idempotently) the wrapper script for runtimePath into dir and returns its

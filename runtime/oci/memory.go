@@ -9,7 +9,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/runtime/cgroups"
+	"github.com/nodelet/nodelet/internal/cgroupfs"
+	"github.com/nodelet/nodelet/internal/lazy"
 	"github.com/nodelet/nodelet/runtime/errdefs"
 )
 
@@ -20,8 +21,14 @@ type host struct {
 }
 
 func thisHost() host {
-	return host{unified: cgroups.Unified(), swapAccounting: cgroups.SwapAccounting()}
+	return hostCgroups.Get()
 }
+
+// hostCgroups is read once: neither the cgroup version nor swap accounting changes without a reboot.
+var hostCgroups = lazy.Value[host]{New: func() host {
+	fs := cgroupfs.Host()
+	return host{unified: fs.Unified(), swapAccounting: fs.SwapAccounting("/proc/self/cgroup")}
+}}
 
 // applyMemory sets the memory limit and the memory+swap limit (CRI memory_swap_limit_in_bytes,
 // OCI memory.swap: both count memory and swap together; -1 is unbounded).

@@ -13,7 +13,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/runtime/cgroups"
+	"github.com/nodelet/nodelet/internal/cgroupfs"
 	"github.com/nodelet/nodelet/runtime/errdefs"
 )
 
@@ -352,7 +352,7 @@ func ApplyResources(r *specs.LinuxResources, res *runtimeapi.LinuxContainerResou
 }
 
 func hugepageLimits(res *runtimeapi.LinuxContainerResources) []*runtimeapi.HugepageLimit {
-	if !cgroups.HasController("hugetlb") {
+	if !cgroupfs.Host().HasController("hugetlb") {
 		return nil
 	}
 	return res.GetHugepageLimits()

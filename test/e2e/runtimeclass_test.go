@@ -10,6 +10,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/nodelet/nodelet/internal/cgroupfs"
 	"github.com/nodelet/nodelet/test/harness/testimage"
 	"github.com/nodelet/nodelet/test/harness/testutil"
 )
@@ -80,21 +81,16 @@ spec:
 		"cpu":    "30000",
 	}
 	got := map[string]string{}
-	if cgroupV2() {
-		got["memory"] = readTrimmed(t, filepath.Join("/sys/fs/cgroup", pod, "memory.max"))
-		got["cpu"] = strings.Fields(readTrimmed(t, filepath.Join("/sys/fs/cgroup", pod, "cpu.max")))[0]
+	if fs := cgroupfs.Host(); fs.Unified() {
+		got["memory"] = readTrimmed(t, filepath.Join(fs.Dir("memory", pod), "memory.max"))
+		got["cpu"] = strings.Fields(readTrimmed(t, filepath.Join(fs.Dir("cpu", pod), "cpu.max")))[0]
 	} else {
-		got["memory"] = readTrimmed(t, filepath.Join("/sys/fs/cgroup/memory", pod, "memory.limit_in_bytes"))
-		got["cpu"] = readTrimmed(t, filepath.Join("/sys/fs/cgroup/cpu", pod, "cpu.cfs_quota_us"))
+		got["memory"] = readTrimmed(t, filepath.Join(fs.Dir("memory", pod), "memory.limit_in_bytes"))
+		got["cpu"] = readTrimmed(t, filepath.Join(fs.Dir("cpu", pod), "cpu.cfs_quota_us"))
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("pod cgroup %s: %v, want %v", pod, got, want)
 	}
-}
-
-func cgroupV2() bool {
-	_, err := os.Stat("/sys/fs/cgroup/cgroup.controllers")
-	return err == nil
 }
 
 func readTrimmed(t *testing.T, path string) string {

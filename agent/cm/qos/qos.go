@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path"
 	"strings"
 	"sync"
 	"time"
@@ -38,10 +37,11 @@ func Class(pod *v1.Pod) v1.PodQOSClass {
 // PodCgroup is the pod's cgroup: <root>/pod<uid> for Guaranteed pods, <root>/<qos>/pod<uid> for the
 // others. The UID must be one path element (the agent checks it before a pod gets this far).
 func PodCgroup(root string, pod *v1.Pod) string {
+	tier := ""
 	if q := Class(pod); q != v1.PodQOSGuaranteed {
-		return path.Join(root, strings.ToLower(string(q)), "pod"+string(pod.UID))
+		tier = strings.ToLower(string(q))
 	}
-	return path.Join(root, "pod"+string(pod.UID))
+	return cm.PodCgroups{Root: root}.Pod(tier, string(pod.UID))
 }
 
 // PodLimits are the pod cgroup's limits, as the kubelet sums them: cpu shares from the requests
@@ -159,6 +159,9 @@ func New(cfg Config, d Deps) *Manager {
 	return &Manager{cfg: cfg, deps: d}
 }
 
+// names names the cgroups below the pods' root.
+func (m *Manager) names() cm.PodCgroups { return cm.PodCgroups{Root: m.cfg.Root} }
+
 // UpdateQoS writes the QoS cgroups' shares (making them where missing).
 func (m *Manager) UpdateQoS() error {
 	m.mu.Lock()
@@ -166,8 +169,8 @@ func (m *Manager) UpdateQoS() error {
 	burstable := BurstableShares(m.deps.ActivePods())
 	besteffort := uint64(cm.MinShares)
 	return errors.Join(
-		m.deps.Cgroups.Apply(path.Join(m.cfg.Root, "burstable"), cm.Limits{CPUShares: &burstable}),
-		m.deps.Cgroups.Apply(path.Join(m.cfg.Root, "besteffort"), cm.Limits{CPUShares: &besteffort}))
+		m.deps.Cgroups.Apply(m.names().Tier("burstable"), cm.Limits{CPUShares: &burstable}),
+		m.deps.Cgroups.Apply(m.names().Tier("besteffort"), cm.Limits{CPUShares: &besteffort}))
 }
 
 // EnsurePod makes (or updates) the pod's cgroup with its limits, after refreshing the QoS shares
@@ -185,16 +188,16 @@ func (m *Manager) EnsurePod(pod *v1.Pod) error {
 // podCgroups are the pod cgroups found under the root, by UID, in any hierarchy.
 func (m *Manager) podCgroups() map[types.UID]string {
 	out := map[types.UID]string{}
-	for _, tier := range []string{"", "burstable", "besteffort"} {
-		parent := path.Join(m.cfg.Root, tier)
-		for _, d := range m.deps.Cgroups.Dirs(parent) {
+	names := m.names()
+	for _, tier := range cm.QoSTiers {
+		for _, d := range m.deps.Cgroups.Dirs(names.Tier(tier)) {
 			ents, err := os.ReadDir(d)
 			if err != nil {
 				continue
 			}
 			for _, e := range ents {
-				if uid, ok := strings.CutPrefix(e.Name(), "pod"); ok && e.IsDir() && uid != "" {
-					out[types.UID(uid)] = path.Join(parent, e.Name())
+				if uid, ok := cm.PodUID(e.Name()); ok && e.IsDir() {
+					out[types.UID(uid)] = names.Pod(tier, uid)
 				}
 			}
 		}

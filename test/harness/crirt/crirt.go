@@ -182,14 +182,8 @@ func (r *Runtime) stop(t testing.TB) {
 	testutil.StopGroup(r.cmd, 20*time.Second)
 	testutil.UnmountUnder(r.dir)
 	testutil.UnmountUnder(r.Root)
-	// The pods' cgroup parent, in every hierarchy (v1 controllers and the unified one).
-	for _, base := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
-		ents, _ := os.ReadDir(base)
-		testutil.RemoveCgroupTree(filepath.Join(base, r.cgroup))
-		for _, e := range ents {
-			testutil.RemoveCgroupTree(filepath.Join(base, e.Name(), r.cgroup))
-		}
-	}
+	// The pods' cgroup parent, in every hierarchy.
+	testutil.RemoveCgroupRoot(r.cgroup)
 }
 
 // ServeRegistry starts an in-process registry on loopback, closed at cleanup, and returns its host:port.

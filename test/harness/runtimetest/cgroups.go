@@ -1,38 +1,23 @@
 package runtimetest
 
 import (
-	"bufio"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/nodelet/nodelet/internal/cgroupfs"
 )
 
 // CgroupMounts lists the cgroup hierarchies' mount points (each v1 controller once, and the v2
-// hierarchy, unified or not).
+// hierarchy, unified or not), as the runtime finds them.
 func CgroupMounts() []string {
-	f, err := os.Open("/proc/self/mountinfo")
+	hs, err := cgroupfs.Hierarchies("/proc/self/mountinfo")
 	if err != nil {
 		return nil
 	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		sep := -1
-		for i, f := range fields {
-			if f == "-" {
-				sep = i
-				break
-			}
-		}
-		if sep < 0 || sep+1 >= len(fields) {
-			continue
-		}
-		if fs := fields[sep+1]; fs == "cgroup" || fs == "cgroup2" {
-			out = append(out, fields[4])
-		}
+	out := make([]string, len(hs))
+	for i, h := range hs {
+		out[i] = h.Path
 	}
 	return out
 }

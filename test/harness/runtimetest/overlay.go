@@ -96,7 +96,7 @@ func (p *OverlayProvider) ListRootfs(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
-// RootfsDir is where the overlays live (the server checks a mapped root can reach them).
+// RootfsDir is where the overlays live (the engine checks a mapped root can reach them).
 func (p *OverlayProvider) RootfsDir() string { return p.dir }
 
 // RemountIdmapped remounts a container's overlay on an idmapped mount of the lower folder, as

@@ -1,8 +1,9 @@
 // Package runtimetest starts a real runtime for integration tests, built as the daemon builds it
 // (runtime/config's defaults and handler discovery, runtime.New): its own root, state and
 // handler dirs under the test's temp dir, a unix socket, the real runc/crun/runsc and conmon, and a
-// rootfs provider over a busybox-static folder. Tests talk to it only through CRI clients, as the
-// kubelet would.
+// rootfs provider over a busybox-static folder. Tests talk to it through CRI clients, as the
+// kubelet would; Env.Engine reaches the engine behind them, for what CRI cannot do (play a daemon
+// killed mid-call, run the engine's exec and attach sessions without the streaming server).
 package runtimetest
 
 import (
@@ -25,7 +26,7 @@ import (
 
 	"github.com/nodelet/nodelet/runtime"
 	"github.com/nodelet/nodelet/runtime/config"
-	"github.com/nodelet/nodelet/runtime/server"
+	"github.com/nodelet/nodelet/runtime/engine"
 	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
@@ -33,8 +34,8 @@ import (
 type Env struct {
 	Runtime  runtimeapi.RuntimeServiceClient
 	Image    runtimeapi.ImageServiceClient
-	Config   server.Config  // the RuntimeService's
-	Server   *server.Server // the RuntimeService served
+	Config   engine.Config  // the engine's
+	Engine   *engine.Engine // the engine behind the RuntimeService served
 	Endpoint string         // unix:///… of the socket
 	// Rootfs is the busybox folder every container's overlay uses as its lower dir.
 	Rootfs string
@@ -43,7 +44,7 @@ type Env struct {
 
 	t      testing.TB
 	opts   options
-	cfg    config.Config // as the daemon resolves it; Config is its Server
+	cfg    config.Config // as the daemon resolves it; Config is its Engine
 	rt     *runtime.Runtime
 	stop   context.CancelFunc
 	done   chan error // Run's result
@@ -52,9 +53,9 @@ type Env struct {
 }
 
 type options struct {
-	network      server.NetworkPlugin
+	network      engine.NetworkPlugin
 	imageService runtimeapi.ImageServiceServer
-	mutate       []func(*server.Config)
+	mutate       []func(*engine.Config)
 	keepPods     bool
 }
 
@@ -62,7 +63,7 @@ type options struct {
 type Option func(*options)
 
 // WithNetwork gives pods a network plugin (default: none, loopback only).
-func WithNetwork(p server.NetworkPlugin) Option { return func(o *options) { o.network = p } }
+func WithNetwork(p engine.NetworkPlugin) Option { return func(o *options) { o.network = p } }
 
 // WithImageService serves img as the ImageService (default: a fake that knows only Image).
 func WithImageService(img runtimeapi.ImageServiceServer) Option {
@@ -70,7 +71,7 @@ func WithImageService(img runtimeapi.ImageServiceServer) Option {
 }
 
 // WithConfig edits the Config before the server is built.
-func WithConfig(f func(*server.Config)) Option {
+func WithConfig(f func(*engine.Config)) Option {
 	return func(o *options) { o.mutate = append(o.mutate, f) }
 }
 
@@ -105,7 +106,7 @@ func Start(t testing.TB, opts ...Option) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := rcfg.Server
+	cfg := rcfg.Engine
 	rootfs := filepath.Join(dir, "busybox")
 	if err := testutil.WriteBusyboxRootfs(rootfs); err != nil {
 		t.Fatal(err)
@@ -141,7 +142,7 @@ func (e *Env) serve() {
 		img = &fakeImages{}
 	}
 	cfg := e.cfg
-	cfg.Server, cfg.Listen = e.Config, e.Endpoint
+	cfg.Engine, cfg.Listen = e.Config, e.Endpoint
 	rt, err := runtime.New(cfg,
 		runtime.Deps{Images: e.Config.Images, ImageService: img, Network: e.opts.network})
 	if err != nil {
@@ -163,7 +164,7 @@ func (e *Env) serve() {
 		e.t.Fatalf("dial: %v", err)
 	}
 	e.rt, e.stop, e.done, e.conn = rt, cancel, done, conn
-	e.Server = rt.RuntimeService()
+	e.Engine = rt.Engine()
 	e.Runtime = runtimeapi.NewRuntimeServiceClient(conn)
 	e.Image = runtimeapi.NewImageServiceClient(conn)
 }
@@ -182,7 +183,7 @@ func (e *Env) Stop() {
 	if err := e.rt.Close(); err != nil {
 		e.t.Errorf("runtime close: %v", err)
 	}
-	e.rt, e.Server, e.stop, e.done, e.conn = nil, nil, nil, nil, nil
+	e.rt, e.Engine, e.stop, e.done, e.conn = nil, nil, nil, nil, nil
 }
 
 // Restart stops the server and builds a new one on the same dirs, as a daemon restarted after a

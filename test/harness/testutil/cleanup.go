@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nodelet/nodelet/internal/cgroupfs"
 )
 
 // StopGroup ends a daemon a test started: SIGTERM, then after grace SIGKILL to its whole process
@@ -59,36 +61,34 @@ func RemoveCgroupTree(dir string) {
 	os.Remove(dir)
 }
 
+// CgroupDirs are the folders of the cgroup rel in every mounted hierarchy (the v1 controllers'
+// and the cgroup2 one, unified or not), as the runtime makes pod cgroups in them.
+func CgroupDirs(rel string) []string {
+	hs, err := cgroupfs.Hierarchies("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	out := make([]string, len(hs))
+	for i, h := range hs {
+		out[i] = filepath.Join(h.Path, rel)
+	}
+	return out
+}
+
 // RemoveCgroupRoot removes a cgroup root (such as an agent's --cgroup-root) and everything below
-// it from every mounted hierarchy: the v1 controllers, the unified one, or the v2 root.
+// it from every mounted hierarchy.
 func RemoveCgroupRoot(root string) {
-	for _, base := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
-		RemoveCgroupTree(filepath.Join(base, root))
-		ents, _ := os.ReadDir(base)
-		for _, e := range ents {
-			RemoveCgroupTree(filepath.Join(base, e.Name(), root))
-		}
+	for _, d := range CgroupDirs(root) {
+		RemoveCgroupTree(d)
 	}
 }
 
-// CgroupRootLeft lists where root still exists (v1 controllers, the unified hierarchy, the v2
-// root): what RemoveCgroupRoot could not remove.
+// CgroupRootLeft lists where root still exists: what RemoveCgroupRoot could not remove.
 func CgroupRootLeft(root string) []string {
 	var left []string
-	seen := map[string]bool{}
-	add := func(p string) {
-		if _, err := os.Stat(p); err == nil && !seen[p] {
-			seen[p] = true
-			left = append(left, p)
-		}
-	}
-	for _, base := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
-		add(filepath.Join(base, root))
-		ents, _ := os.ReadDir(base)
-		for _, e := range ents {
-			if e.IsDir() {
-				add(filepath.Join(base, e.Name(), root))
-			}
+	for _, d := range CgroupDirs(root) {
+		if _, err := os.Stat(d); err == nil {
+			left = append(left, d)
 		}
 	}
 	return left
