@@ -17,7 +17,7 @@ import (
 	"github.com/nodelet/nodelet/agent/internal/sysctl"
 )
 
-func load(t *testing.T, file string, args ...string) (Config, error) {
+func configOf(t *testing.T, file string, args ...string) (Config, error) {
 	t.Helper()
 	fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
 	f := AddFlags(fs)
@@ -37,7 +37,7 @@ func load(t *testing.T, file string, args ...string) (Config, error) {
 const header = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
 
 func TestConfigFileAndFlags(t *testing.T) {
-	cfg, err := load(t, header+"staticPodPath: /etc/kubernetes/manifests\nmaxPods: 20\nsyncFrequency: 30s\nclusterDNS: [10.96.0.10]\nfailSwapOn: false\n",
+	cfg, err := configOf(t, header+"staticPodPath: /etc/kubernetes/manifests\nmaxPods: 20\nsyncFrequency: 30s\nclusterDNS: [10.96.0.10]\nfailSwapOn: false\n",
 		"--max-pods=7", "--hostname-override=Node-A", "--node-ip=192.0.2.1")
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +76,7 @@ func TestConfigErrors(t *testing.T) {
 		"file taint":     {header + "registerWithTaints: [{key: a, effect: Never}]\n", nil, "effect"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := load(t, tc.file, tc.args...)
+			_, err := configOf(t, tc.file, tc.args...)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err %v, want one mentioning %q", err, tc.want)
 			}
@@ -85,7 +85,7 @@ func TestConfigErrors(t *testing.T) {
 }
 
 func TestNodeLabelsAndTaints(t *testing.T) {
-	cfg, err := load(t, header+"registerWithTaints: [{key: dedicated, value: edge, effect: NoExecute}]\n",
+	cfg, err := configOf(t, header+"registerWithTaints: [{key: dedicated, value: edge, effect: NoExecute}]\n",
 		"--node-labels=node.kubernetes.io/exclude-from-external-load-balancers=,example.com/rack=r1")
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +96,7 @@ func TestNodeLabelsAndTaints(t *testing.T) {
 	if len(cfg.RegisterWithTaints) != 1 || cfg.RegisterWithTaints[0].Effect != v1.TaintEffectNoExecute {
 		t.Fatalf("taints from the file %v", cfg.RegisterWithTaints)
 	}
-	cfg, err = load(t, "", "--register-with-taints=a=b:NoSchedule,c:PreferNoSchedule")
+	cfg, err = configOf(t, "", "--register-with-taints=a=b:NoSchedule,c:PreferNoSchedule")
 	if err != nil || len(cfg.RegisterWithTaints) != 2 || cfg.RegisterWithTaints[1].Key != "c" || cfg.RegisterWithTaints[1].Value != "" {
 		t.Fatalf("taints from the flag %v %v", cfg.RegisterWithTaints, err)
 	}
@@ -112,7 +112,7 @@ func TestDetectNodeIPIsNeverLoopback(t *testing.T) {
 }
 
 func TestImageAndContainerGCSettings(t *testing.T) {
-	cfg, err := load(t, header+"serializeImagePulls: false\nmaxParallelImagePulls: 3\nimageGCHighThresholdPercent: 70\nimageGCLowThresholdPercent: 50\nimageMinimumGCAge: 5m\n",
+	cfg, err := configOf(t, header+"serializeImagePulls: false\nmaxParallelImagePulls: 3\nimageGCHighThresholdPercent: 70\nimageGCLowThresholdPercent: 50\nimageMinimumGCAge: 5m\n",
 		"--maximum-dead-containers-per-container=2", "--image-gc-low-threshold=40")
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +126,7 @@ func TestImageAndContainerGCSettings(t *testing.T) {
 		t.Fatalf("defaults %+v", d)
 	}
 	for _, bad := range []string{"maxParallelImagePulls: 3\n", "imageGCHighThresholdPercent: 50\nimageGCLowThresholdPercent: 60\n", "imageGCHighThresholdPercent: 101\n"} {
-		if _, err := load(t, header+bad); err == nil {
+		if _, err := configOf(t, header+bad); err == nil {
 			t.Errorf("accepted %q", bad)
 		}
 	}
@@ -148,7 +148,7 @@ func TestAllowedUnsafeSysctls(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			cfg, err := load(t, c.file, c.args...)
+			cfg, err := configOf(t, c.file, c.args...)
 			if c.wantErr {
 				if !errors.Is(err, sysctl.ErrInvalidPattern) {
 					t.Fatalf("err %v, want ErrInvalidPattern", err)

@@ -133,7 +133,7 @@ func TestKubeletConfigurationValues(t *testing.T) {
 		"kubeadm logging": {"logging: {flushFrequency: 0, options: {json: {infoBufferSize: \"0\"}, text: {infoBufferSize: \"0\"}}, verbosity: 0}\n", ""},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := load(t, header+tc.yaml)
+			_, err := configOf(t, header+tc.yaml)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("refused: %v", err)
@@ -142,14 +142,14 @@ func TestKubeletConfigurationValues(t *testing.T) {
 			}
 		})
 	}
-	_, err := load(t, header+"runOnce: true\nshutdownGracePeriod: 30s\n")
+	_, err := configOf(t, header+"runOnce: true\nshutdownGracePeriod: 30s\n")
 	if err == nil || !strings.Contains(err.Error(), "shutdownGracePeriod:") {
 		t.Errorf("every refused field is named: %v", err)
 	}
 }
 
 func TestKubeletConfigurationFieldsNowHonoured(t *testing.T) {
-	cfg, err := load(t, header+`kubeAPIQPS: 20
+	cfg, err := configOf(t, header+`kubeAPIQPS: 20
 kubeAPIBurst: 40
 contentType: application/vnd.kubernetes.protobuf
 containerLogMaxSize: 1Mi
@@ -167,7 +167,7 @@ failCgroupV1: false
 	if cfg.ContainerLogMaxSize != "1Mi" || cfg.ContainerLogMaxFiles != 3 || cfg.ContainerLogMonitorInterval != 30*time.Second {
 		t.Errorf("log rotation: %q %d %s", cfg.ContainerLogMaxSize, cfg.ContainerLogMaxFiles, cfg.ContainerLogMonitorInterval)
 	}
-	cfg, err = load(t, header+"containerLogMaxSize: 1Mi\n", "--container-log-max-size=2Mi", "--kube-api-qps=-1")
+	cfg, err = configOf(t, header+"containerLogMaxSize: 1Mi\n", "--container-log-max-size=2Mi", "--kube-api-qps=-1")
 	if err != nil || cfg.ContainerLogMaxSize != "2Mi" || cfg.KubeAPIQPS != -1 {
 		t.Errorf("flags over the file: %v %q %v", err, cfg.ContainerLogMaxSize, cfg.KubeAPIQPS)
 	}
@@ -178,12 +178,12 @@ failCgroupV1: false
 		"nodeStatusUpdateFrequency: 20s\n": 20 * time.Second,
 		"nodeStatusUpdateFrequency: 20s\nnodeStatusReportFrequency: 2m\n": 2 * time.Minute,
 	} {
-		if cfg, err := load(t, header+yaml); err != nil || cfg.NodeStatusReportFrequency != want {
+		if cfg, err := configOf(t, header+yaml); err != nil || cfg.NodeStatusReportFrequency != want {
 			t.Errorf("%q: report frequency %v (%v), want %v", yaml, cfg.NodeStatusReportFrequency, err, want)
 		}
 	}
 	for _, bad := range []string{"containerLogMaxSize: lots\n", "containerLogMaxFiles: 1\n", "containerLogMonitorInterval: 1s\n"} {
-		if _, err := load(t, header+bad); err == nil || !strings.Contains(err.Error(), strings.Split(bad, ":")[0]) {
+		if _, err := configOf(t, header+bad); err == nil || !strings.Contains(err.Error(), strings.Split(bad, ":")[0]) {
 			t.Errorf("%q: err %v", bad, err)
 		}
 	}

@@ -15,7 +15,7 @@ func TestSeccompDefault(t *testing.T) {
 		{name: "flag beats file", file: header + "seccompDefault: true\n", args: []string{"--seccomp-default=false"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cfg, err := load(t, c.file, c.args...)
+			cfg, err := configOf(t, c.file, c.args...)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,0 +1,316 @@
+package agentconfig
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodelet/nodelet/agent/eviction"
+	kubeletv1beta1 "github.com/nodelet/nodelet/agent/internal/kubeletconfig"
+)
+
+// The two commands that read the agent's configuration: nodelet agent, with the HTTPS API's
+// flags, and nodelet up, which serves no HTTPS API.
+var modes = []string{"agent", "up"}
+
+// outcome is what a command line comes to: the command's error, or the configuration.
+type outcome struct {
+	err, noServing string
+	cfg            Config
+}
+
+func writeFile(t *testing.T, file string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(p, []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// runOld resolves a command line as the commands have: Config, then Serving or NoServing.
+func runOld(t *testing.T, mode string, c loadCase) outcome {
+	fs := pflag.NewFlagSet(mode, pflag.ContinueOnError)
+	fs.SetOutput(new(strings.Builder))
+	f := AddFlags(fs)
+	var sf *ServingFlags
+	if mode == "agent" {
+		sf = AddServingFlags(f)
+	}
+	return resolve(t, fs, c, func() (Config, string, error) {
+		cfg, err := f.Config()
+		if err != nil {
+			return Config{}, "", err
+		}
+		if mode == "up" {
+			return cfg, errString(f.NoServing("nodelet up")), nil
+		}
+		cfg.Serving, err = sf.Serving()
+		return cfg, "", err
+	})
+}
+
+// runNew resolves a command line with load.
+func runNew(t *testing.T, mode string, c loadCase) outcome {
+	fs := pflag.NewFlagSet(mode, pflag.ContinueOnError)
+	fs.SetOutput(new(strings.Builder))
+	var file string
+	var sets []flagSet
+	fs.StringVar(&file, "config", "", "a KubeletConfiguration file (kubelet.config.k8s.io/v1beta1); flags override it")
+	kc := kubeletv1beta1.KubeletConfiguration{}
+	setDefaults(&kc)
+	o := defaultOptions(&kc)
+	addRecorded(fs, &sets, func(fs *pflag.FlagSet) { bindFlags(fs, &kc, &o) })
+	serving := mode == "agent"
+	if serving {
+		var skc kubeletv1beta1.KubeletConfiguration
+		setServingDefaults(&skc)
+		addRecorded(fs, &sets, func(fs *pflag.FlagSet) { bindServingFlags(fs, &skc) })
+	}
+	return resolve(t, fs, c, func() (Config, string, error) {
+		l, err := load(file, serving, sets)
+		if err != nil {
+			return Config{}, "", err
+		}
+		cfg := toConfig(l, serving)
+		if err := Complete(&cfg); err != nil {
+			return Config{}, "", err
+		}
+		if !serving {
+			return cfg, errString(noServing(file, "nodelet up")), nil
+		}
+		return cfg, "", cfg.Serving.check()
+	})
+}
+
+func resolve(t *testing.T, fs *pflag.FlagSet, c loadCase, config func() (Config, string, error)) outcome {
+	args := c.args
+	var path string
+	if c.file != "" {
+		path = writeFile(t, c.file)
+		args = append(append([]string{}, args...), "--config="+path)
+	}
+	hide := func(s string) string {
+		// fieldRule's show prints a pointer inside a struct as its address.
+		s = address.ReplaceAllString(s, "0x<address>")
+		if path == "" {
+			return s
+		}
+		return strings.ReplaceAll(s, path, "<file>")
+	}
+	if err := fs.Parse(args); err != nil {
+		return outcome{err: "parse: " + err.Error()}
+	}
+	cfg, noServing, err := config()
+	if err != nil {
+		return outcome{err: hide(err.Error())}
+	}
+	return outcome{cfg: cfg, noServing: hide(noServing)}
+}
+
+var address = regexp.MustCompile(`0x[0-9a-f]{6,}`)
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// The pipeline that load is must resolve every case as Config, Serving and NoServing have.
+func TestLoadIsTheOldPipeline(t *testing.T) {
+	for _, mode := range modes {
+		for _, c := range loadCases {
+			old, got := runOld(t, mode, c), runNew(t, mode, c)
+			if old.err != got.err || old.noServing != got.noServing {
+				t.Errorf("%s, %s:\nold %q %q\nnew %q %q", mode, c.name, old.err, old.noServing, got.err, got.noServing)
+			}
+			vo, vg := reflect.ValueOf(old.cfg), reflect.ValueOf(got.cfg)
+			for i := range vo.NumField() {
+				if a, b := vo.Field(i).Interface(), vg.Field(i).Interface(); !reflect.DeepEqual(a, b) {
+					t.Errorf("%s, %s: %s: old %#v, new %#v", mode, c.name, vo.Type().Field(i).Name, a, b)
+				}
+			}
+		}
+		oldFS, newFS := pflag.NewFlagSet("", pflag.ContinueOnError), pflag.NewFlagSet("", pflag.ContinueOnError)
+		f := AddFlags(oldFS)
+		var sets []flagSet
+		kc := kubeletv1beta1.KubeletConfiguration{}
+		setDefaults(&kc)
+		o := defaultOptions(&kc)
+		var file string
+		newFS.StringVar(&file, "config", "", "a KubeletConfiguration file (kubelet.config.k8s.io/v1beta1); flags override it")
+		addRecorded(newFS, &sets, func(fs *pflag.FlagSet) { bindFlags(fs, &kc, &o) })
+		if mode == "agent" {
+			AddServingFlags(f)
+			var skc kubeletv1beta1.KubeletConfiguration
+			setServingDefaults(&skc)
+			addRecorded(newFS, &sets, func(fs *pflag.FlagSet) { bindServingFlags(fs, &skc) })
+		}
+		if a, b := oldFS.FlagUsages(), newFS.FlagUsages(); a != b {
+			t.Errorf("%s: the help differs:\nold\n%s\nnew\n%s", mode, a, b)
+		}
+	}
+}
+
+// testdata/load.golden holds what every case resolves to, in both commands: the first case of
+// each in full, the others as they differ from it. NODELET_UPDATE_GOLDEN=1 rewrites it.
+func TestLoadGolden(t *testing.T) {
+	var b strings.Builder
+	for _, mode := range modes {
+		var base map[string]string
+		for i, c := range loadCases {
+			o := runNew(t, mode, c)
+			fmt.Fprintf(&b, "== %s: %s\n", mode, c.name)
+			if o.err != "" {
+				fmt.Fprintf(&b, "error: %s\n", o.err)
+				continue
+			}
+			if o.noServing != "" {
+				fmt.Fprintf(&b, "nodelet up refuses: %s\n", o.noServing)
+			}
+			flat := flatten(t, viewOf(o.cfg))
+			if i == 0 {
+				base = flat
+			}
+			writeDiff(&b, base, flat, i == 0)
+		}
+	}
+	path := filepath.Join("testdata", "load.golden")
+	if os.Getenv("NODELET_UPDATE_GOLDEN") != "" {
+		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := b.String(); got != string(want) {
+		g, w := strings.Split(got, "\n"), strings.Split(string(want), "\n")
+		for i := 0; i < len(g) || i < len(w); i++ {
+			if i >= len(g) || i >= len(w) || g[i] != w[i] {
+				t.Fatalf("%s differs from line %d:\n got %q\nwant %q\n(NODELET_UPDATE_GOLDEN=1 rewrites it)", path, i+1, at(g, i), at(w, i))
+			}
+		}
+	}
+}
+
+func at(lines []string, i int) string {
+	if i < len(lines) {
+		return lines[i]
+	}
+	return "<end>"
+}
+
+// view is what a resolved configuration means: /configz, and what /configz does not show.
+type view struct {
+	Configz                    kubeletv1beta1.KubeletConfiguration
+	Kubeconfig                 string
+	HostnameOverride, NodeName string
+	NodeIPs                    []string
+	RootDir, PodsCgroup        string
+	NodeLabels                 map[string]string
+	MinimumContainerTTL        string
+	MaxPerPodContainer         int
+	MaxContainers              int
+	PodInfraContainerImage     string
+	EvictionMonitoringInterval string
+	KubeAPIQPS                 float32
+	PortSet                    bool
+	EvictionThresholds         []eviction.Threshold
+	SystemReservedList         v1.ResourceList
+	KubeReservedList           v1.ResourceList
+	APISocket                  string
+}
+
+func viewOf(c Config) view {
+	v := view{Configz: c.KubeletConfiguration(), Kubeconfig: c.Kubeconfig, HostnameOverride: c.HostnameOverride,
+		NodeName: c.NodeName, NodeIPs: c.NodeIPs, RootDir: c.RootDir, PodsCgroup: c.CgroupRoot, NodeLabels: c.NodeLabels,
+		MinimumContainerTTL: c.MinimumContainerTTL.String(), MaxPerPodContainer: c.MaxPerPodContainer, MaxContainers: c.MaxContainers,
+		PodInfraContainerImage: c.PodInfraContainerImage, EvictionMonitoringInterval: c.EvictionMonitoringInterval.String(),
+		KubeAPIQPS: c.KubeAPIQPS, PortSet: c.Serving.PortSet, EvictionThresholds: c.EvictionThresholds,
+		SystemReservedList: c.SystemReservedList, KubeReservedList: c.KubeReservedList, APISocket: c.APISocket}
+	// What the host decides is named, not written: the golden file holds for every host.
+	if h, err := os.Hostname(); err == nil && c.HostnameOverride == "" && v.NodeName == strings.ToLower(strings.TrimSpace(h)) {
+		v.NodeName = "<hostname>"
+	}
+	var detected []string
+	if ip := detectNodeIP(); ip != "" {
+		detected = []string{ip}
+	}
+	if reflect.DeepEqual(v.NodeIPs, detected) {
+		v.NodeIPs = []string{"<detected>"}
+	}
+	return v
+}
+
+// flatten writes v as path = JSON value, one line per leaf.
+func flatten(t *testing.T, v any) map[string]string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tree any
+	if err := json.Unmarshal(b, &tree); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	var walk func(path string, n any)
+	walk = func(path string, n any) {
+		switch n := n.(type) {
+		case map[string]any:
+			if len(n) > 0 {
+				for k, c := range n {
+					walk(path+"."+k, c)
+				}
+				return
+			}
+		case []any:
+			if len(n) > 0 {
+				for i, c := range n {
+					walk(fmt.Sprintf("%s[%d]", path, i), c)
+				}
+				return
+			}
+		}
+		var leaf strings.Builder
+		enc := json.NewEncoder(&leaf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(n); err != nil {
+			t.Fatal(err)
+		}
+		out[strings.TrimPrefix(path, ".")] = strings.TrimSuffix(leaf.String(), "\n")
+	}
+	walk("", tree)
+	return out
+}
+
+// writeDiff writes the lines of flat that differ from base ("path -" for one base has and flat
+// has not), or all of flat.
+func writeDiff(b *strings.Builder, base, flat map[string]string, all bool) {
+	var lines []string
+	for k, v := range flat {
+		if all || base[k] != v {
+			lines = append(lines, k+" = "+v)
+		}
+	}
+	for k := range base {
+		if _, ok := flat[k]; !ok {
+			lines = append(lines, k+" -")
+		}
+	}
+	sort.Strings(lines)
+	for _, l := range lines {
+		b.WriteString(l + "\n")
+	}
+}

@@ -1,0 +1,100 @@
+package agentconfig
+
+// toConfig fills the Config the agent reads today from a loaded configuration, while its callers
+// move to the file format's fields.
+func toConfig(l loaded, serving bool) Config {
+	kc, o := &l.kc, &l.opts
+	c := Config{
+		ContainerRuntimeEndpoint: kc.ContainerRuntimeEndpoint,
+		RuntimeRequestTimeout:    kc.RuntimeRequestTimeout.Duration,
+		PodManifestPath:          kc.StaticPodPath,
+		FileCheckFrequency:       kc.FileCheckFrequency.Duration,
+		ManifestURL:              kc.StaticPodURL,
+		ManifestURLHeader:        kc.StaticPodURLHeader,
+		HTTPCheckFrequency:       kc.HTTPCheckFrequency.Duration,
+
+		Kubeconfig:       o.Kubeconfig,
+		HostnameOverride: o.HostnameOverride,
+		NodeIPs:          l.nodeIPs,
+		RegisterNode:     *kc.RegisterNode,
+
+		RootDir:    o.RootDir,
+		PodLogsDir: kc.PodLogsDir,
+		MaxPods:    int(kc.MaxPods),
+		PodCIDR:    kc.PodCIDR,
+
+		SyncFrequency:             kc.SyncFrequency.Duration,
+		NodeStatusUpdateFrequency: kc.NodeStatusUpdateFrequency.Duration,
+		NodeStatusReportFrequency: kc.NodeStatusReportFrequency.Duration,
+		NodeLeaseDurationSeconds:  kc.NodeLeaseDurationSeconds,
+
+		ClusterDNS:    kc.ClusterDNS,
+		ClusterDomain: kc.ClusterDomain,
+		ResolvConf:    *kc.ResolverConfig,
+		CgroupRoot:    o.PodsCgroup,
+
+		HealthzBindAddress: kc.HealthzBindAddress,
+		HealthzPort:        int(*kc.HealthzPort),
+
+		SerializeImagePulls:         *kc.SerializeImagePulls,
+		ImageGCHighThresholdPercent: int(*kc.ImageGCHighThresholdPercent),
+		ImageGCLowThresholdPercent:  int(*kc.ImageGCLowThresholdPercent),
+		ImageMinimumGCAge:           kc.ImageMinimumGCAge.Duration,
+		PodInfraContainerImage:      o.PodInfraContainerImage,
+
+		MinimumContainerTTL: o.MinimumContainerTTL,
+		MaxPerPodContainer:  o.MaxPerPodContainer,
+		MaxContainers:       o.MaxContainers,
+
+		EvictionHard:                     kc.EvictionHard,
+		EvictionSoft:                     kc.EvictionSoft,
+		EvictionSoftGracePeriod:          kc.EvictionSoftGracePeriod,
+		EvictionMinimumReclaim:           kc.EvictionMinimumReclaim,
+		EvictionMaxPodGracePeriod:        kc.EvictionMaxPodGracePeriod,
+		EvictionPressureTransitionPeriod: kc.EvictionPressureTransitionPeriod.Duration,
+		EvictionMonitoringInterval:       o.EvictionMonitoringInterval,
+		KernelMemcgNotification:          kc.KernelMemcgNotification,
+
+		AllowedUnsafeSysctls: kc.AllowedUnsafeSysctls,
+		SeccompDefault:       *kc.SeccompDefault,
+		NodeLabels:           o.NodeLabels,
+		RegisterWithTaints:   kc.RegisterWithTaints,
+
+		KubeAPIQPS:   o.KubeAPIQPS,
+		KubeAPIBurst: int(kc.KubeAPIBurst),
+		ContentType:  kc.ContentType,
+
+		ContainerLogMaxSize:         kc.ContainerLogMaxSize,
+		ContainerLogMaxFiles:        *kc.ContainerLogMaxFiles,
+		ContainerLogMonitorInterval: kc.ContainerLogMonitorInterval.Duration,
+
+		SystemReserved:         kc.SystemReserved,
+		KubeReserved:           kc.KubeReserved,
+		EnforceNodeAllocatable: kc.EnforceNodeAllocatable,
+		SystemReservedCgroup:   kc.SystemReservedCgroup,
+		KubeReservedCgroup:     kc.KubeReservedCgroup,
+		PodsPerCore:            int(kc.PodsPerCore),
+		PodPidsLimit:           *kc.PodPidsLimit,
+
+		CPUManagerPolicy:          kc.CPUManagerPolicy,
+		CPUManagerPolicyOptions:   kc.CPUManagerPolicyOptions,
+		CPUManagerReconcilePeriod: kc.CPUManagerReconcilePeriod.Duration,
+		ReservedSystemCPUs:        kc.ReservedSystemCPUs,
+		TopologyManagerPolicy:     kc.TopologyManagerPolicy,
+		TopologyManagerScope:      kc.TopologyManagerScope,
+
+		FailSwapOn:             *kc.FailSwapOn,
+		FailCgroupV1:           *kc.FailCgroupV1,
+		EnableSystemLogHandler: *kc.EnableSystemLogHandler,
+		APISocket:              o.APISocket,
+	}
+	if kc.MaxParallelImagePulls != nil {
+		c.MaxParallelImagePulls = *kc.MaxParallelImagePulls
+	}
+	if serving {
+		c.Serving = Serving{Address: kc.Address, Port: int(kc.Port), PortSet: l.portSet,
+			TLSCertFile: kc.TLSCertFile, TLSPrivateKeyFile: kc.TLSPrivateKeyFile, ServerTLSBootstrap: kc.ServerTLSBootstrap,
+			Authentication: kc.Authentication, Authorization: kc.Authorization}
+	}
+	return c
+}
