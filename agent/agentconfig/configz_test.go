@@ -86,12 +86,12 @@ topologyManagerScope: pod
 enableSystemLogHandler: false
 `
 
-// loadServing is load with the serving flags too, as the agent command resolves both.
+// loadServing is configOf with the serving flags too, as the agent command has them.
 func loadServing(t *testing.T, file string, args ...string) Config {
 	t.Helper()
 	fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
 	f := AddFlags(fs)
-	sf := AddServingFlags(f)
+	AddServingFlags(f)
 	p := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(p, []byte(file), 0o644); err != nil {
 		t.Fatal(err)
@@ -101,9 +101,6 @@ func loadServing(t *testing.T, file string, args ...string) Config {
 	}
 	cfg, err := f.Config()
 	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.Serving, err = sf.Serving(); err != nil {
 		t.Fatal(err)
 	}
 	return cfg

@@ -190,10 +190,7 @@ failCgroupV1: false
 }
 
 func TestEnableServerFalseServesNoHTTPS(t *testing.T) {
-	s := DefaultServing()
-	if err := ApplyServingConfiguration(&s, []byte(header+"enableServer: false\nport: 10250\n")); err != nil {
-		t.Fatal(err)
-	}
+	s := loadServing(t, header+"enableServer: false\nport: 10250\n").Serving
 	if s.Port != 0 || !s.PortSet {
 		t.Errorf("enableServer false: port %d set %v", s.Port, s.PortSet)
 	}

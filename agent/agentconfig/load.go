@@ -113,9 +113,7 @@ func decode(data []byte) (kubeletv1beta1.KubeletConfiguration, error) {
 	return kc, nil
 }
 
-// noServing refuses a --config file that asks for the HTTPS API where the command (cmd) serves
-// none, rather than leaving its address, port, TLS and auth settings silently unused. Settings
-// equal to the defaults, a port of 0 and enableServer false ask for nothing and pass.
+// noServing is Flags.NoServing: only the file's serving fields count (Config has checked the rest).
 func noServing(file, cmd string) error {
 	if file == "" {
 		return nil

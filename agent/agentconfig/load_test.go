@@ -37,59 +37,26 @@ func writeFile(t *testing.T, file string) string {
 	return p
 }
 
-// runOld resolves a command line as the commands have: Config, then Serving or NoServing.
-func runOld(t *testing.T, mode string, c loadCase) outcome {
-	fs := pflag.NewFlagSet(mode, pflag.ContinueOnError)
-	fs.SetOutput(new(strings.Builder))
-	f := AddFlags(fs)
-	var sf *ServingFlags
-	if mode == "agent" {
-		sf = AddServingFlags(f)
-	}
+// run resolves a command line as the commands do: Config, and NoServing in nodelet up.
+func run(t *testing.T, mode string, c loadCase) outcome {
+	fs, f := commandFlags(mode)
 	return resolve(t, fs, c, func() (Config, string, error) {
 		cfg, err := f.Config()
-		if err != nil {
-			return Config{}, "", err
+		if err != nil || mode == "agent" {
+			return cfg, "", err
 		}
-		if mode == "up" {
-			return cfg, errString(f.NoServing("nodelet up")), nil
-		}
-		cfg.Serving, err = sf.Serving()
-		return cfg, "", err
+		return cfg, errString(f.NoServing("nodelet up")), nil
 	})
 }
 
-// runNew resolves a command line with load.
-func runNew(t *testing.T, mode string, c loadCase) outcome {
+func commandFlags(mode string) (*pflag.FlagSet, *Flags) {
 	fs := pflag.NewFlagSet(mode, pflag.ContinueOnError)
 	fs.SetOutput(new(strings.Builder))
-	var file string
-	var sets []flagSet
-	fs.StringVar(&file, "config", "", "a KubeletConfiguration file (kubelet.config.k8s.io/v1beta1); flags override it")
-	kc := kubeletv1beta1.KubeletConfiguration{}
-	setDefaults(&kc)
-	o := defaultOptions(&kc)
-	addRecorded(fs, &sets, func(fs *pflag.FlagSet) { bindFlags(fs, &kc, &o) })
-	serving := mode == "agent"
-	if serving {
-		var skc kubeletv1beta1.KubeletConfiguration
-		setServingDefaults(&skc)
-		addRecorded(fs, &sets, func(fs *pflag.FlagSet) { bindServingFlags(fs, &skc) })
+	f := AddFlags(fs)
+	if mode == "agent" {
+		AddServingFlags(f)
 	}
-	return resolve(t, fs, c, func() (Config, string, error) {
-		l, err := load(file, serving, sets)
-		if err != nil {
-			return Config{}, "", err
-		}
-		cfg := toConfig(l, serving)
-		if err := Complete(&cfg); err != nil {
-			return Config{}, "", err
-		}
-		if !serving {
-			return cfg, errString(noServing(file, "nodelet up")), nil
-		}
-		return cfg, "", cfg.Serving.check()
-	})
+	return fs, f
 }
 
 func resolve(t *testing.T, fs *pflag.FlagSet, c loadCase, config func() (Config, string, error)) outcome {
@@ -126,50 +93,18 @@ func errString(err error) string {
 	return err.Error()
 }
 
-// The pipeline that load is must resolve every case as Config, Serving and NoServing have.
-func TestLoadIsTheOldPipeline(t *testing.T) {
-	for _, mode := range modes {
-		for _, c := range loadCases {
-			old, got := runOld(t, mode, c), runNew(t, mode, c)
-			if old.err != got.err || old.noServing != got.noServing {
-				t.Errorf("%s, %s:\nold %q %q\nnew %q %q", mode, c.name, old.err, old.noServing, got.err, got.noServing)
-			}
-			vo, vg := reflect.ValueOf(old.cfg), reflect.ValueOf(got.cfg)
-			for i := range vo.NumField() {
-				if a, b := vo.Field(i).Interface(), vg.Field(i).Interface(); !reflect.DeepEqual(a, b) {
-					t.Errorf("%s, %s: %s: old %#v, new %#v", mode, c.name, vo.Type().Field(i).Name, a, b)
-				}
-			}
-		}
-		oldFS, newFS := pflag.NewFlagSet("", pflag.ContinueOnError), pflag.NewFlagSet("", pflag.ContinueOnError)
-		f := AddFlags(oldFS)
-		var sets []flagSet
-		kc := kubeletv1beta1.KubeletConfiguration{}
-		setDefaults(&kc)
-		o := defaultOptions(&kc)
-		var file string
-		newFS.StringVar(&file, "config", "", "a KubeletConfiguration file (kubelet.config.k8s.io/v1beta1); flags override it")
-		addRecorded(newFS, &sets, func(fs *pflag.FlagSet) { bindFlags(fs, &kc, &o) })
-		if mode == "agent" {
-			AddServingFlags(f)
-			var skc kubeletv1beta1.KubeletConfiguration
-			setServingDefaults(&skc)
-			addRecorded(newFS, &sets, func(fs *pflag.FlagSet) { bindServingFlags(fs, &skc) })
-		}
-		if a, b := oldFS.FlagUsages(), newFS.FlagUsages(); a != b {
-			t.Errorf("%s: the help differs:\nold\n%s\nnew\n%s", mode, a, b)
-		}
-	}
-}
-
 // testdata/load.golden holds what every case resolves to, in both commands: the first case of
-// each in full, the others as they differ from it. NODELET_UPDATE_GOLDEN=1 rewrites it.
+// each in full, the others as they differ from it; and each command's help. Made when the
+// configuration was read by another pipeline and found equal to it, it keeps the flags' meaning,
+// the refusals and /configz as they were. NODELET_UPDATE_GOLDEN=1 rewrites it.
 func TestLoadGolden(t *testing.T) {
 	var b strings.Builder
 	for _, mode := range modes {
+		fs, _ := commandFlags(mode)
+		fmt.Fprintf(&b, "== %s: help\n%s", mode, fs.FlagUsages())
 		var base map[string]string
 		for i, c := range loadCases {
-			o := runNew(t, mode, c)
+			o := run(t, mode, c)
 			fmt.Fprintf(&b, "== %s: %s\n", mode, c.name)
 			if o.err != "" {
 				fmt.Fprintf(&b, "error: %s\n", o.err)

@@ -56,11 +56,13 @@ authorization:
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
-			sf := AddServingFlags(AddFlags(fs))
+			f := AddFlags(fs)
+			AddServingFlags(f)
 			if err := fs.Parse(tc.args); err != nil {
 				t.Fatal(err)
 			}
-			s, err := sf.Serving()
+			cfg, err := f.Config()
+			s := cfg.Serving
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err %v", err)
 			}
