@@ -176,7 +176,7 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 	}
 	nodeCM, err := cm.New(cm.Config{MaxPods: cfg.MaxPods, PodsPerCore: cfg.PodsPerCore, RootDir: cfg.RootDir,
 		SystemReserved: cfg.SystemReservedList, KubeReserved: cfg.KubeReservedList, HardEvictionThresholds: cfg.EvictionThresholds,
-		EnforceNodeAllocatable: cfg.EnforceNodeAllocatable, PodsCgroup: cfg.CgroupRoot,
+		EnforceNodeAllocatable: cfg.EnforceNodeAllocatable, PodsCgroup: cfg.PodsCgroup,
 		SystemReservedCgroup: cfg.SystemReservedCgroup, KubeReservedCgroup: cfg.KubeReservedCgroup},
 		cm.Deps{Cgroups: deps.Cgroups, Recorder: a.events, Node: nodestatus.Ref(cfg.NodeName), Log: log})
 	if err != nil {
@@ -202,8 +202,8 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 	containerGC := &containergc.GC{Runtime: runtime, Pods: containergc.DeletedFunc(a.state.Gone), PodLogsDir: cfg.PodLogsDir, Log: log,
 		Policy: containergc.Policy{MinAge: cfg.MinimumContainerTTL, MaxPerPodContainer: cfg.MaxPerPodContainer, MaxContainers: cfg.MaxContainers}}
 	summary := stats.New(runtime, stats.Options{NodeName: cfg.NodeName, RootDir: cfg.RootDir,
-		LogDir: cfg.PodLogsDir, PodsCgroup: cfg.CgroupRoot})
-	machine := &eviction.Machine{RootDir: cfg.RootDir, ImageFs: eviction.ImageFsMountpoint(imageService), PodsCgroup: cfg.CgroupRoot}
+		LogDir: cfg.PodLogsDir, PodsCgroup: cfg.PodsCgroup})
+	machine := &eviction.Machine{RootDir: cfg.RootDir, ImageFs: eviction.ImageFsMountpoint(imageService), PodsCgroup: cfg.PodsCgroup}
 	if cfg.KernelMemcgNotification {
 		if err := machine.CheckMemcgNotification(); err != nil {
 			return fmt.Errorf("kernelMemcgNotification: %w", err)
@@ -247,8 +247,8 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 		runtimeCgroup kuberuntime.PodCgroups
 		syncCgroups   podsync.PodCgroups
 	)
-	if cfg.CgroupRoot != "" {
-		podQOS = qos.New(qos.Config{Root: cfg.CgroupRoot, PodPidsLimit: cfg.PodPidsLimit},
+	if cfg.PodsCgroup != "" {
+		podQOS = qos.New(qos.Config{Root: cfg.PodsCgroup, PodPidsLimit: cfg.PodPidsLimit},
 			qos.Deps{Cgroups: deps.Cgroups, ActivePods: a.state.ActivePods, RuntimePods: qos.RuntimeSandboxes(runtime), Log: log})
 		runtimeCgroup, syncCgroups = podQOS, podQOS
 	}
@@ -272,7 +272,7 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 	manager := kuberuntime.NewManager(kuberuntime.Deps{
 		Runtime: runtime, Images: imageService, Recorder: a.events, Reasons: reasons, Log: log,
 		RootDir: cfg.RootDir, SeccompDefault: cfg.SeccompDefault, PodLogsDir: cfg.PodLogsDir, NodeName: cfg.NodeName,
-		NodeIPs: cfg.NodeIPs, DNS: dns, CgroupRoot: cfg.CgroupRoot, Cgroups: deps.Cgroups, Volumes: vols, EnvData: vols, SubPaths: vols,
+		NodeIPs: cfg.NodeIPs, DNS: dns, CgroupRoot: cfg.PodsCgroup, Cgroups: deps.Cgroups, Volumes: vols, EnvData: vols, SubPaths: vols,
 		RuntimeClasses: classes, Credentials: &credentials.Keyring{Secrets: vols}, Probes: probes, Allocation: alloc,
 		PodCgroups: runtimeCgroup, ImagePulls: images.Options{SerializeImagePulls: &serialize, MaxParallelImagePulls: cfg.MaxParallelImagePulls,
 			Used: imageGC.MarkUsed},
@@ -292,7 +292,7 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 		nodeDeps.Client = client
 	}
 	a.nodes = nodestatus.New(nodeDeps)
-	oom := &oomwatcher.Watcher{Node: nodestatus.Ref(cfg.NodeName), CgroupRoot: cfg.CgroupRoot, Recorder: a.events, Log: log}
+	oom := &oomwatcher.Watcher{Node: nodestatus.Ref(cfg.NodeName), CgroupRoot: cfg.PodsCgroup, Recorder: a.events, Log: log}
 	var syncMirrors podsync.MirrorClient
 	var loopMirrors syncloop.MirrorDeleter
 	if client != nil {

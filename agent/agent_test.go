@@ -54,7 +54,7 @@ func newHarness(t *testing.T) *harness {
 	h.cfg.PodLogsDir = t.TempDir()
 	h.cfg.HostnameOverride = "node1"
 	h.cfg.HealthzPort = 0
-	h.cfg.CgroupRoot = ""
+	h.cfg.PodsCgroup = ""
 	h.cfg.ResolvConf = ""
 	return h
 }

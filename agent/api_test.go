@@ -27,7 +27,7 @@ func TestAgentServesItsAPI(t *testing.T) {
 	cfg.ContainerRuntimeEndpoint = "unix://" + filepath.Join(dir, "no-runtime.sock") // pods wait; the API answers anyway
 	cfg.PodManifestPath = filepath.Join(dir, "manifests")
 	cfg.RootDir, cfg.PodLogsDir = filepath.Join(dir, "root"), filepath.Join(dir, "logs")
-	cfg.HostnameOverride, cfg.HealthzPort, cfg.CgroupRoot = "n1", 0, ""
+	cfg.HostnameOverride, cfg.HealthzPort, cfg.PodsCgroup = "n1", 0, ""
 	sock := filepath.Join(dir, "agent.sock")
 	cfg.APISocket = sock
 	a, err := New(cfg, Deps{})
@@ -67,7 +67,7 @@ func TestAgentConfigzAndNodeLogs(t *testing.T) {
 		cfg := agentconfig.Default()
 		cfg.ContainerRuntimeEndpoint = "unix://" + filepath.Join(dir, "no-runtime.sock")
 		cfg.RootDir, cfg.PodLogsDir = filepath.Join(dir, "root"), filepath.Join(dir, "logs")
-		cfg.HostnameOverride, cfg.HealthzPort, cfg.CgroupRoot = "n1", 0, ""
+		cfg.HostnameOverride, cfg.HealthzPort, cfg.PodsCgroup = "n1", 0, ""
 		cfg.MaxPods, cfg.ClusterDomain = 42, "cluster.example"
 		cfg.EnableSystemLogHandler = logsOn
 		cfg.APISocket = filepath.Join(dir, "agent.sock")

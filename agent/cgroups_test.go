@@ -37,7 +37,7 @@ func TestAgentKeepsThePodsCgroups(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h.cfg.CgroupRoot = "/kubepods"
+	h.cfg.PodsCgroup = "/kubepods"
 	h.cfg.SystemReserved = map[string]string{"cpu": "100m"}
 	h.cfg.PodPidsLimit = 200
 	h.start(Deps{Cgroups: &cm.Cgroups{Mount: mount}})

@@ -37,6 +37,12 @@ const (
 
 // Config is the resolved configuration the agent runs with.
 type Config struct {
+	// Kubelet is the settings in the file format: the --config file, its defaults, and the
+	// kubelet-named flags over them.
+	Kubelet kubeletv1beta1.KubeletConfiguration
+	Options
+	Derived
+
 	ContainerRuntimeEndpoint string
 	RuntimeRequestTimeout    time.Duration
 
@@ -46,14 +52,8 @@ type Config struct {
 	ManifestURLHeader  map[string][]string
 	HTTPCheckFrequency time.Duration
 
-	Kubeconfig       string
-	HostnameOverride string
-	// NodeName is HostnameOverride or the lower-cased hostname; never looked up in DNS.
-	NodeName     string
-	NodeIPs      []string
 	RegisterNode bool
 
-	RootDir    string
 	PodLogsDir string
 	MaxPods    int
 	// PodCIDR is handed to the runtime when standalone (a cluster's Node spec.podCIDRs are in one).
@@ -70,9 +70,6 @@ type Config struct {
 	ClusterDomain string
 	ResolvConf    string
 
-	// CgroupRoot is the parent of the pods' QoS cgroups (cgroupfs layout); "" leaves placement to the runtime.
-	CgroupRoot string
-
 	HealthzBindAddress string
 	HealthzPort        int
 
@@ -82,13 +79,6 @@ type Config struct {
 	ImageGCHighThresholdPercent int
 	ImageGCLowThresholdPercent  int
 	ImageMinimumGCAge           time.Duration
-	// PodInfraContainerImage is never collected (the runtime's sandbox image).
-	PodInfraContainerImage string
-
-	// Container GC, as the kubelet's (deprecated, flag-only) settings.
-	MinimumContainerTTL time.Duration
-	MaxPerPodContainer  int // dead containers kept per container of a live pod; <0 no limit
-	MaxContainers       int // dead containers kept in all; <0 no limit
 
 	// Eviction, named as the KubeletConfiguration's fields (map forms: signal → value). A flag or
 	// file that sets EvictionHard replaces the defaults as a whole, as the kubelet's flag does.
@@ -98,14 +88,9 @@ type Config struct {
 	EvictionMinimumReclaim           map[string]string
 	EvictionMaxPodGracePeriod        int32
 	EvictionPressureTransitionPeriod time.Duration
-	// EvictionMonitoringInterval is how often the eviction manager reads signals; the kubelet's is
-	// a fixed 10s, which tests shorten.
-	EvictionMonitoringInterval time.Duration
 	// KernelMemcgNotification (kernelMemcgNotification) also wakes the eviction manager when
 	// memory crosses a threshold, through cgroup v1's memory thresholds; refused elsewhere.
 	KernelMemcgNotification bool
-	// EvictionThresholds are the parsed thresholds; Complete fills them.
-	EvictionThresholds []eviction.Threshold
 
 	// AllowedUnsafeSysctls are sysctls (or prefixes ending in "*") pods may set beyond the safe set.
 	AllowedUnsafeSysctls []string
@@ -113,14 +98,11 @@ type Config struct {
 	// RuntimeDefault instead of Unconfined.
 	SeccompDefault bool
 
-	// NodeLabels are added to the Node at registration (--node-labels); RegisterWithTaints are
-	// its taints at registration (--register-with-taints, registerWithTaints).
-	NodeLabels         map[string]string
+	// RegisterWithTaints are the Node's taints at registration (--register-with-taints, registerWithTaints).
 	RegisterWithTaints []v1.Taint
 
 	// The apiserver client (kubeAPIQPS, kubeAPIBurst, contentType); an empty ContentType keeps
 	// client-go's JSON.
-	KubeAPIQPS   float32
 	KubeAPIBurst int
 	ContentType  string
 
@@ -134,7 +116,6 @@ type Config struct {
 	// SystemReservedList and KubeReservedList. EnforceNodeAllocatable nil is the kubelet's default:
 	// [pods] when pods get cgroups (CgroupRoot set), none otherwise.
 	SystemReserved, KubeReserved             map[string]string
-	SystemReservedList, KubeReservedList     v1.ResourceList
 	EnforceNodeAllocatable                   []string
 	SystemReservedCgroup, KubeReservedCgroup string
 
@@ -164,11 +145,22 @@ type Config struct {
 	// (enableSystemLogHandler); false answers there as the kubelet does with it off.
 	EnableSystemLogHandler bool
 
-	// APISocket is the root-only unix socket of the agent's API; "" serves none.
-	APISocket string
 	// Serving is the API's HTTPS listener; its zero value (port 0, as Default has it) serves none.
 	// The commands start from DefaultServing.
 	Serving Serving
+}
+
+// Derived is what Complete works out from the settings.
+type Derived struct {
+	// NodeName is HostnameOverride or the lower-cased hostname; never looked up in DNS.
+	NodeName string
+	// NodeIPs are --node-ip's addresses, or the one detected.
+	NodeIPs []string
+	// EvictionThresholds are the eviction settings parsed.
+	EvictionThresholds []eviction.Threshold
+	// SystemReservedList and KubeReservedList are systemReserved and kubeReserved parsed;
+	// reservedSystemCPUs replaces their cpu.
+	SystemReservedList, KubeReservedList v1.ResourceList
 }
 
 // Default is the configuration with no flags and no file; it serves no HTTPS API.

@@ -31,11 +31,11 @@ func completeAllocatable(c *Config) error {
 	}
 	if c.EnforceNodeAllocatable == nil {
 		c.EnforceNodeAllocatable = []string{}
-		if c.CgroupRoot != "" {
+		if c.PodsCgroup != "" {
 			c.EnforceNodeAllocatable = []string{cm.EnforcePods}
 		}
 	}
-	if err := cm.CheckEnforcement(c.EnforceNodeAllocatable, c.CgroupRoot != "", c.SystemReservedCgroup, c.KubeReservedCgroup,
+	if err := cm.CheckEnforcement(c.EnforceNodeAllocatable, c.PodsCgroup != "", c.SystemReservedCgroup, c.KubeReservedCgroup,
 		c.SystemReservedList, c.KubeReservedList); err != nil {
 		errs = append(errs, err)
 	}
@@ -44,7 +44,7 @@ func completeAllocatable(c *Config) error {
 	if c.EvictionThresholds, err = eviction.WithAllocatable(c.EvictionThresholds, slices.Contains(c.EnforceNodeAllocatable, cm.EnforcePods)); err != nil {
 		errs = append(errs, err)
 	}
-	if c.PodPidsLimit > 0 && c.CgroupRoot == "" {
+	if c.PodPidsLimit > 0 && c.PodsCgroup == "" {
 		errs = append(errs, errors.New("podPidsLimit needs the pods' cgroups (cgroupsPerQOS true, a non-empty --cgroup-root)"))
 	}
 	return errors.Join(errs...)

@@ -68,10 +68,10 @@ func (c Config) KubeletConfiguration() kubeletv1beta1.KubeletConfiguration {
 	kc.EvictionPressureTransitionPeriod = dur(c.EvictionPressureTransitionPeriod)
 	kc.KernelMemcgNotification = c.KernelMemcgNotification
 
-	kc.CgroupsPerQOS = on(c.CgroupRoot != "")
+	kc.CgroupsPerQOS = on(c.PodsCgroup != "")
 	// The file's cgroupRoot is the parent of kubepods; the agent keeps the kubepods cgroup itself
 	// (--cgroup-root names it), so a root not ending in kubepods is shown as it is.
-	kc.CgroupRoot = strings.TrimSuffix(c.CgroupRoot, DefaultCgroupRoot)
+	kc.CgroupRoot = strings.TrimSuffix(c.PodsCgroup, DefaultCgroupRoot)
 	kc.FailSwapOn, kc.FailCgroupV1 = on(c.FailSwapOn), on(c.FailCgroupV1)
 	kc.SystemReserved, kc.KubeReserved = c.SystemReserved, c.KubeReserved
 	kc.SystemReservedCgroup, kc.KubeReservedCgroup = c.SystemReservedCgroup, c.KubeReservedCgroup

@@ -170,7 +170,7 @@ type view struct {
 
 func viewOf(c Config) view {
 	v := view{Configz: c.KubeletConfiguration(), Kubeconfig: c.Kubeconfig, HostnameOverride: c.HostnameOverride,
-		NodeName: c.NodeName, NodeIPs: c.NodeIPs, RootDir: c.RootDir, PodsCgroup: c.CgroupRoot, NodeLabels: c.NodeLabels,
+		NodeName: c.NodeName, NodeIPs: c.NodeIPs, RootDir: c.RootDir, PodsCgroup: c.PodsCgroup, NodeLabels: c.NodeLabels,
 		MinimumContainerTTL: c.MinimumContainerTTL.String(), MaxPerPodContainer: c.MaxPerPodContainer, MaxContainers: c.MaxContainers,
 		PodInfraContainerImage: c.PodInfraContainerImage, EvictionMonitoringInterval: c.EvictionMonitoringInterval.String(),
 		KubeAPIQPS: c.KubeAPIQPS, PortSet: c.Serving.PortSet, EvictionThresholds: c.EvictionThresholds,

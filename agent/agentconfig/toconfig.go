@@ -3,8 +3,12 @@ package agentconfig
 // toConfig fills the Config the agent reads today from a loaded configuration, while its callers
 // move to the file format's fields.
 func toConfig(l loaded, serving bool) Config {
-	kc, o := &l.kc, &l.opts
+	kc := &l.kc
 	c := Config{
+		Kubelet: l.kc,
+		Options: l.opts,
+		Derived: Derived{NodeIPs: l.nodeIPs},
+
 		ContainerRuntimeEndpoint: kc.ContainerRuntimeEndpoint,
 		RuntimeRequestTimeout:    kc.RuntimeRequestTimeout.Duration,
 		PodManifestPath:          kc.StaticPodPath,
@@ -13,12 +17,8 @@ func toConfig(l loaded, serving bool) Config {
 		ManifestURLHeader:        kc.StaticPodURLHeader,
 		HTTPCheckFrequency:       kc.HTTPCheckFrequency.Duration,
 
-		Kubeconfig:       o.Kubeconfig,
-		HostnameOverride: o.HostnameOverride,
-		NodeIPs:          l.nodeIPs,
-		RegisterNode:     *kc.RegisterNode,
+		RegisterNode: *kc.RegisterNode,
 
-		RootDir:    o.RootDir,
 		PodLogsDir: kc.PodLogsDir,
 		MaxPods:    int(kc.MaxPods),
 		PodCIDR:    kc.PodCIDR,
@@ -31,7 +31,6 @@ func toConfig(l loaded, serving bool) Config {
 		ClusterDNS:    kc.ClusterDNS,
 		ClusterDomain: kc.ClusterDomain,
 		ResolvConf:    *kc.ResolverConfig,
-		CgroupRoot:    o.PodsCgroup,
 
 		HealthzBindAddress: kc.HealthzBindAddress,
 		HealthzPort:        int(*kc.HealthzPort),
@@ -40,11 +39,6 @@ func toConfig(l loaded, serving bool) Config {
 		ImageGCHighThresholdPercent: int(*kc.ImageGCHighThresholdPercent),
 		ImageGCLowThresholdPercent:  int(*kc.ImageGCLowThresholdPercent),
 		ImageMinimumGCAge:           kc.ImageMinimumGCAge.Duration,
-		PodInfraContainerImage:      o.PodInfraContainerImage,
-
-		MinimumContainerTTL: o.MinimumContainerTTL,
-		MaxPerPodContainer:  o.MaxPerPodContainer,
-		MaxContainers:       o.MaxContainers,
 
 		EvictionHard:                     kc.EvictionHard,
 		EvictionSoft:                     kc.EvictionSoft,
@@ -52,15 +46,12 @@ func toConfig(l loaded, serving bool) Config {
 		EvictionMinimumReclaim:           kc.EvictionMinimumReclaim,
 		EvictionMaxPodGracePeriod:        kc.EvictionMaxPodGracePeriod,
 		EvictionPressureTransitionPeriod: kc.EvictionPressureTransitionPeriod.Duration,
-		EvictionMonitoringInterval:       o.EvictionMonitoringInterval,
 		KernelMemcgNotification:          kc.KernelMemcgNotification,
 
 		AllowedUnsafeSysctls: kc.AllowedUnsafeSysctls,
 		SeccompDefault:       *kc.SeccompDefault,
-		NodeLabels:           o.NodeLabels,
 		RegisterWithTaints:   kc.RegisterWithTaints,
 
-		KubeAPIQPS:   o.KubeAPIQPS,
 		KubeAPIBurst: int(kc.KubeAPIBurst),
 		ContentType:  kc.ContentType,
 
@@ -86,7 +77,6 @@ func toConfig(l loaded, serving bool) Config {
 		FailSwapOn:             *kc.FailSwapOn,
 		FailCgroupV1:           *kc.FailCgroupV1,
 		EnableSystemLogHandler: *kc.EnableSystemLogHandler,
-		APISocket:              o.APISocket,
 	}
 	if kc.MaxParallelImagePulls != nil {
 		c.MaxParallelImagePulls = *kc.MaxParallelImagePulls

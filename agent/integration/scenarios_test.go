@@ -64,7 +64,7 @@ func newEnvIn(t testing.TB, dir string, start func(t testing.TB, dir, reg string
 	e.cfg.PodLogsDir = filepath.Join(dir, "logs")
 	e.cfg.HostnameOverride = "e2e"
 	e.cfg.HealthzPort = 0
-	e.cfg.CgroupRoot = root
+	e.cfg.PodsCgroup = root
 	e.cfg.FileCheckFrequency = time.Second
 	return e
 }
@@ -234,7 +234,7 @@ func staticPodScenarios(t testing.TB, e *env) {
 	// The pods' cgroups go right after their sandboxes.
 	e.eventually("pod cgroups removed", func() bool {
 		for _, base := range []string{"/sys/fs/cgroup/memory", "/sys/fs/cgroup/cpu", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified"} {
-			if left, _ := filepath.Glob(filepath.Join(base, e.cfg.CgroupRoot, "*", "pod*")); len(left) > 0 {
+			if left, _ := filepath.Glob(filepath.Join(base, e.cfg.PodsCgroup, "*", "pod*")); len(left) > 0 {
 				return false
 			}
 		}
