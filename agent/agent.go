@@ -117,11 +117,11 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 		return nil, err
 	}
 	log := cmp.Or(deps.Log, slog.Default())
-	sysctls, err := sysctl.New(cfg.AllowedUnsafeSysctls)
+	sysctls, err := sysctl.New(cfg.Kubelet.AllowedUnsafeSysctls)
 	if err != nil {
 		return nil, fmt.Errorf("allowedUnsafeSysctls: %w", err)
 	}
-	conn, err := kuberuntime.Dial(cfg.ContainerRuntimeEndpoint, cfg.RuntimeRequestTimeout)
+	conn, err := kuberuntime.Dial(cfg.Kubelet.ContainerRuntimeEndpoint, cfg.Kubelet.RuntimeRequestTimeout.Duration)
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +158,7 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 	a.statuses = status.NewManager(client, a.pods, log)
 	podConfig := config.NewPodConfig(log)
 	var runtimeClasses *config.RuntimeClassSet // the manifest folder's, standalone only
-	if client == nil && cfg.PodManifestPath != "" {
+	if client == nil && cfg.Kubelet.StaticPodPath != "" {
 		runtimeClasses = config.NewRuntimeClassSet()
 	}
 	sources, sourceNames := podSources(cfg, client, podConfig, runtimeClasses, log)
@@ -170,7 +170,7 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 	a.state = podstate.New(a.pods, phases, a.statuses, podConfig, sourceNames, allocs)
 
 	// The node's resources, admission and eviction.
-	dns, err := kuberuntime.NewDNSConfigurer(cfg.ClusterDNS, cfg.ClusterDomain, cfg.ResolvConf)
+	dns, err := kuberuntime.NewDNSConfigurer(cfg.Kubelet.ClusterDNS, cfg.Kubelet.ClusterDomain, *cfg.Kubelet.ResolverConfig)
 	if err != nil {
 		log.Warn("pods with dnsPolicy Default get no resolver settings", "err", err)
 	}
@@ -192,17 +192,17 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 	}
 	staticCPUs := cpus.Policy() == cpumanager.PolicyStatic
 	vols := &volumemanager.Manager{Client: client, RootDir: cfg.RootDir, Recorder: a.events, Allocatable: nodeCM.Allocatable}
-	if client == nil && cfg.PodManifestPath != "" {
+	if client == nil && cfg.Kubelet.StaticPodPath != "" {
 		// Standalone: secrets and config maps sit beside the static pod manifests.
-		vols.Objects = &volumemanager.DirObjects{Dir: cfg.PodManifestPath}
+		vols.Objects = &volumemanager.DirObjects{Dir: cfg.Kubelet.StaticPodPath}
 	}
 	imageGC := &images.ImageGC{Images: imageService, Containers: runtime, Log: log, Keep: []string{cfg.PodInfraContainerImage},
 		Policy: images.GCPolicy{HighThresholdPercent: cfg.ImageGCHighThresholdPercent, LowThresholdPercent: cfg.ImageGCLowThresholdPercent,
 			MinAge: cfg.ImageMinimumGCAge}}
-	containerGC := &containergc.GC{Runtime: runtime, Pods: containergc.DeletedFunc(a.state.Gone), PodLogsDir: cfg.PodLogsDir, Log: log,
+	containerGC := &containergc.GC{Runtime: runtime, Pods: containergc.DeletedFunc(a.state.Gone), PodLogsDir: cfg.Kubelet.PodLogsDir, Log: log,
 		Policy: containergc.Policy{MinAge: cfg.MinimumContainerTTL, MaxPerPodContainer: cfg.MaxPerPodContainer, MaxContainers: cfg.MaxContainers}}
 	summary := stats.New(runtime, stats.Options{NodeName: cfg.NodeName, RootDir: cfg.RootDir,
-		LogDir: cfg.PodLogsDir, PodsCgroup: cfg.PodsCgroup})
+		LogDir: cfg.Kubelet.PodLogsDir, PodsCgroup: cfg.PodsCgroup})
 	machine := &eviction.Machine{RootDir: cfg.RootDir, ImageFs: eviction.ImageFsMountpoint(imageService), PodsCgroup: cfg.PodsCgroup}
 	if cfg.KernelMemcgNotification {
 		if err := machine.CheckMemcgNotification(); err != nil {
@@ -271,7 +271,7 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 	serialize := cfg.SerializeImagePulls
 	manager := kuberuntime.NewManager(kuberuntime.Deps{
 		Runtime: runtime, Images: imageService, Recorder: a.events, Reasons: reasons, Log: log,
-		RootDir: cfg.RootDir, SeccompDefault: cfg.SeccompDefault, PodLogsDir: cfg.PodLogsDir, NodeName: cfg.NodeName,
+		RootDir: cfg.RootDir, SeccompDefault: *cfg.Kubelet.SeccompDefault, PodLogsDir: cfg.Kubelet.PodLogsDir, NodeName: cfg.NodeName,
 		NodeIPs: cfg.NodeIPs, DNS: dns, CgroupRoot: cfg.PodsCgroup, Cgroups: deps.Cgroups, Volumes: vols, EnvData: vols, SubPaths: vols,
 		RuntimeClasses: classes, Credentials: &credentials.Keyring{Secrets: vols}, Probes: probes, Allocation: alloc,
 		PodCgroups: runtimeCgroup, ImagePulls: images.Options{SerializeImagePulls: &serialize, MaxParallelImagePulls: cfg.MaxParallelImagePulls,
@@ -301,7 +301,7 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 	}
 
 	// The pod workers and the loop that wakes them.
-	runtimeName := kuberuntime.NewRuntimeName(runtime, cfg.ContainerRuntimeEndpoint, log)
+	runtimeName := kuberuntime.NewRuntimeName(runtime, cfg.Kubelet.ContainerRuntimeEndpoint, log)
 	syncer := &podsync.Syncer{Runtime: manager, Status: a.statuses, Pods: a.pods, Volumes: vols, Reasons: reasons,
 		Prober: probes, Recorder: a.events, RuntimeName: runtimeName.Get, NodeIPs: cfg.NodeIPs, Mirrors: syncMirrors,
 		Cgroups: syncCgroups, Allocation: alloc, RootDir: cfg.RootDir, Userns: a.userns, Log: log,
@@ -313,7 +313,7 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 		Runtime: manager, Statuses: a.statuses, Mirrors: loopMirrors, Admit: alloc.AddPod, Recorder: a.events,
 		SourcesReady: a.state.SourcesReady, Kills: kills, Evicted: syncer,
 		BackOffs: manager, Events: a.events, Listed: podConfig, Resizes: alloc,
-		SyncFrequency: cfg.SyncFrequency, HousekeepingPeriod: housekeeping, Log: log,
+		SyncFrequency: cfg.Kubelet.SyncFrequency.Duration, HousekeepingPeriod: housekeeping, Log: log,
 	})
 	rotator, err := logs.NewRotator(runtime, cfg.ContainerLogMaxSize, cfg.ContainerLogMaxFiles)
 	if err != nil {
@@ -375,14 +375,14 @@ func podSources(cfg agentconfig.Config, client KubeClient, podConfig *config.Pod
 	log *slog.Logger) ([]part, []string) {
 	var parts []part
 	var names []string
-	if cfg.PodManifestPath != "" {
-		src := &config.ManifestDirSource{Path: cfg.PodManifestPath, NodeName: cfg.NodeName,
-			Period: cfg.FileCheckFrequency, Set: podConfig.Set, Log: log, RuntimeClasses: classes}
+	if cfg.Kubelet.StaticPodPath != "" {
+		src := &config.ManifestDirSource{Path: cfg.Kubelet.StaticPodPath, NodeName: cfg.NodeName,
+			Period: cfg.Kubelet.FileCheckFrequency.Duration, Set: podConfig.Set, Log: log, RuntimeClasses: classes}
 		parts, names = append(parts, part{"manifest dir", src.Run}), append(names, config.FileSource)
 	}
-	if cfg.ManifestURL != "" {
-		src := &config.ManifestURLSource{URL: cfg.ManifestURL, Header: cfg.ManifestURLHeader, NodeName: cfg.NodeName,
-			Period: cfg.HTTPCheckFrequency, Set: podConfig.Set, Log: log, RuntimeClasses: classes}
+	if cfg.Kubelet.StaticPodURL != "" {
+		src := &config.ManifestURLSource{URL: cfg.Kubelet.StaticPodURL, Header: cfg.Kubelet.StaticPodURLHeader, NodeName: cfg.NodeName,
+			Period: cfg.Kubelet.HTTPCheckFrequency.Duration, Set: podConfig.Set, Log: log, RuntimeClasses: classes}
 		parts, names = append(parts, part{"manifest url", src.Run}), append(names, config.HTTPSource)
 	}
 	if client != nil {

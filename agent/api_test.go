@@ -24,9 +24,9 @@ func TestAgentServesItsAPI(t *testing.T) {
 	os.MkdirAll(filepath.Join(dir, "manifests"), 0o755)
 	os.WriteFile(filepath.Join(dir, "manifests", "web.yaml"), []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec: {containers: [{name: c, image: busybox:1}]}\n"), 0o644)
 	cfg := agentconfig.Default()
-	cfg.ContainerRuntimeEndpoint = "unix://" + filepath.Join(dir, "no-runtime.sock") // pods wait; the API answers anyway
-	cfg.PodManifestPath = filepath.Join(dir, "manifests")
-	cfg.RootDir, cfg.PodLogsDir = filepath.Join(dir, "root"), filepath.Join(dir, "logs")
+	cfg.Kubelet.ContainerRuntimeEndpoint = "unix://" + filepath.Join(dir, "no-runtime.sock") // pods wait; the API answers anyway
+	cfg.Kubelet.StaticPodPath = filepath.Join(dir, "manifests")
+	cfg.RootDir, cfg.Kubelet.PodLogsDir = filepath.Join(dir, "root"), filepath.Join(dir, "logs")
 	cfg.HostnameOverride, cfg.HealthzPort, cfg.PodsCgroup = "n1", 0, ""
 	sock := filepath.Join(dir, "agent.sock")
 	cfg.APISocket = sock
@@ -65,10 +65,10 @@ func TestAgentConfigzAndNodeLogs(t *testing.T) {
 	for _, logsOn := range []bool{true, false} {
 		dir := t.TempDir()
 		cfg := agentconfig.Default()
-		cfg.ContainerRuntimeEndpoint = "unix://" + filepath.Join(dir, "no-runtime.sock")
-		cfg.RootDir, cfg.PodLogsDir = filepath.Join(dir, "root"), filepath.Join(dir, "logs")
+		cfg.Kubelet.ContainerRuntimeEndpoint = "unix://" + filepath.Join(dir, "no-runtime.sock")
+		cfg.RootDir, cfg.Kubelet.PodLogsDir = filepath.Join(dir, "root"), filepath.Join(dir, "logs")
 		cfg.HostnameOverride, cfg.HealthzPort, cfg.PodsCgroup = "n1", 0, ""
-		cfg.MaxPods, cfg.ClusterDomain = 42, "cluster.example"
+		cfg.MaxPods, cfg.Kubelet.ClusterDomain = 42, "cluster.example"
 		cfg.EnableSystemLogHandler = logsOn
 		cfg.APISocket = filepath.Join(dir, "agent.sock")
 		if err := agentconfig.Complete(&cfg); err != nil {

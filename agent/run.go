@@ -53,7 +53,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}()
 	}
 	metrics.SetNodeName(a.cfg.NodeName)
-	a.log.Info("agent started", "node", a.cfg.NodeName, "runtime", a.cfg.ContainerRuntimeEndpoint, "sources", a.state.Sources())
+	a.log.Info("agent started", "node", a.cfg.NodeName, "runtime", a.cfg.Kubelet.ContainerRuntimeEndpoint, "sources", a.state.Sources())
 	a.loop.Run(ctx)
 	cancel()
 	wg.Wait()

@@ -43,32 +43,17 @@ type Config struct {
 	Options
 	Derived
 
-	ContainerRuntimeEndpoint string
-	RuntimeRequestTimeout    time.Duration
-
-	PodManifestPath    string
-	FileCheckFrequency time.Duration
-	ManifestURL        string
-	ManifestURLHeader  map[string][]string
-	HTTPCheckFrequency time.Duration
-
 	RegisterNode bool
 
-	PodLogsDir string
-	MaxPods    int
+	MaxPods int
 	// PodCIDR is handed to the runtime when standalone (a cluster's Node spec.podCIDRs are in one).
 	PodCIDR string
 
-	SyncFrequency             time.Duration
 	NodeStatusUpdateFrequency time.Duration
 	// NodeStatusReportFrequency: an unchanged status is posted this often (the kubelet's default
 	// 5m, or nodeStatusUpdateFrequency when only that is set).
 	NodeStatusReportFrequency time.Duration
 	NodeLeaseDurationSeconds  int32
-
-	ClusterDNS    []string
-	ClusterDomain string
-	ResolvConf    string
 
 	HealthzBindAddress string
 	HealthzPort        int
@@ -91,12 +76,6 @@ type Config struct {
 	// KernelMemcgNotification (kernelMemcgNotification) also wakes the eviction manager when
 	// memory crosses a threshold, through cgroup v1's memory thresholds; refused elsewhere.
 	KernelMemcgNotification bool
-
-	// AllowedUnsafeSysctls are sysctls (or prefixes ending in "*") pods may set beyond the safe set.
-	AllowedUnsafeSysctls []string
-	// SeccompDefault (seccompDefault, --seccomp-default) runs containers without a seccomp profile
-	// RuntimeDefault instead of Unconfined.
-	SeccompDefault bool
 
 	// RegisterWithTaints are the Node's taints at registration (--register-with-taints, registerWithTaints).
 	RegisterWithTaints []v1.Taint
@@ -249,8 +228,8 @@ func Complete(c *Config) error {
 		}
 	}
 	var errs []error
-	if !strings.HasPrefix(c.ContainerRuntimeEndpoint, "unix://") && !strings.HasPrefix(c.ContainerRuntimeEndpoint, "/") {
-		errs = append(errs, fmt.Errorf("container runtime endpoint %q: want unix:///path", c.ContainerRuntimeEndpoint))
+	if !strings.HasPrefix(c.Kubelet.ContainerRuntimeEndpoint, "unix://") && !strings.HasPrefix(c.Kubelet.ContainerRuntimeEndpoint, "/") {
+		errs = append(errs, fmt.Errorf("container runtime endpoint %q: want unix:///path", c.Kubelet.ContainerRuntimeEndpoint))
 	}
 	if c.PodsPerCore < 0 {
 		errs = append(errs, fmt.Errorf("podsPerCore %d: must not be negative", c.PodsPerCore))
@@ -266,7 +245,7 @@ func Complete(c *Config) error {
 	if c.RootDir == "" {
 		errs = append(errs, errors.New("root dir is required"))
 	}
-	if c.SyncFrequency <= 0 {
+	if c.Kubelet.SyncFrequency.Duration <= 0 {
 		errs = append(errs, errors.New("sync frequency must be positive"))
 	}
 	if c.SerializeImagePulls && c.MaxParallelImagePulls > 1 {
@@ -278,7 +257,7 @@ func Complete(c *Config) error {
 	if h, l := c.ImageGCHighThresholdPercent, c.ImageGCLowThresholdPercent; h < 0 || h > 100 || l < 0 || l > 100 || l > h {
 		errs = append(errs, fmt.Errorf("image GC thresholds high %d%% low %d%%: want 0 ≤ low ≤ high ≤ 100", h, l))
 	}
-	if _, err := sysctl.New(c.AllowedUnsafeSysctls); err != nil {
+	if _, err := sysctl.New(c.Kubelet.AllowedUnsafeSysctls); err != nil {
 		errs = append(errs, fmt.Errorf("allowedUnsafeSysctls: %w", err))
 	}
 	ts, err := eviction.ParseThresholds(eviction.Settings{Hard: c.EvictionHard, Soft: c.EvictionSoft,

@@ -42,7 +42,7 @@ func TestConfigFileAndFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.PodManifestPath != "/etc/kubernetes/manifests" || cfg.SyncFrequency != 30*time.Second || len(cfg.ClusterDNS) != 1 {
+	if cfg.Kubelet.StaticPodPath != "/etc/kubernetes/manifests" || cfg.Kubelet.SyncFrequency.Duration != 30*time.Second || len(cfg.Kubelet.ClusterDNS) != 1 {
 		t.Errorf("file not applied: %+v", cfg)
 	}
 	if cfg.MaxPods != 7 {
@@ -51,7 +51,7 @@ func TestConfigFileAndFlags(t *testing.T) {
 	if cfg.NodeName != "node-a" || cfg.NodeIPs[0] != "192.0.2.1" {
 		t.Errorf("node %q %v", cfg.NodeName, cfg.NodeIPs)
 	}
-	if cfg.ContainerRuntimeEndpoint != DefaultRuntimeEndpoint || cfg.RootDir != DefaultRootDir {
+	if cfg.Kubelet.ContainerRuntimeEndpoint != DefaultRuntimeEndpoint || cfg.RootDir != DefaultRootDir {
 		t.Errorf("defaults %+v", cfg)
 	}
 }
@@ -155,8 +155,8 @@ func TestAllowedUnsafeSysctls(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || !slices.Equal(cfg.AllowedUnsafeSysctls, c.want) {
-				t.Fatalf("got %q, %v; want %q", cfg.AllowedUnsafeSysctls, err, c.want)
+			if err != nil || !slices.Equal(cfg.Kubelet.AllowedUnsafeSysctls, c.want) {
+				t.Fatalf("got %q, %v; want %q", cfg.Kubelet.AllowedUnsafeSysctls, err, c.want)
 			}
 		})
 	}

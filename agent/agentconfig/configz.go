@@ -20,9 +20,9 @@ func (c Config) KubeletConfiguration() kubeletv1beta1.KubeletConfiguration {
 	on := func(v bool) *bool { return &v }
 	d := func(v metav1.Duration) *metav1.Duration { return &v }
 
-	kc.StaticPodPath, kc.StaticPodURL, kc.StaticPodURLHeader = c.PodManifestPath, c.ManifestURL, c.ManifestURLHeader
-	kc.FileCheckFrequency, kc.HTTPCheckFrequency = dur(c.FileCheckFrequency), dur(c.HTTPCheckFrequency)
-	kc.SyncFrequency = dur(c.SyncFrequency)
+	kc.StaticPodPath, kc.StaticPodURL, kc.StaticPodURLHeader = c.Kubelet.StaticPodPath, c.Kubelet.StaticPodURL, c.Kubelet.StaticPodURLHeader
+	kc.FileCheckFrequency, kc.HTTPCheckFrequency = dur(c.Kubelet.FileCheckFrequency.Duration), dur(c.Kubelet.HTTPCheckFrequency.Duration)
+	kc.SyncFrequency = dur(c.Kubelet.SyncFrequency.Duration)
 
 	s := c.Serving
 	// As agent.New decides: standalone, the HTTPS API is served only when a port was asked for.
@@ -48,15 +48,15 @@ func (c Config) KubeletConfiguration() kubeletv1beta1.KubeletConfiguration {
 		kc.MaxParallelImagePulls = i32(c.MaxParallelImagePulls)
 	}
 
-	kc.ContainerRuntimeEndpoint, kc.RuntimeRequestTimeout = c.ContainerRuntimeEndpoint, dur(c.RuntimeRequestTimeout)
-	kc.ClusterDomain, kc.ClusterDNS = c.ClusterDomain, c.ClusterDNS
-	resolv := c.ResolvConf
+	kc.ContainerRuntimeEndpoint, kc.RuntimeRequestTimeout = c.Kubelet.ContainerRuntimeEndpoint, dur(c.Kubelet.RuntimeRequestTimeout.Duration)
+	kc.ClusterDomain, kc.ClusterDNS = c.Kubelet.ClusterDomain, c.Kubelet.ClusterDNS
+	resolv := *c.Kubelet.ResolverConfig
 	kc.ResolverConfig = &resolv
 	kc.MaxPods, kc.PodsPerCore = int32(c.MaxPods), int32(c.PodsPerCore)
-	kc.AllowedUnsafeSysctls = c.AllowedUnsafeSysctls
-	kc.SeccompDefault = &c.SeccompDefault
+	kc.AllowedUnsafeSysctls = c.Kubelet.AllowedUnsafeSysctls
+	kc.SeccompDefault = c.Kubelet.SeccompDefault
 
-	kc.PodLogsDir, kc.ContainerLogMaxSize = c.PodLogsDir, c.ContainerLogMaxSize
+	kc.PodLogsDir, kc.ContainerLogMaxSize = c.Kubelet.PodLogsDir, c.ContainerLogMaxSize
 	kc.ContainerLogMaxFiles = i32(c.ContainerLogMaxFiles)
 	kc.ContainerLogMonitorInterval = d(dur(c.ContainerLogMonitorInterval))
 	kc.Logging.Format = "text"

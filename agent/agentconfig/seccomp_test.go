@@ -19,8 +19,8 @@ func TestSeccompDefault(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if cfg.SeccompDefault != c.want {
-				t.Fatalf("SeccompDefault %v, want %v", cfg.SeccompDefault, c.want)
+			if *cfg.Kubelet.SeccompDefault != c.want {
+				t.Fatalf("SeccompDefault %v, want %v", *cfg.Kubelet.SeccompDefault, c.want)
 			}
 		})
 	}

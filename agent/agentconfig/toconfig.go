@@ -9,28 +9,14 @@ func toConfig(l loaded, serving bool) Config {
 		Options: l.opts,
 		Derived: Derived{NodeIPs: l.nodeIPs},
 
-		ContainerRuntimeEndpoint: kc.ContainerRuntimeEndpoint,
-		RuntimeRequestTimeout:    kc.RuntimeRequestTimeout.Duration,
-		PodManifestPath:          kc.StaticPodPath,
-		FileCheckFrequency:       kc.FileCheckFrequency.Duration,
-		ManifestURL:              kc.StaticPodURL,
-		ManifestURLHeader:        kc.StaticPodURLHeader,
-		HTTPCheckFrequency:       kc.HTTPCheckFrequency.Duration,
-
 		RegisterNode: *kc.RegisterNode,
 
-		PodLogsDir: kc.PodLogsDir,
-		MaxPods:    int(kc.MaxPods),
-		PodCIDR:    kc.PodCIDR,
+		MaxPods: int(kc.MaxPods),
+		PodCIDR: kc.PodCIDR,
 
-		SyncFrequency:             kc.SyncFrequency.Duration,
 		NodeStatusUpdateFrequency: kc.NodeStatusUpdateFrequency.Duration,
 		NodeStatusReportFrequency: kc.NodeStatusReportFrequency.Duration,
 		NodeLeaseDurationSeconds:  kc.NodeLeaseDurationSeconds,
-
-		ClusterDNS:    kc.ClusterDNS,
-		ClusterDomain: kc.ClusterDomain,
-		ResolvConf:    *kc.ResolverConfig,
 
 		HealthzBindAddress: kc.HealthzBindAddress,
 		HealthzPort:        int(*kc.HealthzPort),
@@ -48,9 +34,7 @@ func toConfig(l loaded, serving bool) Config {
 		EvictionPressureTransitionPeriod: kc.EvictionPressureTransitionPeriod.Duration,
 		KernelMemcgNotification:          kc.KernelMemcgNotification,
 
-		AllowedUnsafeSysctls: kc.AllowedUnsafeSysctls,
-		SeccompDefault:       *kc.SeccompDefault,
-		RegisterWithTaints:   kc.RegisterWithTaints,
+		RegisterWithTaints: kc.RegisterWithTaints,
 
 		KubeAPIBurst: int(kc.KubeAPIBurst),
 		ContentType:  kc.ContentType,

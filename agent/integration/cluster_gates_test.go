@@ -29,7 +29,7 @@ func TestClusterReadinessGateAndExtendedResources(t *testing.T) {
 	e.cfg.Kubeconfig = admin
 	e.cfg.NodeIPs = []string{"127.0.0.1"}
 	e.cfg.NodeStatusUpdateFrequency, e.cfg.NodeStatusReportFrequency = time.Second, time.Second
-	e.cfg.SyncFrequency = time.Hour
+	e.cfg.Kubelet.SyncFrequency.Duration = time.Hour
 	e.startAgent()
 	e.eventually("node Ready", func() bool { return nodeCondition(ctx, client, v1.NodeReady) == v1.ConditionTrue })
 

@@ -403,7 +403,7 @@ func clusterScenario(t *testing.T, e *env, hostNetwork bool) {
 	})
 
 	e.eventually("config map env and service account files seen by the app", func() bool {
-		logs, _ := filepath.Glob(filepath.Join(e.cfg.PodLogsDir, "default_web-*", "app", "0.log"))
+		logs, _ := filepath.Glob(filepath.Join(e.cfg.Kubelet.PodLogsDir, "default_web-*", "app", "0.log"))
 		for _, l := range logs {
 			b, _ := os.ReadFile(l)
 			if strings.Contains(string(b), "hello-from-configmap") && strings.Contains(string(b), " default") {

@@ -58,14 +58,14 @@ func newEnvIn(t testing.TB, dir string, start func(t testing.TB, dir, reg string
 	root := cgroupRoot(t)
 	e.rt = start(t, filepath.Join(dir, "rt"), reg)
 	e.cfg = agentconfig.Default()
-	e.cfg.ContainerRuntimeEndpoint = e.rt.Endpoint
-	e.cfg.PodManifestPath = e.manifests
+	e.cfg.Kubelet.ContainerRuntimeEndpoint = e.rt.Endpoint
+	e.cfg.Kubelet.StaticPodPath = e.manifests
 	e.cfg.RootDir = filepath.Join(dir, "agent")
-	e.cfg.PodLogsDir = filepath.Join(dir, "logs")
+	e.cfg.Kubelet.PodLogsDir = filepath.Join(dir, "logs")
 	e.cfg.HostnameOverride = "e2e"
 	e.cfg.HealthzPort = 0
 	e.cfg.PodsCgroup = root
-	e.cfg.FileCheckFrequency = time.Second
+	e.cfg.Kubelet.FileCheckFrequency.Duration = time.Second
 	return e
 }
 
@@ -240,9 +240,9 @@ func staticPodScenarios(t testing.TB, e *env) {
 		}
 		return true
 	})
-	logs, _ := filepath.Glob(filepath.Join(e.cfg.PodLogsDir, "default_web-e2e_*", "app", "*.log"))
+	logs, _ := filepath.Glob(filepath.Join(e.cfg.Kubelet.PodLogsDir, "default_web-e2e_*", "app", "*.log"))
 	if len(logs) == 0 {
-		t.Errorf("no container logs under %s", e.cfg.PodLogsDir)
+		t.Errorf("no container logs under %s", e.cfg.Kubelet.PodLogsDir)
 	}
 }
 

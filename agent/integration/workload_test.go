@@ -126,7 +126,7 @@ func workloadScenario(t testing.TB, e *env) {
 // its web server listening on addr+port; the host reaches it at the pod's IP unless it shares the
 // host's network. A handler other than "" is the one the pod's sandbox must run on.
 func workloadScenarioOn(t testing.TB, e *env, spec, addr string, port int, handler string) {
-	e.cfg.SyncFrequency = 2 * time.Second // the config map edit shows at the next periodic sync
+	e.cfg.Kubelet.SyncFrequency.Duration = 2 * time.Second // the config map edit shows at the next periodic sync
 	writeFile(t, filepath.Join(e.manifests, "objects.yaml"), fmt.Sprintf(objectsTmpl, "hello v1"))
 	probeHost := ""
 	if addr != "" {
