@@ -174,7 +174,7 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 	if err != nil {
 		log.Warn("pods with dnsPolicy Default get no resolver settings", "err", err)
 	}
-	nodeCM, err := cm.New(cm.Config{MaxPods: cfg.MaxPods, PodsPerCore: cfg.PodsPerCore, RootDir: cfg.RootDir,
+	nodeCM, err := cm.New(cm.Config{MaxPods: int(cfg.Kubelet.MaxPods), PodsPerCore: int(cfg.Kubelet.PodsPerCore), RootDir: cfg.RootDir,
 		SystemReserved: cfg.SystemReservedList, KubeReserved: cfg.KubeReservedList, HardEvictionThresholds: cfg.EvictionThresholds,
 		EnforceNodeAllocatable: cfg.EnforceNodeAllocatable, PodsCgroup: cfg.PodsCgroup,
 		SystemReservedCgroup: cfg.SystemReservedCgroup, KubeReservedCgroup: cfg.KubeReservedCgroup},
@@ -224,8 +224,8 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 		nodeLister = admission.NewNodeLister(client, cfg.NodeName)
 		ownNode = nodeLister.Get
 	}
-	a.admission = admission.NewChain(admission.Parts{Eviction: evictions, Sysctls: sysctls, MaxPods: cfg.MaxPods,
-		Predicates: admission.New(admission.AnyWay(ownNode, admission.LocalNode(cfg.NodeName, cfg.NodeLabels, cfg.RegisterWithTaints)),
+	a.admission = admission.NewChain(admission.Parts{Eviction: evictions, Sysctls: sysctls, MaxPods: int(cfg.Kubelet.MaxPods),
+		Predicates: admission.New(admission.AnyWay(ownNode, admission.LocalNode(cfg.NodeName, cfg.NodeLabels, cfg.Kubelet.RegisterWithTaints)),
 			nodeCM.Allocatable),
 		AppArmor: admission.NewAppArmor(nil), CPUs: cpus}, a.state)
 	// In-place resize: pods are admitted through the allocation manager, beside the others'
@@ -238,7 +238,7 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 
 	// The pods' containers: the runtime manager and what it asks.
 	probes := prober.New(runtime, a.events, log)
-	if a.userns, err = userns.New(userns.Config{RootDir: cfg.RootDir, MaxPods: cfg.MaxPods,
+	if a.userns, err = userns.New(userns.Config{RootDir: cfg.RootDir, MaxPods: int(cfg.Kubelet.MaxPods),
 		Handlers: userns.RuntimeHandlers{Runtime: runtime}, Log: log}); err != nil {
 		return fmt.Errorf("create user namespace manager: %w", err)
 	}
@@ -284,11 +284,11 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 
 	// The node: its status (kept standalone too, for the API; only a registering agent posts it).
 	nodeDeps := nodestatus.Deps{Runtime: runtime, Images: imageService, Recorder: a.events,
-		NodeName: cfg.NodeName, Labels: cfg.NodeLabels, Taints: cfg.RegisterWithTaints, RootDir: cfg.RootDir, PodCIDR: cfg.PodCIDR,
-		NodeIPs: cfg.NodeIPs, MaxPods: cfg.MaxPods, StatusUpdateFrequency: cfg.NodeStatusUpdateFrequency,
-		StatusReportFrequency: cfg.NodeStatusReportFrequency,
-		LeaseDurationSeconds:  cfg.NodeLeaseDurationSeconds, Log: log, Pressure: evictions.NodeConditions, Resources: nodeCM.Resources}
-	if client != nil && cfg.RegisterNode {
+		NodeName: cfg.NodeName, Labels: cfg.NodeLabels, Taints: cfg.Kubelet.RegisterWithTaints, RootDir: cfg.RootDir, PodCIDR: cfg.Kubelet.PodCIDR,
+		NodeIPs: cfg.NodeIPs, MaxPods: int(cfg.Kubelet.MaxPods), StatusUpdateFrequency: cfg.Kubelet.NodeStatusUpdateFrequency.Duration,
+		StatusReportFrequency: cfg.Kubelet.NodeStatusReportFrequency.Duration,
+		LeaseDurationSeconds:  cfg.Kubelet.NodeLeaseDurationSeconds, Log: log, Pressure: evictions.NodeConditions, Resources: nodeCM.Resources}
+	if client != nil && *cfg.Kubelet.RegisterNode {
 		nodeDeps.Client = client
 	}
 	a.nodes = nodestatus.New(nodeDeps)
@@ -343,7 +343,7 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 		part{"log rotation", loop(func(ctx context.Context) { rotator.Run(ctx, cfg.ContainerLogMonitorInterval) })},
 		part{"node status", loop(a.nodes.Run)}, part{"oom watcher", oom.Run})
 	a.parts = append(a.parts, sources...)
-	if cfg.HealthzPort > 0 {
+	if *cfg.Kubelet.HealthzPort > 0 {
 		a.parts = append(a.parts, part{"healthz", a.serveHealthz})
 	}
 	return nil
@@ -358,9 +358,9 @@ func kubeClient(cfg agentconfig.Config, deps Deps) (KubeClient, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
-	rc.QPS, rc.Burst = cfg.KubeAPIQPS, cfg.KubeAPIBurst
-	if cfg.ContentType != "" {
-		rc.ContentType = cfg.ContentType
+	rc.QPS, rc.Burst = cfg.KubeAPIQPS, int(cfg.Kubelet.KubeAPIBurst)
+	if cfg.Kubelet.ContentType != "" {
+		rc.ContentType = cfg.Kubelet.ContentType
 	}
 	c, err := kubeclient.New(rc)
 	if err != nil {

@@ -53,7 +53,7 @@ func newHarness(t *testing.T) *harness {
 	h.cfg.RootDir = t.TempDir()
 	h.cfg.Kubelet.PodLogsDir = t.TempDir()
 	h.cfg.HostnameOverride = "node1"
-	h.cfg.HealthzPort = 0
+	h.cfg.Kubelet.HealthzPort = new(int32(0))
 	h.cfg.PodsCgroup = ""
 	h.cfg.Kubelet.ResolverConfig = new("")
 	return h

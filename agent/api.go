@@ -53,7 +53,7 @@ func newAPI(a *Agent, client KubeClient, summary *stats.Provider) (*api, error) 
 		NodeName: cfg.NodeName, Pods: a, Events: a, Node: a, Runtime: a.runtime,
 		SyncLoopHealthy: a.Healthz, Summary: summary.Summary, Config: func() any { return kc },
 	}
-	if cfg.EnableSystemLogHandler {
+	if *cfg.Kubelet.EnableSystemLogHandler {
 		d.NodeLogDir = nodeLogDir
 	}
 	p.srv = server.New(d)
@@ -103,7 +103,7 @@ func (p *api) addTCP(cfg agentconfig.Config, client KubeClient, log *slog.Logger
 		}
 	}
 	p.serve.Filter = filter
-	if client != nil && cfg.RegisterNode {
+	if client != nil && *cfg.Kubelet.RegisterNode {
 		port := int32(serving.Port)
 		p.publish = func(ctx context.Context) {
 			if err := nodestatus.PublishDaemonEndpoint(ctx, client, cfg.NodeName, port, log); err != nil && ctx.Err() == nil {

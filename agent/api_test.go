@@ -27,7 +27,7 @@ func TestAgentServesItsAPI(t *testing.T) {
 	cfg.Kubelet.ContainerRuntimeEndpoint = "unix://" + filepath.Join(dir, "no-runtime.sock") // pods wait; the API answers anyway
 	cfg.Kubelet.StaticPodPath = filepath.Join(dir, "manifests")
 	cfg.RootDir, cfg.Kubelet.PodLogsDir = filepath.Join(dir, "root"), filepath.Join(dir, "logs")
-	cfg.HostnameOverride, cfg.HealthzPort, cfg.PodsCgroup = "n1", 0, ""
+	cfg.HostnameOverride, cfg.Kubelet.HealthzPort, cfg.PodsCgroup = "n1", new(int32(0)), ""
 	sock := filepath.Join(dir, "agent.sock")
 	cfg.APISocket = sock
 	a, err := New(cfg, Deps{})
@@ -67,9 +67,9 @@ func TestAgentConfigzAndNodeLogs(t *testing.T) {
 		cfg := agentconfig.Default()
 		cfg.Kubelet.ContainerRuntimeEndpoint = "unix://" + filepath.Join(dir, "no-runtime.sock")
 		cfg.RootDir, cfg.Kubelet.PodLogsDir = filepath.Join(dir, "root"), filepath.Join(dir, "logs")
-		cfg.HostnameOverride, cfg.HealthzPort, cfg.PodsCgroup = "n1", 0, ""
-		cfg.MaxPods, cfg.Kubelet.ClusterDomain = 42, "cluster.example"
-		cfg.EnableSystemLogHandler = logsOn
+		cfg.HostnameOverride, cfg.Kubelet.HealthzPort, cfg.PodsCgroup = "n1", new(int32(0)), ""
+		cfg.Kubelet.MaxPods, cfg.Kubelet.ClusterDomain = 42, "cluster.example"
+		cfg.Kubelet.EnableSystemLogHandler = new(logsOn)
 		cfg.APISocket = filepath.Join(dir, "agent.sock")
 		if err := agentconfig.Complete(&cfg); err != nil {
 			t.Fatal(err)

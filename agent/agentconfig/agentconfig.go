@@ -43,21 +43,6 @@ type Config struct {
 	Options
 	Derived
 
-	RegisterNode bool
-
-	MaxPods int
-	// PodCIDR is handed to the runtime when standalone (a cluster's Node spec.podCIDRs are in one).
-	PodCIDR string
-
-	NodeStatusUpdateFrequency time.Duration
-	// NodeStatusReportFrequency: an unchanged status is posted this often (the kubelet's default
-	// 5m, or nodeStatusUpdateFrequency when only that is set).
-	NodeStatusReportFrequency time.Duration
-	NodeLeaseDurationSeconds  int32
-
-	HealthzBindAddress string
-	HealthzPort        int
-
 	// Image pulls and image GC, named as the KubeletConfiguration's fields.
 	SerializeImagePulls         bool
 	MaxParallelImagePulls       int32 // 0: no bound (when not serialized)
@@ -77,14 +62,6 @@ type Config struct {
 	// memory crosses a threshold, through cgroup v1's memory thresholds; refused elsewhere.
 	KernelMemcgNotification bool
 
-	// RegisterWithTaints are the Node's taints at registration (--register-with-taints, registerWithTaints).
-	RegisterWithTaints []v1.Taint
-
-	// The apiserver client (kubeAPIQPS, kubeAPIBurst, contentType); an empty ContentType keeps
-	// client-go's JSON.
-	KubeAPIBurst int
-	ContentType  string
-
 	// Container log rotation (containerLogMaxSize, containerLogMaxFiles, containerLogMonitorInterval).
 	ContainerLogMaxSize         string
 	ContainerLogMaxFiles        int32
@@ -97,9 +74,6 @@ type Config struct {
 	SystemReserved, KubeReserved             map[string]string
 	EnforceNodeAllocatable                   []string
 	SystemReservedCgroup, KubeReservedCgroup string
-
-	// PodsPerCore (> 0) bounds the pods capacity to that many per CPU, below MaxPods.
-	PodsPerCore int
 
 	// PodPidsLimit (> 0) caps the processes of each pod's cgroup (podPidsLimit, --pod-max-pids).
 	PodPidsLimit int64
@@ -119,10 +93,6 @@ type Config struct {
 	// FailSwapOn and FailCgroupV1 refuse to start on a host with swap on, or with cgroup v1.
 	FailSwapOn   bool
 	FailCgroupV1 bool
-
-	// EnableSystemLogHandler serves the host's /var/log under the API's /logs/
-	// (enableSystemLogHandler); false answers there as the kubelet does with it off.
-	EnableSystemLogHandler bool
 
 	// Serving is the API's HTTPS listener; its zero value (port 0, as Default has it) serves none.
 	// The commands start from DefaultServing.
@@ -231,16 +201,16 @@ func Complete(c *Config) error {
 	if !strings.HasPrefix(c.Kubelet.ContainerRuntimeEndpoint, "unix://") && !strings.HasPrefix(c.Kubelet.ContainerRuntimeEndpoint, "/") {
 		errs = append(errs, fmt.Errorf("container runtime endpoint %q: want unix:///path", c.Kubelet.ContainerRuntimeEndpoint))
 	}
-	if c.PodsPerCore < 0 {
-		errs = append(errs, fmt.Errorf("podsPerCore %d: must not be negative", c.PodsPerCore))
+	if c.Kubelet.PodsPerCore < 0 {
+		errs = append(errs, fmt.Errorf("podsPerCore %d: must not be negative", c.Kubelet.PodsPerCore))
 	}
-	if c.PodCIDR != "" {
-		if err := validatePodCIDR(c.PodCIDR); err != nil {
+	if c.Kubelet.PodCIDR != "" {
+		if err := validatePodCIDR(c.Kubelet.PodCIDR); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if c.MaxPods <= 0 {
-		errs = append(errs, fmt.Errorf("max pods %d: must be positive", c.MaxPods))
+	if c.Kubelet.MaxPods <= 0 {
+		errs = append(errs, fmt.Errorf("max pods %d: must be positive", c.Kubelet.MaxPods))
 	}
 	if c.RootDir == "" {
 		errs = append(errs, errors.New("root dir is required"))
@@ -285,7 +255,7 @@ func Complete(c *Config) error {
 		errs = append(errs, fmt.Errorf("containerLogMonitorInterval %s: must be at least 3s", c.ContainerLogMonitorInterval))
 	}
 	errs = append(errs, completeAllocatable(c))
-	errs = append(errs, checkNodeLabels(c.NodeLabels), checkTaints(c.RegisterWithTaints), checkHost(c))
+	errs = append(errs, checkNodeLabels(c.NodeLabels), checkTaints(c.Kubelet.RegisterWithTaints), checkHost(c))
 	return errors.Join(errs...)
 }
 

@@ -45,8 +45,8 @@ func TestConfigFileAndFlags(t *testing.T) {
 	if cfg.Kubelet.StaticPodPath != "/etc/kubernetes/manifests" || cfg.Kubelet.SyncFrequency.Duration != 30*time.Second || len(cfg.Kubelet.ClusterDNS) != 1 {
 		t.Errorf("file not applied: %+v", cfg)
 	}
-	if cfg.MaxPods != 7 {
-		t.Errorf("flag did not override the file: max pods %d", cfg.MaxPods)
+	if cfg.Kubelet.MaxPods != 7 {
+		t.Errorf("flag did not override the file: max pods %d", cfg.Kubelet.MaxPods)
 	}
 	if cfg.NodeName != "node-a" || cfg.NodeIPs[0] != "192.0.2.1" {
 		t.Errorf("node %q %v", cfg.NodeName, cfg.NodeIPs)
@@ -93,12 +93,12 @@ func TestNodeLabelsAndTaints(t *testing.T) {
 	if cfg.NodeLabels["example.com/rack"] != "r1" || len(cfg.NodeLabels) != 2 {
 		t.Fatalf("labels %v", cfg.NodeLabels)
 	}
-	if len(cfg.RegisterWithTaints) != 1 || cfg.RegisterWithTaints[0].Effect != v1.TaintEffectNoExecute {
-		t.Fatalf("taints from the file %v", cfg.RegisterWithTaints)
+	if len(cfg.Kubelet.RegisterWithTaints) != 1 || cfg.Kubelet.RegisterWithTaints[0].Effect != v1.TaintEffectNoExecute {
+		t.Fatalf("taints from the file %v", cfg.Kubelet.RegisterWithTaints)
 	}
 	cfg, err = configOf(t, "", "--register-with-taints=a=b:NoSchedule,c:PreferNoSchedule")
-	if err != nil || len(cfg.RegisterWithTaints) != 2 || cfg.RegisterWithTaints[1].Key != "c" || cfg.RegisterWithTaints[1].Value != "" {
-		t.Fatalf("taints from the flag %v %v", cfg.RegisterWithTaints, err)
+	if err != nil || len(cfg.Kubelet.RegisterWithTaints) != 2 || cfg.Kubelet.RegisterWithTaints[1].Key != "c" || cfg.Kubelet.RegisterWithTaints[1].Value != "" {
+		t.Fatalf("taints from the flag %v %v", cfg.Kubelet.RegisterWithTaints, err)
 	}
 }
 

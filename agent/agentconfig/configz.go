@@ -30,15 +30,15 @@ func (c Config) KubeletConfiguration() kubeletv1beta1.KubeletConfiguration {
 	kc.Address, kc.Port = s.Address, int32(s.Port)
 	kc.TLSCertFile, kc.TLSPrivateKeyFile, kc.ServerTLSBootstrap = s.TLSCertFile, s.TLSPrivateKeyFile, s.ServerTLSBootstrap
 	kc.Authentication, kc.Authorization = s.Authentication, s.Authorization
-	kc.HealthzPort, kc.HealthzBindAddress = i32(int32(c.HealthzPort)), c.HealthzBindAddress
-	kc.EnableSystemLogHandler = on(c.EnableSystemLogHandler)
+	kc.HealthzPort, kc.HealthzBindAddress = i32(int32(*c.Kubelet.HealthzPort)), c.Kubelet.HealthzBindAddress
+	kc.EnableSystemLogHandler = on(*c.Kubelet.EnableSystemLogHandler)
 
-	kc.RegisterNode, kc.RegisterWithTaints = on(c.RegisterNode), c.RegisterWithTaints
-	kc.NodeStatusUpdateFrequency = dur(c.NodeStatusUpdateFrequency)
-	kc.NodeStatusReportFrequency = dur(c.NodeStatusReportFrequency)
-	kc.NodeLeaseDurationSeconds = c.NodeLeaseDurationSeconds
-	kc.KubeAPIQPS, kc.KubeAPIBurst, kc.ContentType = i32(int32(c.KubeAPIQPS)), int32(c.KubeAPIBurst), c.ContentType
-	kc.PodCIDR = c.PodCIDR
+	kc.RegisterNode, kc.RegisterWithTaints = on(*c.Kubelet.RegisterNode), c.Kubelet.RegisterWithTaints
+	kc.NodeStatusUpdateFrequency = dur(c.Kubelet.NodeStatusUpdateFrequency.Duration)
+	kc.NodeStatusReportFrequency = dur(c.Kubelet.NodeStatusReportFrequency.Duration)
+	kc.NodeLeaseDurationSeconds = c.Kubelet.NodeLeaseDurationSeconds
+	kc.KubeAPIQPS, kc.KubeAPIBurst, kc.ContentType = i32(int32(c.KubeAPIQPS)), int32(c.Kubelet.KubeAPIBurst), c.Kubelet.ContentType
+	kc.PodCIDR = c.Kubelet.PodCIDR
 
 	kc.ImageMinimumGCAge = dur(c.ImageMinimumGCAge)
 	kc.ImageGCHighThresholdPercent = i32(int32(c.ImageGCHighThresholdPercent))
@@ -52,7 +52,7 @@ func (c Config) KubeletConfiguration() kubeletv1beta1.KubeletConfiguration {
 	kc.ClusterDomain, kc.ClusterDNS = c.Kubelet.ClusterDomain, c.Kubelet.ClusterDNS
 	resolv := *c.Kubelet.ResolverConfig
 	kc.ResolverConfig = &resolv
-	kc.MaxPods, kc.PodsPerCore = int32(c.MaxPods), int32(c.PodsPerCore)
+	kc.MaxPods, kc.PodsPerCore = int32(c.Kubelet.MaxPods), int32(c.Kubelet.PodsPerCore)
 	kc.AllowedUnsafeSysctls = c.Kubelet.AllowedUnsafeSysctls
 	kc.SeccompDefault = c.Kubelet.SeccompDefault
 

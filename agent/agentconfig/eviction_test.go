@@ -152,8 +152,8 @@ func TestPodPidsLimit(t *testing.T) {
 }
 
 func TestPodsPerCore(t *testing.T) {
-	if cfg, err := configOf(t, header+"podsPerCore: 10\n", "--max-pods=50"); err != nil || cfg.PodsPerCore != 10 || cfg.MaxPods != 50 {
-		t.Errorf("file: %v %d", err, cfg.PodsPerCore)
+	if cfg, err := configOf(t, header+"podsPerCore: 10\n", "--max-pods=50"); err != nil || cfg.Kubelet.PodsPerCore != 10 || cfg.Kubelet.MaxPods != 50 {
+		t.Errorf("file: %v %d", err, cfg.Kubelet.PodsPerCore)
 	}
 	if _, err := configOf(t, "", "--pods-per-core=-1"); err == nil || !strings.Contains(err.Error(), "podsPerCore") {
 		t.Errorf("negative: %v", err)

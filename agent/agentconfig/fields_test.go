@@ -161,8 +161,8 @@ failCgroupV1: false
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.KubeAPIQPS != 20 || cfg.KubeAPIBurst != 40 || cfg.ContentType != "application/vnd.kubernetes.protobuf" {
-		t.Errorf("apiserver client: %v %v %q", cfg.KubeAPIQPS, cfg.KubeAPIBurst, cfg.ContentType)
+	if cfg.KubeAPIQPS != 20 || cfg.Kubelet.KubeAPIBurst != 40 || cfg.Kubelet.ContentType != "application/vnd.kubernetes.protobuf" {
+		t.Errorf("apiserver client: %v %v %q", cfg.KubeAPIQPS, cfg.Kubelet.KubeAPIBurst, cfg.Kubelet.ContentType)
 	}
 	if cfg.ContainerLogMaxSize != "1Mi" || cfg.ContainerLogMaxFiles != 3 || cfg.ContainerLogMonitorInterval != 30*time.Second {
 		t.Errorf("log rotation: %q %d %s", cfg.ContainerLogMaxSize, cfg.ContainerLogMaxFiles, cfg.ContainerLogMonitorInterval)
@@ -178,8 +178,8 @@ failCgroupV1: false
 		"nodeStatusUpdateFrequency: 20s\n": 20 * time.Second,
 		"nodeStatusUpdateFrequency: 20s\nnodeStatusReportFrequency: 2m\n": 2 * time.Minute,
 	} {
-		if cfg, err := configOf(t, header+yaml); err != nil || cfg.NodeStatusReportFrequency != want {
-			t.Errorf("%q: report frequency %v (%v), want %v", yaml, cfg.NodeStatusReportFrequency, err, want)
+		if cfg, err := configOf(t, header+yaml); err != nil || cfg.Kubelet.NodeStatusReportFrequency.Duration != want {
+			t.Errorf("%q: report frequency %v (%v), want %v", yaml, cfg.Kubelet.NodeStatusReportFrequency.Duration, err, want)
 		}
 	}
 	for _, bad := range []string{"containerLogMaxSize: lots\n", "containerLogMaxFiles: 1\n", "containerLogMonitorInterval: 1s\n"} {

@@ -9,18 +9,6 @@ func toConfig(l loaded, serving bool) Config {
 		Options: l.opts,
 		Derived: Derived{NodeIPs: l.nodeIPs},
 
-		RegisterNode: *kc.RegisterNode,
-
-		MaxPods: int(kc.MaxPods),
-		PodCIDR: kc.PodCIDR,
-
-		NodeStatusUpdateFrequency: kc.NodeStatusUpdateFrequency.Duration,
-		NodeStatusReportFrequency: kc.NodeStatusReportFrequency.Duration,
-		NodeLeaseDurationSeconds:  kc.NodeLeaseDurationSeconds,
-
-		HealthzBindAddress: kc.HealthzBindAddress,
-		HealthzPort:        int(*kc.HealthzPort),
-
 		SerializeImagePulls:         *kc.SerializeImagePulls,
 		ImageGCHighThresholdPercent: int(*kc.ImageGCHighThresholdPercent),
 		ImageGCLowThresholdPercent:  int(*kc.ImageGCLowThresholdPercent),
@@ -34,11 +22,6 @@ func toConfig(l loaded, serving bool) Config {
 		EvictionPressureTransitionPeriod: kc.EvictionPressureTransitionPeriod.Duration,
 		KernelMemcgNotification:          kc.KernelMemcgNotification,
 
-		RegisterWithTaints: kc.RegisterWithTaints,
-
-		KubeAPIBurst: int(kc.KubeAPIBurst),
-		ContentType:  kc.ContentType,
-
 		ContainerLogMaxSize:         kc.ContainerLogMaxSize,
 		ContainerLogMaxFiles:        *kc.ContainerLogMaxFiles,
 		ContainerLogMonitorInterval: kc.ContainerLogMonitorInterval.Duration,
@@ -48,7 +31,6 @@ func toConfig(l loaded, serving bool) Config {
 		EnforceNodeAllocatable: kc.EnforceNodeAllocatable,
 		SystemReservedCgroup:   kc.SystemReservedCgroup,
 		KubeReservedCgroup:     kc.KubeReservedCgroup,
-		PodsPerCore:            int(kc.PodsPerCore),
 		PodPidsLimit:           *kc.PodPidsLimit,
 
 		CPUManagerPolicy:          kc.CPUManagerPolicy,
@@ -58,9 +40,8 @@ func toConfig(l loaded, serving bool) Config {
 		TopologyManagerPolicy:     kc.TopologyManagerPolicy,
 		TopologyManagerScope:      kc.TopologyManagerScope,
 
-		FailSwapOn:             *kc.FailSwapOn,
-		FailCgroupV1:           *kc.FailCgroupV1,
-		EnableSystemLogHandler: *kc.EnableSystemLogHandler,
+		FailSwapOn:   *kc.FailSwapOn,
+		FailCgroupV1: *kc.FailCgroupV1,
 	}
 	if kc.MaxParallelImagePulls != nil {
 		c.MaxParallelImagePulls = *kc.MaxParallelImagePulls

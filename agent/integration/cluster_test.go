@@ -209,7 +209,7 @@ func (e *env) joinLoopbackCluster(t testing.TB) kubernetes.Interface {
 	admin := startControlPlane(t, cpDir)
 	e.cfg.Kubeconfig = admin
 	e.cfg.NodeIPs = []string{"127.0.0.1"}
-	e.cfg.NodeStatusUpdateFrequency, e.cfg.NodeStatusReportFrequency = time.Second, time.Second
+	e.cfg.Kubelet.NodeStatusUpdateFrequency.Duration, e.cfg.Kubelet.NodeStatusReportFrequency.Duration = time.Second, time.Second
 	return kubeClient(t, admin)
 }
 
@@ -327,7 +327,7 @@ func clusterScenario(t *testing.T, e *env, hostNetwork bool) {
 	ctx := context.Background()
 	e.cfg.Kubeconfig = admin
 	e.cfg.NodeIPs = []string{"127.0.0.1"}
-	e.cfg.NodeStatusUpdateFrequency, e.cfg.NodeStatusReportFrequency = 2*time.Second, 2*time.Second
+	e.cfg.Kubelet.NodeStatusUpdateFrequency.Duration, e.cfg.Kubelet.NodeStatusReportFrequency.Duration = 2*time.Second, 2*time.Second
 	e.writePod("static", "Always", e.reg+"/busybox:1", loop)
 	e.startAgent()
 

@@ -63,7 +63,7 @@ func newEnvIn(t testing.TB, dir string, start func(t testing.TB, dir, reg string
 	e.cfg.RootDir = filepath.Join(dir, "agent")
 	e.cfg.Kubelet.PodLogsDir = filepath.Join(dir, "logs")
 	e.cfg.HostnameOverride = "e2e"
-	e.cfg.HealthzPort = 0
+	e.cfg.Kubelet.HealthzPort = new(int32(0))
 	e.cfg.PodsCgroup = root
 	e.cfg.Kubelet.FileCheckFrequency.Duration = time.Second
 	return e
