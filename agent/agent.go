@@ -197,8 +197,8 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 		vols.Objects = &volumemanager.DirObjects{Dir: cfg.Kubelet.StaticPodPath}
 	}
 	imageGC := &images.ImageGC{Images: imageService, Containers: runtime, Log: log, Keep: []string{cfg.PodInfraContainerImage},
-		Policy: images.GCPolicy{HighThresholdPercent: cfg.ImageGCHighThresholdPercent, LowThresholdPercent: cfg.ImageGCLowThresholdPercent,
-			MinAge: cfg.ImageMinimumGCAge}}
+		Policy: images.GCPolicy{HighThresholdPercent: int(*cfg.Kubelet.ImageGCHighThresholdPercent), LowThresholdPercent: int(*cfg.Kubelet.ImageGCLowThresholdPercent),
+			MinAge: cfg.Kubelet.ImageMinimumGCAge.Duration}}
 	containerGC := &containergc.GC{Runtime: runtime, Pods: containergc.DeletedFunc(a.state.Gone), PodLogsDir: cfg.Kubelet.PodLogsDir, Log: log,
 		Policy: containergc.Policy{MinAge: cfg.MinimumContainerTTL, MaxPerPodContainer: cfg.MaxPerPodContainer, MaxContainers: cfg.MaxContainers}}
 	summary := stats.New(runtime, stats.Options{NodeName: cfg.NodeName, RootDir: cfg.RootDir,
@@ -268,13 +268,13 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 		classes = runtimeClasses
 	}
 	reasons := kubecontainer.NewReasonCache()
-	serialize := cfg.SerializeImagePulls
+	serialize := *cfg.Kubelet.SerializeImagePulls
 	manager := kuberuntime.NewManager(kuberuntime.Deps{
 		Runtime: runtime, Images: imageService, Recorder: a.events, Reasons: reasons, Log: log,
 		RootDir: cfg.RootDir, SeccompDefault: *cfg.Kubelet.SeccompDefault, PodLogsDir: cfg.Kubelet.PodLogsDir, NodeName: cfg.NodeName,
 		NodeIPs: cfg.NodeIPs, DNS: dns, CgroupRoot: cfg.PodsCgroup, Cgroups: deps.Cgroups, Volumes: vols, EnvData: vols, SubPaths: vols,
 		RuntimeClasses: classes, Credentials: &credentials.Keyring{Secrets: vols}, Probes: probes, Allocation: alloc,
-		PodCgroups: runtimeCgroup, ImagePulls: images.Options{SerializeImagePulls: &serialize, MaxParallelImagePulls: cfg.MaxParallelImagePulls,
+		PodCgroups: runtimeCgroup, ImagePulls: images.Options{SerializeImagePulls: &serialize, MaxParallelImagePulls: *cfg.Kubelet.MaxParallelImagePulls,
 			Used: imageGC.MarkUsed},
 		Services: serviceEnv, Allocatable: nodeCM.Allocatable, CPUs: cpuSets, Userns: a.userns,
 	})
@@ -315,7 +315,7 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 		BackOffs: manager, Events: a.events, Listed: podConfig, Resizes: alloc,
 		SyncFrequency: cfg.Kubelet.SyncFrequency.Duration, HousekeepingPeriod: housekeeping, Log: log,
 	})
-	rotator, err := logs.NewRotator(runtime, cfg.ContainerLogMaxSize, cfg.ContainerLogMaxFiles)
+	rotator, err := logs.NewRotator(runtime, cfg.Kubelet.ContainerLogMaxSize, *cfg.Kubelet.ContainerLogMaxFiles)
 	if err != nil {
 		return err
 	}
@@ -340,7 +340,7 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 	}
 	a.parts = append(a.parts, part{"pleg", loop(a.pleg.Run)}, part{"garbage collectors", loop(collectors.Run)},
 		part{"eviction manager", loop(evictions.Run)}, part{"status", loop(a.statuses.Run)},
-		part{"log rotation", loop(func(ctx context.Context) { rotator.Run(ctx, cfg.ContainerLogMonitorInterval) })},
+		part{"log rotation", loop(func(ctx context.Context) { rotator.Run(ctx, cfg.Kubelet.ContainerLogMonitorInterval.Duration) })},
 		part{"node status", loop(a.nodes.Run)}, part{"oom watcher", oom.Run})
 	a.parts = append(a.parts, sources...)
 	if *cfg.Kubelet.HealthzPort > 0 {

@@ -43,13 +43,6 @@ type Config struct {
 	Options
 	Derived
 
-	// Image pulls and image GC, named as the KubeletConfiguration's fields.
-	SerializeImagePulls         bool
-	MaxParallelImagePulls       int32 // 0: no bound (when not serialized)
-	ImageGCHighThresholdPercent int
-	ImageGCLowThresholdPercent  int
-	ImageMinimumGCAge           time.Duration
-
 	// Eviction, named as the KubeletConfiguration's fields (map forms: signal → value). A flag or
 	// file that sets EvictionHard replaces the defaults as a whole, as the kubelet's flag does.
 	EvictionHard                     map[string]string
@@ -61,11 +54,6 @@ type Config struct {
 	// KernelMemcgNotification (kernelMemcgNotification) also wakes the eviction manager when
 	// memory crosses a threshold, through cgroup v1's memory thresholds; refused elsewhere.
 	KernelMemcgNotification bool
-
-	// Container log rotation (containerLogMaxSize, containerLogMaxFiles, containerLogMonitorInterval).
-	ContainerLogMaxSize         string
-	ContainerLogMaxFiles        int32
-	ContainerLogMonitorInterval time.Duration
 
 	// Node allocatable, named as the KubeletConfiguration's fields. SystemReserved and KubeReserved
 	// are cpu, memory, ephemeral-storage and pid amounts; Complete parses them into
@@ -218,13 +206,13 @@ func Complete(c *Config) error {
 	if c.Kubelet.SyncFrequency.Duration <= 0 {
 		errs = append(errs, errors.New("sync frequency must be positive"))
 	}
-	if c.SerializeImagePulls && c.MaxParallelImagePulls > 1 {
-		errs = append(errs, fmt.Errorf("maxParallelImagePulls %d needs serializeImagePulls false", c.MaxParallelImagePulls))
+	if *c.Kubelet.SerializeImagePulls && *c.Kubelet.MaxParallelImagePulls > 1 {
+		errs = append(errs, fmt.Errorf("maxParallelImagePulls %d needs serializeImagePulls false", *c.Kubelet.MaxParallelImagePulls))
 	}
-	if c.MaxParallelImagePulls < 0 {
-		errs = append(errs, fmt.Errorf("maxParallelImagePulls %d: must not be negative", c.MaxParallelImagePulls))
+	if *c.Kubelet.MaxParallelImagePulls < 0 {
+		errs = append(errs, fmt.Errorf("maxParallelImagePulls %d: must not be negative", *c.Kubelet.MaxParallelImagePulls))
 	}
-	if h, l := c.ImageGCHighThresholdPercent, c.ImageGCLowThresholdPercent; h < 0 || h > 100 || l < 0 || l > 100 || l > h {
+	if h, l := *c.Kubelet.ImageGCHighThresholdPercent, *c.Kubelet.ImageGCLowThresholdPercent; h < 0 || h > 100 || l < 0 || l > 100 || l > h {
 		errs = append(errs, fmt.Errorf("image GC thresholds high %d%% low %d%%: want 0 ≤ low ≤ high ≤ 100", h, l))
 	}
 	if _, err := sysctl.New(c.Kubelet.AllowedUnsafeSysctls); err != nil {
@@ -245,14 +233,14 @@ func Complete(c *Config) error {
 	if c.EvictionMonitoringInterval <= 0 {
 		c.EvictionMonitoringInterval = eviction.DefaultMonitoringInterval
 	}
-	if q, err := resource.ParseQuantity(c.ContainerLogMaxSize); err != nil || q.Sign() <= 0 {
-		errs = append(errs, fmt.Errorf("containerLogMaxSize %q: want a positive quantity such as 10Mi", c.ContainerLogMaxSize))
+	if q, err := resource.ParseQuantity(c.Kubelet.ContainerLogMaxSize); err != nil || q.Sign() <= 0 {
+		errs = append(errs, fmt.Errorf("containerLogMaxSize %q: want a positive quantity such as 10Mi", c.Kubelet.ContainerLogMaxSize))
 	}
-	if c.ContainerLogMaxFiles < 2 {
-		errs = append(errs, fmt.Errorf("containerLogMaxFiles %d: must be at least 2", c.ContainerLogMaxFiles))
+	if *c.Kubelet.ContainerLogMaxFiles < 2 {
+		errs = append(errs, fmt.Errorf("containerLogMaxFiles %d: must be at least 2", *c.Kubelet.ContainerLogMaxFiles))
 	}
-	if c.ContainerLogMonitorInterval < 3*time.Second {
-		errs = append(errs, fmt.Errorf("containerLogMonitorInterval %s: must be at least 3s", c.ContainerLogMonitorInterval))
+	if c.Kubelet.ContainerLogMonitorInterval.Duration < 3*time.Second {
+		errs = append(errs, fmt.Errorf("containerLogMonitorInterval %s: must be at least 3s", c.Kubelet.ContainerLogMonitorInterval.Duration))
 	}
 	errs = append(errs, completeAllocatable(c))
 	errs = append(errs, checkNodeLabels(c.NodeLabels), checkTaints(c.Kubelet.RegisterWithTaints), checkHost(c))

@@ -117,12 +117,12 @@ func TestImageAndContainerGCSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.SerializeImagePulls || cfg.MaxParallelImagePulls != 3 || cfg.ImageGCHighThresholdPercent != 70 ||
-		cfg.ImageGCLowThresholdPercent != 40 || cfg.ImageMinimumGCAge != 5*time.Minute || cfg.MaxPerPodContainer != 2 || cfg.MaxContainers != -1 {
+	if *cfg.Kubelet.SerializeImagePulls || *cfg.Kubelet.MaxParallelImagePulls != 3 || *cfg.Kubelet.ImageGCHighThresholdPercent != 70 ||
+		*cfg.Kubelet.ImageGCLowThresholdPercent != 40 || cfg.Kubelet.ImageMinimumGCAge.Duration != 5*time.Minute || cfg.MaxPerPodContainer != 2 || cfg.MaxContainers != -1 {
 		t.Fatalf("config %+v", cfg)
 	}
-	d := Default()
-	if !d.SerializeImagePulls || d.ImageGCHighThresholdPercent != 85 || d.ImageGCLowThresholdPercent != 80 || d.ImageMinimumGCAge != 2*time.Minute {
+	d := Default().Kubelet
+	if !*d.SerializeImagePulls || *d.ImageGCHighThresholdPercent != 85 || *d.ImageGCLowThresholdPercent != 80 || d.ImageMinimumGCAge.Duration != 2*time.Minute {
 		t.Fatalf("defaults %+v", d)
 	}
 	for _, bad := range []string{"maxParallelImagePulls: 3\n", "imageGCHighThresholdPercent: 50\nimageGCLowThresholdPercent: 60\n", "imageGCHighThresholdPercent: 101\n"} {

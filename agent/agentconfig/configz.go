@@ -40,12 +40,12 @@ func (c Config) KubeletConfiguration() kubeletv1beta1.KubeletConfiguration {
 	kc.KubeAPIQPS, kc.KubeAPIBurst, kc.ContentType = i32(int32(c.KubeAPIQPS)), int32(c.Kubelet.KubeAPIBurst), c.Kubelet.ContentType
 	kc.PodCIDR = c.Kubelet.PodCIDR
 
-	kc.ImageMinimumGCAge = dur(c.ImageMinimumGCAge)
-	kc.ImageGCHighThresholdPercent = i32(int32(c.ImageGCHighThresholdPercent))
-	kc.ImageGCLowThresholdPercent = i32(int32(c.ImageGCLowThresholdPercent))
-	kc.SerializeImagePulls = on(c.SerializeImagePulls)
-	if c.MaxParallelImagePulls > 0 {
-		kc.MaxParallelImagePulls = i32(c.MaxParallelImagePulls)
+	kc.ImageMinimumGCAge = dur(c.Kubelet.ImageMinimumGCAge.Duration)
+	kc.ImageGCHighThresholdPercent = i32(int32(*c.Kubelet.ImageGCHighThresholdPercent))
+	kc.ImageGCLowThresholdPercent = i32(int32(*c.Kubelet.ImageGCLowThresholdPercent))
+	kc.SerializeImagePulls = on(*c.Kubelet.SerializeImagePulls)
+	if *c.Kubelet.MaxParallelImagePulls > 0 {
+		kc.MaxParallelImagePulls = i32(*c.Kubelet.MaxParallelImagePulls)
 	}
 
 	kc.ContainerRuntimeEndpoint, kc.RuntimeRequestTimeout = c.Kubelet.ContainerRuntimeEndpoint, dur(c.Kubelet.RuntimeRequestTimeout.Duration)
@@ -56,9 +56,9 @@ func (c Config) KubeletConfiguration() kubeletv1beta1.KubeletConfiguration {
 	kc.AllowedUnsafeSysctls = c.Kubelet.AllowedUnsafeSysctls
 	kc.SeccompDefault = c.Kubelet.SeccompDefault
 
-	kc.PodLogsDir, kc.ContainerLogMaxSize = c.Kubelet.PodLogsDir, c.ContainerLogMaxSize
-	kc.ContainerLogMaxFiles = i32(c.ContainerLogMaxFiles)
-	kc.ContainerLogMonitorInterval = d(dur(c.ContainerLogMonitorInterval))
+	kc.PodLogsDir, kc.ContainerLogMaxSize = c.Kubelet.PodLogsDir, c.Kubelet.ContainerLogMaxSize
+	kc.ContainerLogMaxFiles = i32(*c.Kubelet.ContainerLogMaxFiles)
+	kc.ContainerLogMonitorInterval = d(dur(c.Kubelet.ContainerLogMonitorInterval.Duration))
 	kc.Logging.Format = "text"
 
 	// evictionHard is the merged set: mergeDefaultEvictionSettings has done its work.

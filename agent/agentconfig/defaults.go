@@ -44,6 +44,7 @@ func setDefaults(kc *kubeletv1beta1.KubeletConfiguration) {
 	ptrDefault(&kc.RegisterNode, true)
 
 	ptrDefault(&kc.SerializeImagePulls, true)
+	ptrDefault(&kc.MaxParallelImagePulls, 0)
 	ptrDefault(&kc.ImageGCHighThresholdPercent, 85)
 	ptrDefault(&kc.ImageGCLowThresholdPercent, 80)
 	durFloor(&kc.ImageMinimumGCAge, 2*time.Minute)

@@ -164,12 +164,12 @@ failCgroupV1: false
 	if cfg.KubeAPIQPS != 20 || cfg.Kubelet.KubeAPIBurst != 40 || cfg.Kubelet.ContentType != "application/vnd.kubernetes.protobuf" {
 		t.Errorf("apiserver client: %v %v %q", cfg.KubeAPIQPS, cfg.Kubelet.KubeAPIBurst, cfg.Kubelet.ContentType)
 	}
-	if cfg.ContainerLogMaxSize != "1Mi" || cfg.ContainerLogMaxFiles != 3 || cfg.ContainerLogMonitorInterval != 30*time.Second {
-		t.Errorf("log rotation: %q %d %s", cfg.ContainerLogMaxSize, cfg.ContainerLogMaxFiles, cfg.ContainerLogMonitorInterval)
+	if cfg.Kubelet.ContainerLogMaxSize != "1Mi" || *cfg.Kubelet.ContainerLogMaxFiles != 3 || cfg.Kubelet.ContainerLogMonitorInterval.Duration != 30*time.Second {
+		t.Errorf("log rotation: %q %d %s", cfg.Kubelet.ContainerLogMaxSize, *cfg.Kubelet.ContainerLogMaxFiles, cfg.Kubelet.ContainerLogMonitorInterval.Duration)
 	}
 	cfg, err = configOf(t, header+"containerLogMaxSize: 1Mi\n", "--container-log-max-size=2Mi", "--kube-api-qps=-1")
-	if err != nil || cfg.ContainerLogMaxSize != "2Mi" || cfg.KubeAPIQPS != -1 {
-		t.Errorf("flags over the file: %v %q %v", err, cfg.ContainerLogMaxSize, cfg.KubeAPIQPS)
+	if err != nil || cfg.Kubelet.ContainerLogMaxSize != "2Mi" || cfg.KubeAPIQPS != -1 {
+		t.Errorf("flags over the file: %v %q %v", err, cfg.Kubelet.ContainerLogMaxSize, cfg.KubeAPIQPS)
 	}
 	// The node status report frequency, with the kubelet's defaults.
 	for yaml, want := range map[string]time.Duration{

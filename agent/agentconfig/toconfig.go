@@ -9,11 +9,6 @@ func toConfig(l loaded, serving bool) Config {
 		Options: l.opts,
 		Derived: Derived{NodeIPs: l.nodeIPs},
 
-		SerializeImagePulls:         *kc.SerializeImagePulls,
-		ImageGCHighThresholdPercent: int(*kc.ImageGCHighThresholdPercent),
-		ImageGCLowThresholdPercent:  int(*kc.ImageGCLowThresholdPercent),
-		ImageMinimumGCAge:           kc.ImageMinimumGCAge.Duration,
-
 		EvictionHard:                     kc.EvictionHard,
 		EvictionSoft:                     kc.EvictionSoft,
 		EvictionSoftGracePeriod:          kc.EvictionSoftGracePeriod,
@@ -21,10 +16,6 @@ func toConfig(l loaded, serving bool) Config {
 		EvictionMaxPodGracePeriod:        kc.EvictionMaxPodGracePeriod,
 		EvictionPressureTransitionPeriod: kc.EvictionPressureTransitionPeriod.Duration,
 		KernelMemcgNotification:          kc.KernelMemcgNotification,
-
-		ContainerLogMaxSize:         kc.ContainerLogMaxSize,
-		ContainerLogMaxFiles:        *kc.ContainerLogMaxFiles,
-		ContainerLogMonitorInterval: kc.ContainerLogMonitorInterval.Duration,
 
 		SystemReserved:         kc.SystemReserved,
 		KubeReserved:           kc.KubeReserved,
@@ -42,9 +33,6 @@ func toConfig(l loaded, serving bool) Config {
 
 		FailSwapOn:   *kc.FailSwapOn,
 		FailCgroupV1: *kc.FailCgroupV1,
-	}
-	if kc.MaxParallelImagePulls != nil {
-		c.MaxParallelImagePulls = *kc.MaxParallelImagePulls
 	}
 	if serving {
 		c.Serving = Serving{Address: kc.Address, Port: int(kc.Port), PortSet: l.portSet,

@@ -94,7 +94,7 @@ func diskPressureScenario(t *testing.T, start func(t testing.TB, dir, reg string
 	e.cfg.EvictionHard = map[string]string{"nodefs.available": threshold, "imagefs.available": threshold}
 	e.cfg.EvictionMonitoringInterval = time.Second
 	e.cfg.EvictionPressureTransitionPeriod = 5 * time.Second
-	e.cfg.ImageMinimumGCAge = 0
+	e.cfg.Kubelet.ImageMinimumGCAge.Duration = 0
 	if err := agentconfig.Complete(&e.cfg); err != nil {
 		t.Fatal(err)
 	}

@@ -254,7 +254,8 @@ func TestImageGCThroughTheAgent(t *testing.T) {
 	if _, err := images.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: unused}}); err != nil {
 		t.Fatal(err)
 	}
-	e.cfg.ImageGCHighThresholdPercent, e.cfg.ImageGCLowThresholdPercent, e.cfg.ImageMinimumGCAge = 1, 0, 0
+	e.cfg.Kubelet.ImageGCHighThresholdPercent, e.cfg.Kubelet.ImageGCLowThresholdPercent = new(int32(1)), new(int32(0))
+	e.cfg.Kubelet.ImageMinimumGCAge.Duration = 0
 	e.writePod("web", "Always", e.reg+"/busybox:1", loop)
 	a, err := agent.New(e.cfg, agent.Deps{ImageGCPeriod: 200 * time.Millisecond})
 	if err != nil {
