@@ -176,15 +176,15 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 	}
 	nodeCM, err := cm.New(cm.Config{MaxPods: int(cfg.Kubelet.MaxPods), PodsPerCore: int(cfg.Kubelet.PodsPerCore), RootDir: cfg.RootDir,
 		SystemReserved: cfg.SystemReservedList, KubeReserved: cfg.KubeReservedList, HardEvictionThresholds: cfg.EvictionThresholds,
-		EnforceNodeAllocatable: cfg.EnforceNodeAllocatable, PodsCgroup: cfg.PodsCgroup,
-		SystemReservedCgroup: cfg.SystemReservedCgroup, KubeReservedCgroup: cfg.KubeReservedCgroup},
+		EnforceNodeAllocatable: cfg.Kubelet.EnforceNodeAllocatable, PodsCgroup: cfg.PodsCgroup,
+		SystemReservedCgroup: cfg.Kubelet.SystemReservedCgroup, KubeReservedCgroup: cfg.Kubelet.KubeReservedCgroup},
 		cm.Deps{Cgroups: deps.Cgroups, Recorder: a.events, Node: nodestatus.Ref(cfg.NodeName), Log: log})
 	if err != nil {
 		return err
 	}
-	cpus, err := cpumanager.NewForNode(cpumanager.NodeConfig{Policy: cfg.CPUManagerPolicy, Options: cfg.CPUManagerPolicyOptions,
-		ReconcilePeriod: cfg.CPUManagerReconcilePeriod, ReservedSystemCPUs: cfg.ReservedSystemCPUs,
-		SystemReserved: cfg.SystemReservedList, KubeReserved: cfg.KubeReservedList, TopologyManagerPolicy: cfg.TopologyManagerPolicy,
+	cpus, err := cpumanager.NewForNode(cpumanager.NodeConfig{Policy: cfg.Kubelet.CPUManagerPolicy, Options: cfg.Kubelet.CPUManagerPolicyOptions,
+		ReconcilePeriod: cfg.Kubelet.CPUManagerReconcilePeriod.Duration, ReservedSystemCPUs: cfg.Kubelet.ReservedSystemCPUs,
+		SystemReserved: cfg.SystemReservedList, KubeReserved: cfg.KubeReservedList, TopologyManagerPolicy: cfg.Kubelet.TopologyManagerPolicy,
 		StateDir: cfg.RootDir},
 		cpumanager.Deps{Topology: deps.CPUTopology, Runtime: runtime, Holds: a.state.HoldsCPUs, SourcesReady: a.state.SourcesReady, Log: log})
 	if err != nil {
@@ -204,15 +204,15 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 	summary := stats.New(runtime, stats.Options{NodeName: cfg.NodeName, RootDir: cfg.RootDir,
 		LogDir: cfg.Kubelet.PodLogsDir, PodsCgroup: cfg.PodsCgroup})
 	machine := &eviction.Machine{RootDir: cfg.RootDir, ImageFs: eviction.ImageFsMountpoint(imageService), PodsCgroup: cfg.PodsCgroup}
-	if cfg.KernelMemcgNotification {
+	if cfg.Kubelet.KernelMemcgNotification {
 		if err := machine.CheckMemcgNotification(); err != nil {
 			return fmt.Errorf("kernelMemcgNotification: %w", err)
 		}
 	}
 	kills := syncloop.NewKills() // evictions reach the pod workers through the SyncLoop
 	evictions := eviction.New(eviction.Config{Thresholds: cfg.EvictionThresholds, NodeName: cfg.NodeName,
-		PressureTransitionPeriod: cfg.EvictionPressureTransitionPeriod, MaxPodGracePeriodSeconds: int64(cfg.EvictionMaxPodGracePeriod),
-		MonitoringInterval: cfg.EvictionMonitoringInterval, KernelMemcgNotification: cfg.KernelMemcgNotification},
+		PressureTransitionPeriod: cfg.Kubelet.EvictionPressureTransitionPeriod.Duration, MaxPodGracePeriodSeconds: int64(cfg.Kubelet.EvictionMaxPodGracePeriod),
+		MonitoringInterval: cfg.EvictionMonitoringInterval, KernelMemcgNotification: cfg.Kubelet.KernelMemcgNotification},
 		eviction.Deps{Measurer: machine, Notifier: machine,
 			Stats: eviction.SummaryStats{Pods: summary.PodStats}, ActivePods: a.state.AllocatedPods, Kill: kills.Evict,
 			DeleteDeadContainers: containerGC.DeleteDeadContainers, DeleteUnusedImages: imageGC.DeleteUnusedImages,
@@ -248,7 +248,7 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 		syncCgroups   podsync.PodCgroups
 	)
 	if cfg.PodsCgroup != "" {
-		podQOS = qos.New(qos.Config{Root: cfg.PodsCgroup, PodPidsLimit: cfg.PodPidsLimit},
+		podQOS = qos.New(qos.Config{Root: cfg.PodsCgroup, PodPidsLimit: *cfg.Kubelet.PodPidsLimit},
 			qos.Deps{Cgroups: deps.Cgroups, ActivePods: a.state.ActivePods, RuntimePods: qos.RuntimeSandboxes(runtime), Log: log})
 		runtimeCgroup, syncCgroups = podQOS, podQOS
 	}

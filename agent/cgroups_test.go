@@ -38,8 +38,8 @@ func TestAgentKeepsThePodsCgroups(t *testing.T) {
 		}
 	}
 	h.cfg.PodsCgroup = "/kubepods"
-	h.cfg.SystemReserved = map[string]string{"cpu": "100m"}
-	h.cfg.PodPidsLimit = 200
+	h.cfg.Kubelet.SystemReserved = map[string]string{"cpu": "100m"}
+	h.cfg.Kubelet.PodPidsLimit = new(int64(200))
 	h.start(Deps{Cgroups: &cm.Cgroups{Mount: mount}})
 	read := func(p string) string {
 		b, _ := os.ReadFile(filepath.Join(mount, p))

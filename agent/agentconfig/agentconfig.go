@@ -43,45 +43,6 @@ type Config struct {
 	Options
 	Derived
 
-	// Eviction, named as the KubeletConfiguration's fields (map forms: signal → value). A flag or
-	// file that sets EvictionHard replaces the defaults as a whole, as the kubelet's flag does.
-	EvictionHard                     map[string]string
-	EvictionSoft                     map[string]string
-	EvictionSoftGracePeriod          map[string]string
-	EvictionMinimumReclaim           map[string]string
-	EvictionMaxPodGracePeriod        int32
-	EvictionPressureTransitionPeriod time.Duration
-	// KernelMemcgNotification (kernelMemcgNotification) also wakes the eviction manager when
-	// memory crosses a threshold, through cgroup v1's memory thresholds; refused elsewhere.
-	KernelMemcgNotification bool
-
-	// Node allocatable, named as the KubeletConfiguration's fields. SystemReserved and KubeReserved
-	// are cpu, memory, ephemeral-storage and pid amounts; Complete parses them into
-	// SystemReservedList and KubeReservedList. EnforceNodeAllocatable nil is the kubelet's default:
-	// [pods] when pods get cgroups (CgroupRoot set), none otherwise.
-	SystemReserved, KubeReserved             map[string]string
-	EnforceNodeAllocatable                   []string
-	SystemReservedCgroup, KubeReservedCgroup string
-
-	// PodPidsLimit (> 0) caps the processes of each pod's cgroup (podPidsLimit, --pod-max-pids).
-	PodPidsLimit int64
-
-	// The CPU manager (cpuManagerPolicy, cpuManagerPolicyOptions, cpuManagerReconcilePeriod,
-	// reservedSystemCPUs): "none" (the default) or "static". ReservedSystemCPUs, a cpuset list,
-	// also replaces the cpu of systemReserved and kubeReserved by its size, as in the kubelet.
-	CPUManagerPolicy          string
-	CPUManagerPolicyOptions   map[string]string
-	CPUManagerReconcilePeriod time.Duration
-	ReservedSystemCPUs        string
-	// The topology manager (topologyManagerPolicy, topologyManagerScope): none, or
-	// single-numa-node, which a machine with one NUMA node always satisfies.
-	TopologyManagerPolicy string
-	TopologyManagerScope  string
-
-	// FailSwapOn and FailCgroupV1 refuse to start on a host with swap on, or with cgroup v1.
-	FailSwapOn   bool
-	FailCgroupV1 bool
-
 	// Serving is the API's HTTPS listener; its zero value (port 0, as Default has it) serves none.
 	// The commands start from DefaultServing.
 	Serving Serving
@@ -218,17 +179,17 @@ func Complete(c *Config) error {
 	if _, err := sysctl.New(c.Kubelet.AllowedUnsafeSysctls); err != nil {
 		errs = append(errs, fmt.Errorf("allowedUnsafeSysctls: %w", err))
 	}
-	ts, err := eviction.ParseThresholds(eviction.Settings{Hard: c.EvictionHard, Soft: c.EvictionSoft,
-		SoftGracePeriod: c.EvictionSoftGracePeriod, MinimumReclaim: c.EvictionMinimumReclaim})
+	ts, err := eviction.ParseThresholds(eviction.Settings{Hard: c.Kubelet.EvictionHard, Soft: c.Kubelet.EvictionSoft,
+		SoftGracePeriod: c.Kubelet.EvictionSoftGracePeriod, MinimumReclaim: c.Kubelet.EvictionMinimumReclaim})
 	if err != nil {
 		errs = append(errs, err)
 	}
 	c.EvictionThresholds = ts
-	if c.EvictionMaxPodGracePeriod < 0 {
-		errs = append(errs, fmt.Errorf("evictionMaxPodGracePeriod %d: must not be negative", c.EvictionMaxPodGracePeriod))
+	if c.Kubelet.EvictionMaxPodGracePeriod < 0 {
+		errs = append(errs, fmt.Errorf("evictionMaxPodGracePeriod %d: must not be negative", c.Kubelet.EvictionMaxPodGracePeriod))
 	}
-	if c.EvictionPressureTransitionPeriod < 0 {
-		errs = append(errs, fmt.Errorf("evictionPressureTransitionPeriod %s: must not be negative", c.EvictionPressureTransitionPeriod))
+	if c.Kubelet.EvictionPressureTransitionPeriod.Duration < 0 {
+		errs = append(errs, fmt.Errorf("evictionPressureTransitionPeriod %s: must not be negative", c.Kubelet.EvictionPressureTransitionPeriod.Duration))
 	}
 	if c.EvictionMonitoringInterval <= 0 {
 		c.EvictionMonitoringInterval = eviction.DefaultMonitoringInterval

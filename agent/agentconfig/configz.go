@@ -62,25 +62,25 @@ func (c Config) KubeletConfiguration() kubeletv1beta1.KubeletConfiguration {
 	kc.Logging.Format = "text"
 
 	// evictionHard is the merged set: mergeDefaultEvictionSettings has done its work.
-	kc.EvictionHard, kc.EvictionSoft = c.EvictionHard, c.EvictionSoft
-	kc.EvictionSoftGracePeriod, kc.EvictionMinimumReclaim = c.EvictionSoftGracePeriod, c.EvictionMinimumReclaim
-	kc.EvictionMaxPodGracePeriod = c.EvictionMaxPodGracePeriod
-	kc.EvictionPressureTransitionPeriod = dur(c.EvictionPressureTransitionPeriod)
-	kc.KernelMemcgNotification = c.KernelMemcgNotification
+	kc.EvictionHard, kc.EvictionSoft = c.Kubelet.EvictionHard, c.Kubelet.EvictionSoft
+	kc.EvictionSoftGracePeriod, kc.EvictionMinimumReclaim = c.Kubelet.EvictionSoftGracePeriod, c.Kubelet.EvictionMinimumReclaim
+	kc.EvictionMaxPodGracePeriod = c.Kubelet.EvictionMaxPodGracePeriod
+	kc.EvictionPressureTransitionPeriod = dur(c.Kubelet.EvictionPressureTransitionPeriod.Duration)
+	kc.KernelMemcgNotification = c.Kubelet.KernelMemcgNotification
 
 	kc.CgroupsPerQOS = on(c.PodsCgroup != "")
 	// The file's cgroupRoot is the parent of kubepods; the agent keeps the kubepods cgroup itself
 	// (--cgroup-root names it), so a root not ending in kubepods is shown as it is.
 	kc.CgroupRoot = strings.TrimSuffix(c.PodsCgroup, DefaultCgroupRoot)
-	kc.FailSwapOn, kc.FailCgroupV1 = on(c.FailSwapOn), on(c.FailCgroupV1)
-	kc.SystemReserved, kc.KubeReserved = c.SystemReserved, c.KubeReserved
-	kc.SystemReservedCgroup, kc.KubeReservedCgroup = c.SystemReservedCgroup, c.KubeReservedCgroup
-	kc.EnforceNodeAllocatable = c.EnforceNodeAllocatable
-	pids := c.PodPidsLimit
+	kc.FailSwapOn, kc.FailCgroupV1 = on(*c.Kubelet.FailSwapOn), on(*c.Kubelet.FailCgroupV1)
+	kc.SystemReserved, kc.KubeReserved = c.Kubelet.SystemReserved, c.Kubelet.KubeReserved
+	kc.SystemReservedCgroup, kc.KubeReservedCgroup = c.Kubelet.SystemReservedCgroup, c.Kubelet.KubeReservedCgroup
+	kc.EnforceNodeAllocatable = c.Kubelet.EnforceNodeAllocatable
+	pids := *c.Kubelet.PodPidsLimit
 	kc.PodPidsLimit = &pids
-	kc.CPUManagerPolicy, kc.CPUManagerPolicyOptions = c.CPUManagerPolicy, c.CPUManagerPolicyOptions
-	kc.CPUManagerReconcilePeriod, kc.ReservedSystemCPUs = dur(c.CPUManagerReconcilePeriod), c.ReservedSystemCPUs
-	kc.TopologyManagerPolicy, kc.TopologyManagerScope = c.TopologyManagerPolicy, c.TopologyManagerScope
+	kc.CPUManagerPolicy, kc.CPUManagerPolicyOptions = c.Kubelet.CPUManagerPolicy, c.Kubelet.CPUManagerPolicyOptions
+	kc.CPUManagerReconcilePeriod, kc.ReservedSystemCPUs = dur(c.Kubelet.CPUManagerReconcilePeriod.Duration), c.Kubelet.ReservedSystemCPUs
+	kc.TopologyManagerPolicy, kc.TopologyManagerScope = c.Kubelet.TopologyManagerPolicy, c.Kubelet.TopologyManagerScope
 	return kc
 }
 

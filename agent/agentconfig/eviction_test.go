@@ -13,12 +13,12 @@ func TestEvictionDefaultsAreTheKubeletsHardThresholds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := eviction.FormatMap(cfg.EvictionHard, "<"); got != "imagefs.available<15%,imagefs.inodesFree<5%,memory.available<100Mi,nodefs.available<10%,nodefs.inodesFree<5%" {
+	if got := eviction.FormatMap(cfg.Kubelet.EvictionHard, "<"); got != "imagefs.available<15%,imagefs.inodesFree<5%,memory.available<100Mi,nodefs.available<10%,nodefs.inodesFree<5%" {
 		t.Errorf("evictionHard %s", got)
 	}
 	// The five hard thresholds, and memory.available's copy for the capped pods' cgroup.
-	if len(cfg.EvictionThresholds) != 6 || cfg.EvictionPressureTransitionPeriod != 5*time.Minute || cfg.EvictionMonitoringInterval != 10*time.Second {
-		t.Errorf("thresholds %d, transition %s, interval %s", len(cfg.EvictionThresholds), cfg.EvictionPressureTransitionPeriod, cfg.EvictionMonitoringInterval)
+	if len(cfg.EvictionThresholds) != 6 || cfg.Kubelet.EvictionPressureTransitionPeriod.Duration != 5*time.Minute || cfg.EvictionMonitoringInterval != 10*time.Second {
+		t.Errorf("thresholds %d, transition %s, interval %s", len(cfg.EvictionThresholds), cfg.Kubelet.EvictionPressureTransitionPeriod.Duration, cfg.EvictionMonitoringInterval)
 	}
 }
 
@@ -35,10 +35,10 @@ kernelMemcgNotification: true
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !cfg.KernelMemcgNotification {
+	if !cfg.Kubelet.KernelMemcgNotification {
 		t.Error("kernelMemcgNotification: true was not applied")
 	}
-	if len(cfg.EvictionThresholds) != 4 || cfg.EvictionMaxPodGracePeriod != 60 || cfg.EvictionPressureTransitionPeriod != 30*time.Second {
+	if len(cfg.EvictionThresholds) != 4 || cfg.Kubelet.EvictionMaxPodGracePeriod != 60 || cfg.Kubelet.EvictionPressureTransitionPeriod.Duration != 30*time.Second {
 		t.Fatalf("file: %+v", cfg.EvictionThresholds)
 	}
 	for _, th := range cfg.EvictionThresholds {
@@ -51,11 +51,11 @@ kernelMemcgNotification: true
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.EvictionThresholds) != 3 || cfg.EvictionMaxPodGracePeriod != 5 || cfg.EvictionPressureTransitionPeriod != time.Minute {
-		t.Errorf("flags: %+v %d %s", cfg.EvictionThresholds, cfg.EvictionMaxPodGracePeriod, cfg.EvictionPressureTransitionPeriod)
+	if len(cfg.EvictionThresholds) != 3 || cfg.Kubelet.EvictionMaxPodGracePeriod != 5 || cfg.Kubelet.EvictionPressureTransitionPeriod.Duration != time.Minute {
+		t.Errorf("flags: %+v %d %s", cfg.EvictionThresholds, cfg.Kubelet.EvictionMaxPodGracePeriod, cfg.Kubelet.EvictionPressureTransitionPeriod.Duration)
 	}
-	if cfg.EvictionHard["memory.available"] != "300Mi" {
-		t.Errorf("--eviction-hard %v", cfg.EvictionHard)
+	if cfg.Kubelet.EvictionHard["memory.available"] != "300Mi" {
+		t.Errorf("--eviction-hard %v", cfg.Kubelet.EvictionHard)
 	}
 }
 
@@ -90,15 +90,15 @@ func TestEvictionHardInFileReplacesDefaultsUnlessMerged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.EvictionHard) != 1 {
-		t.Errorf("without mergeDefaultEvictionSettings: %v", cfg.EvictionHard)
+	if len(cfg.Kubelet.EvictionHard) != 1 {
+		t.Errorf("without mergeDefaultEvictionSettings: %v", cfg.Kubelet.EvictionHard)
 	}
 	cfg, err = configOf(t, header+"evictionHard: {memory.available: 1Gi}\nmergeDefaultEvictionSettings: true\n")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.EvictionHard) != 5 || cfg.EvictionHard["memory.available"] != "1Gi" || cfg.EvictionHard["nodefs.available"] != "10%" {
-		t.Errorf("merged: %v", cfg.EvictionHard)
+	if len(cfg.Kubelet.EvictionHard) != 5 || cfg.Kubelet.EvictionHard["memory.available"] != "1Gi" || cfg.Kubelet.EvictionHard["nodefs.available"] != "10%" {
+		t.Errorf("merged: %v", cfg.Kubelet.EvictionHard)
 	}
 }
 
@@ -112,20 +112,20 @@ systemReservedCgroup: /system.slice
 		t.Fatal(err)
 	}
 	cpu, mem, pid := cfg.SystemReservedList["cpu"], cfg.SystemReservedList["memory"], cfg.KubeReservedList["pid"]
-	if cpu.String() != "500m" || mem.String() != "1Gi" || pid.Value() != 1000 || cfg.SystemReservedCgroup != "/system.slice" ||
-		strings.Join(cfg.EnforceNodeAllocatable, ",") != "pods,system-reserved" {
+	if cpu.String() != "500m" || mem.String() != "1Gi" || pid.Value() != 1000 || cfg.Kubelet.SystemReservedCgroup != "/system.slice" ||
+		strings.Join(cfg.Kubelet.EnforceNodeAllocatable, ",") != "pods,system-reserved" {
 		t.Errorf("file: %+v", cfg)
 	}
 	cfg, err = configOf(t, header+"systemReserved: {cpu: 500m}\n", "--system-reserved=memory=2Gi", "--enforce-node-allocatable=")
-	if m := cfg.SystemReservedList["memory"]; err != nil || m.String() != "2Gi" || len(cfg.SystemReservedList) != 1 || len(cfg.EnforceNodeAllocatable) != 0 {
-		t.Errorf("flags over the file: %v %v %v", err, cfg.SystemReservedList, cfg.EnforceNodeAllocatable)
+	if m := cfg.SystemReservedList["memory"]; err != nil || m.String() != "2Gi" || len(cfg.SystemReservedList) != 1 || len(cfg.Kubelet.EnforceNodeAllocatable) != 0 {
+		t.Errorf("flags over the file: %v %v %v", err, cfg.SystemReservedList, cfg.Kubelet.EnforceNodeAllocatable)
 	}
 	// Left out: the kubelet's [pods], or nothing when pods get no cgroups of their own.
-	if cfg, err = configOf(t, ""); err != nil || strings.Join(cfg.EnforceNodeAllocatable, ",") != "pods" {
-		t.Errorf("default: %v %v", err, cfg.EnforceNodeAllocatable)
+	if cfg, err = configOf(t, ""); err != nil || strings.Join(cfg.Kubelet.EnforceNodeAllocatable, ",") != "pods" {
+		t.Errorf("default: %v %v", err, cfg.Kubelet.EnforceNodeAllocatable)
 	}
-	if cfg, err = configOf(t, header+"cgroupsPerQOS: false\n"); err != nil || len(cfg.EnforceNodeAllocatable) != 0 {
-		t.Errorf("no per-QoS cgroups: %v %v", err, cfg.EnforceNodeAllocatable)
+	if cfg, err = configOf(t, header+"cgroupsPerQOS: false\n"); err != nil || len(cfg.Kubelet.EnforceNodeAllocatable) != 0 {
+		t.Errorf("no per-QoS cgroups: %v %v", err, cfg.Kubelet.EnforceNodeAllocatable)
 	}
 	for file, want := range map[string]string{
 		"cgroupsPerQOS: false\nenforceNodeAllocatable: [pods]\n":            "cgroupsPerQOS",
@@ -140,11 +140,11 @@ systemReservedCgroup: /system.slice
 }
 
 func TestPodPidsLimit(t *testing.T) {
-	if cfg, err := configOf(t, header+"podPidsLimit: 1024\n"); err != nil || cfg.PodPidsLimit != 1024 {
-		t.Errorf("file: %v %d", err, cfg.PodPidsLimit)
+	if cfg, err := configOf(t, header+"podPidsLimit: 1024\n"); err != nil || *cfg.Kubelet.PodPidsLimit != 1024 {
+		t.Errorf("file: %v %d", err, *cfg.Kubelet.PodPidsLimit)
 	}
-	if cfg, err := configOf(t, header+"podPidsLimit: 1024\n", "--pod-max-pids=-1"); err != nil || cfg.PodPidsLimit != -1 {
-		t.Errorf("flag over the file: %v %d", err, cfg.PodPidsLimit)
+	if cfg, err := configOf(t, header+"podPidsLimit: 1024\n", "--pod-max-pids=-1"); err != nil || *cfg.Kubelet.PodPidsLimit != -1 {
+		t.Errorf("flag over the file: %v %d", err, *cfg.Kubelet.PodPidsLimit)
 	}
 	if _, err := configOf(t, header+"podPidsLimit: 1024\ncgroupsPerQOS: false\n"); err == nil || !strings.Contains(err.Error(), "podPidsLimit") {
 		t.Errorf("no pod cgroups to limit: %v", err)
@@ -185,16 +185,16 @@ topologyManagerPolicy: single-numa-node
 		t.Fatal(err)
 	}
 	sys, kube := cfg.SystemReservedList["cpu"], cfg.KubeReservedList
-	if sys.String() != "2" || len(kube) != 0 || cfg.CPUManagerPolicy != "static" || cfg.CPUManagerReconcilePeriod != 5*time.Second ||
-		cfg.CPUManagerPolicyOptions["full-pcpus-only"] != "true" || cfg.TopologyManagerPolicy != "single-numa-node" {
+	if sys.String() != "2" || len(kube) != 0 || cfg.Kubelet.CPUManagerPolicy != "static" || cfg.Kubelet.CPUManagerReconcilePeriod.Duration != 5*time.Second ||
+		cfg.Kubelet.CPUManagerPolicyOptions["full-pcpus-only"] != "true" || cfg.Kubelet.TopologyManagerPolicy != "single-numa-node" {
 		t.Errorf("file: system %v kube %v %+v", sys, kube, cfg)
 	}
 	cfg, err = configOf(t, "", "--cpu-manager-policy=static", "--reserved-cpus=1", "--topology-manager-scope=pod")
-	if sys := cfg.SystemReservedList["cpu"]; err != nil || sys.String() != "1" || cfg.TopologyManagerScope != "pod" {
+	if sys := cfg.SystemReservedList["cpu"]; err != nil || sys.String() != "1" || cfg.Kubelet.TopologyManagerScope != "pod" {
 		t.Errorf("flags: %v %v %+v", err, sys, cfg)
 	}
-	if cfg, err = configOf(t, ""); err != nil || cfg.CPUManagerPolicy != "none" || cfg.TopologyManagerPolicy != "none" {
-		t.Errorf("default: %v %q %q", err, cfg.CPUManagerPolicy, cfg.TopologyManagerPolicy)
+	if cfg, err = configOf(t, ""); err != nil || cfg.Kubelet.CPUManagerPolicy != "none" || cfg.Kubelet.TopologyManagerPolicy != "none" {
+		t.Errorf("default: %v %q %q", err, cfg.Kubelet.CPUManagerPolicy, cfg.Kubelet.TopologyManagerPolicy)
 	}
 	if _, err := configOf(t, "", "--cpu-manager-policy=dynamic"); err == nil || !strings.Contains(err.Error(), "cpuManagerPolicy") {
 		t.Errorf("an unknown policy: %v", err)

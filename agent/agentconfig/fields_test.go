@@ -211,7 +211,8 @@ func TestHostChecks(t *testing.T) {
 		}
 	}
 	// failCgroupV1 against this host: refused exactly when /sys/fs/cgroup is not cgroup2.
-	c := Config{FailCgroupV1: true}
+	c := Default()
+	c.Kubelet.FailCgroupV1 = new(true)
 	_, statErr := os.Stat("/sys/fs/cgroup/cgroup.controllers")
 	if err := checkHost(&c); (err != nil) != (statErr != nil) {
 		t.Errorf("failCgroupV1 on a host where cgroup.controllers exists=%v: %v", statErr == nil, err)

@@ -8,31 +8,6 @@ func toConfig(l loaded, serving bool) Config {
 		Kubelet: l.kc,
 		Options: l.opts,
 		Derived: Derived{NodeIPs: l.nodeIPs},
-
-		EvictionHard:                     kc.EvictionHard,
-		EvictionSoft:                     kc.EvictionSoft,
-		EvictionSoftGracePeriod:          kc.EvictionSoftGracePeriod,
-		EvictionMinimumReclaim:           kc.EvictionMinimumReclaim,
-		EvictionMaxPodGracePeriod:        kc.EvictionMaxPodGracePeriod,
-		EvictionPressureTransitionPeriod: kc.EvictionPressureTransitionPeriod.Duration,
-		KernelMemcgNotification:          kc.KernelMemcgNotification,
-
-		SystemReserved:         kc.SystemReserved,
-		KubeReserved:           kc.KubeReserved,
-		EnforceNodeAllocatable: kc.EnforceNodeAllocatable,
-		SystemReservedCgroup:   kc.SystemReservedCgroup,
-		KubeReservedCgroup:     kc.KubeReservedCgroup,
-		PodPidsLimit:           *kc.PodPidsLimit,
-
-		CPUManagerPolicy:          kc.CPUManagerPolicy,
-		CPUManagerPolicyOptions:   kc.CPUManagerPolicyOptions,
-		CPUManagerReconcilePeriod: kc.CPUManagerReconcilePeriod.Duration,
-		ReservedSystemCPUs:        kc.ReservedSystemCPUs,
-		TopologyManagerPolicy:     kc.TopologyManagerPolicy,
-		TopologyManagerScope:      kc.TopologyManagerScope,
-
-		FailSwapOn:   *kc.FailSwapOn,
-		FailCgroupV1: *kc.FailCgroupV1,
 	}
 	if serving {
 		c.Serving = Serving{Address: kc.Address, Port: int(kc.Port), PortSet: l.portSet,
