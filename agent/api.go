@@ -60,12 +60,12 @@ func newAPI(a *Agent, client KubeClient, summary *stats.Provider) (*api, error) 
 	return p, nil
 }
 
-// addTCP adds the HTTPS listener Serving asks for: in a cluster unless the port is 0, standalone
-// only when a port was given. Authentication and authorization come from Serving through
+// addTCP adds the HTTPS listener the configuration asks for: in a cluster unless the port is 0,
+// standalone only when a port was given. Authentication and authorization come from it through
 // auth.FromConfig, with the apiserver's TokenReview and SubjectAccessReview in a cluster.
 func (p *api) addTCP(cfg agentconfig.Config, client KubeClient, log *slog.Logger) error {
-	serving := cfg.Serving
-	if serving.Port == 0 || (client == nil && !serving.PortSet) {
+	serving := &cfg.Kubelet
+	if serving.Port == 0 || (client == nil && !cfg.PortSet) {
 		return nil
 	}
 	var tokens auth.TokenReviewer
@@ -81,7 +81,7 @@ func (p *api) addTCP(cfg agentconfig.Config, client KubeClient, log *slog.Logger
 	// The self-signed certificate names every address the apiserver or a person may dial.
 	hosts := append([]string{cfg.NodeName, "localhost"}, cfg.NodeIPs...)
 	hosts = append(hosts, "127.0.0.1", "::1")
-	p.serve.TCPAddress = net.JoinHostPort(serving.Address, strconv.Itoa(serving.Port))
+	p.serve.TCPAddress = net.JoinHostPort(serving.Address, strconv.Itoa(int(serving.Port)))
 	p.serve.TLS = server.TLSOptions{CertFile: serving.TLSCertFile, KeyFile: serving.TLSPrivateKeyFile,
 		CertDir: filepath.Join(cfg.RootDir, "pki"), Hosts: hosts}
 	if serving.ServerTLSBootstrap && serving.TLSCertFile == "" {
@@ -104,7 +104,7 @@ func (p *api) addTCP(cfg agentconfig.Config, client KubeClient, log *slog.Logger
 	}
 	p.serve.Filter = filter
 	if client != nil && *cfg.Kubelet.RegisterNode {
-		port := int32(serving.Port)
+		port := serving.Port
 		p.publish = func(ctx context.Context) {
 			if err := nodestatus.PublishDaemonEndpoint(ctx, client, cfg.NodeName, port, log); err != nil && ctx.Err() == nil {
 				log.Error("the Node's status does not name the agent's port", "err", err)

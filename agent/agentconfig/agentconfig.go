@@ -42,13 +42,10 @@ type Config struct {
 	Kubelet kubeletv1beta1.KubeletConfiguration
 	Options
 	Derived
-
-	// Serving is the API's HTTPS listener; its zero value (port 0, as Default has it) serves none.
-	// The commands start from DefaultServing.
-	Serving Serving
 }
 
-// Derived is what Complete works out from the settings.
+// Derived is what is worked out from the settings: by Config from the command line, by Complete
+// from the rest.
 type Derived struct {
 	// NodeName is HostnameOverride or the lower-cased hostname; never looked up in DNS.
 	NodeName string
@@ -59,6 +56,9 @@ type Derived struct {
 	// SystemReservedList and KubeReservedList are systemReserved and kubeReserved parsed;
 	// reservedSystemCPUs replaces their cpu.
 	SystemReservedList, KubeReservedList v1.ResourceList
+	// PortSet says the HTTPS API's port was asked for (--port, or the file's port or enableServer):
+	// standalone, the API goes on TCP only then. Default and nodelet up have port 0: no HTTPS API.
+	PortSet bool
 }
 
 // Default is the configuration with no flags and no file; it serves no HTTPS API.
@@ -101,7 +101,7 @@ func (f *Flags) Config() (Config, error) {
 		return Config{}, err
 	}
 	if f.serving {
-		if err := cfg.Serving.check(); err != nil {
+		if err := checkServing(&cfg.Kubelet); err != nil {
 			return Config{}, err
 		}
 	}

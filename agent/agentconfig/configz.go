@@ -24,10 +24,10 @@ func (c Config) KubeletConfiguration() kubeletv1beta1.KubeletConfiguration {
 	kc.FileCheckFrequency, kc.HTTPCheckFrequency = dur(c.Kubelet.FileCheckFrequency.Duration), dur(c.Kubelet.HTTPCheckFrequency.Duration)
 	kc.SyncFrequency = dur(c.Kubelet.SyncFrequency.Duration)
 
-	s := c.Serving
+	s := &c.Kubelet
 	// As agent.New decides: standalone, the HTTPS API is served only when a port was asked for.
-	kc.EnableServer = on(s.Port != 0 && (s.PortSet || c.Kubeconfig != ""))
-	kc.Address, kc.Port = s.Address, int32(s.Port)
+	kc.EnableServer = on(s.Port != 0 && (c.PortSet || c.Kubeconfig != ""))
+	kc.Address, kc.Port = s.Address, s.Port
 	kc.TLSCertFile, kc.TLSPrivateKeyFile, kc.ServerTLSBootstrap = s.TLSCertFile, s.TLSPrivateKeyFile, s.ServerTLSBootstrap
 	kc.Authentication, kc.Authorization = s.Authentication, s.Authorization
 	kc.HealthzPort, kc.HealthzBindAddress = i32(int32(*c.Kubelet.HealthzPort)), c.Kubelet.HealthzBindAddress

@@ -190,9 +190,9 @@ failCgroupV1: false
 }
 
 func TestEnableServerFalseServesNoHTTPS(t *testing.T) {
-	s := loadServing(t, header+"enableServer: false\nport: 10250\n").Serving
-	if s.Port != 0 || !s.PortSet {
-		t.Errorf("enableServer false: port %d set %v", s.Port, s.PortSet)
+	c := loadServing(t, header+"enableServer: false\nport: 10250\n")
+	if c.Kubelet.Port != 0 || !c.PortSet {
+		t.Errorf("enableServer false: port %d set %v", c.Kubelet.Port, c.PortSet)
 	}
 }
 

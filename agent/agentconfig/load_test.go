@@ -173,7 +173,7 @@ func viewOf(c Config) view {
 		NodeName: c.NodeName, NodeIPs: c.NodeIPs, RootDir: c.RootDir, PodsCgroup: c.PodsCgroup, NodeLabels: c.NodeLabels,
 		MinimumContainerTTL: c.MinimumContainerTTL.String(), MaxPerPodContainer: c.MaxPerPodContainer, MaxContainers: c.MaxContainers,
 		PodInfraContainerImage: c.PodInfraContainerImage, EvictionMonitoringInterval: c.EvictionMonitoringInterval.String(),
-		KubeAPIQPS: c.KubeAPIQPS, PortSet: c.Serving.PortSet, EvictionThresholds: c.EvictionThresholds,
+		KubeAPIQPS: c.KubeAPIQPS, PortSet: c.PortSet, EvictionThresholds: c.EvictionThresholds,
 		SystemReservedList: c.SystemReservedList, KubeReservedList: c.KubeReservedList, APISocket: c.APISocket}
 	// What the host decides is named, not written: the golden file holds for every host.
 	if h, err := os.Hostname(); err == nil && c.HostnameOverride == "" && v.NodeName == strings.ToLower(strings.TrimSpace(h)) {
