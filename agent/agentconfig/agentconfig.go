@@ -13,7 +13,6 @@ import (
 	"time"
 
 	kubeletv1beta1 "github.com/nodelet/nodelet/agent/internal/kubeletconfig"
-	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -35,7 +34,10 @@ const (
 	DefaultPodInfraContainerImage = "registry.k8s.io/pause:3.10"
 )
 
-// Config is the resolved configuration the agent runs with.
+// Config is the resolved configuration the agent runs with; Default and Flags.Config make one
+// (the file format's optional fields are then never nil). A setting the kubelet has in its
+// KubeletConfiguration is a field of Kubelet: making one honoured takes its rule in fields.go, a
+// bindFlags line if it has a flag, and a setDefaults line if its default is not the zero value.
 type Config struct {
 	// Kubelet is the settings in the file format: the --config file, its defaults, and the
 	// kubelet-named flags over them.
@@ -65,53 +67,8 @@ type Derived struct {
 func Default() Config {
 	var kc kubeletv1beta1.KubeletConfiguration
 	setDefaults(&kc)
-	return toConfig(loaded{kc: kc, opts: defaultOptions(&kc)}, false)
+	return Config{Kubelet: kc, Options: defaultOptions(&kc)}
 }
-
-// Flags binds the command line.
-type Flags struct {
-	fs         *pflag.FlagSet
-	configFile string
-	// serving: AddServingFlags ran, so the command serves the HTTPS API.
-	serving bool
-	// sets are the flags' values as the command line gave them, in order, for load to replay.
-	sets []flagSet
-}
-
-// AddFlags registers the kubelet-named flags on fs.
-func AddFlags(fs *pflag.FlagSet) *Flags {
-	f := &Flags{fs: fs}
-	fs.StringVar(&f.configFile, "config", "", "a KubeletConfiguration file (kubelet.config.k8s.io/v1beta1); flags override it")
-	// Bound over the defaults, so the help shows them.
-	var kc kubeletv1beta1.KubeletConfiguration
-	setDefaults(&kc)
-	o := defaultOptions(&kc)
-	addRecorded(fs, &f.sets, func(fs *pflag.FlagSet) { bindFlags(fs, &kc, &o) })
-	return f
-}
-
-// Config resolves file and flags: flags set on the command line win.
-func (f *Flags) Config() (Config, error) {
-	l, err := load(f.configFile, f.serving, f.sets)
-	if err != nil {
-		return Config{}, err
-	}
-	cfg := toConfig(l, f.serving)
-	if err := Complete(&cfg); err != nil {
-		return Config{}, err
-	}
-	if f.serving {
-		if err := checkServing(&cfg.Kubelet); err != nil {
-			return Config{}, err
-		}
-	}
-	return cfg, nil
-}
-
-// NoServing refuses a --config file that asks for the HTTPS API where the command (cmd) serves
-// none, rather than leaving its address, port, TLS and auth settings silently unused. Settings
-// equal to the defaults, a port of 0 and enableServer false ask for nothing and pass.
-func (f *Flags) NoServing(cmd string) error { return noServing(f.configFile, cmd) }
 
 func parseIPs(s string) ([]string, error) {
 	var out []string

@@ -14,73 +14,29 @@ import (
 // the agent does; one that accepts only being left out stays so. Like the kubelet's, it carries
 // no apiVersion or kind: the kubelet converts its internal configuration without setting them.
 func (c Config) KubeletConfiguration() kubeletv1beta1.KubeletConfiguration {
-	var kc kubeletv1beta1.KubeletConfiguration
-	fillFixed(&kc)
-	i32 := func(v int32) *int32 { return &v }
-	on := func(v bool) *bool { return &v }
-	d := func(v metav1.Duration) *metav1.Duration { return &v }
-
-	kc.StaticPodPath, kc.StaticPodURL, kc.StaticPodURLHeader = c.Kubelet.StaticPodPath, c.Kubelet.StaticPodURL, c.Kubelet.StaticPodURLHeader
-	kc.FileCheckFrequency, kc.HTTPCheckFrequency = dur(c.Kubelet.FileCheckFrequency.Duration), dur(c.Kubelet.HTTPCheckFrequency.Duration)
-	kc.SyncFrequency = dur(c.Kubelet.SyncFrequency.Duration)
-
-	s := &c.Kubelet
-	// As agent.New decides: standalone, the HTTPS API is served only when a port was asked for.
-	kc.EnableServer = on(s.Port != 0 && (c.PortSet || c.Kubeconfig != ""))
-	kc.Address, kc.Port = s.Address, s.Port
-	kc.TLSCertFile, kc.TLSPrivateKeyFile, kc.ServerTLSBootstrap = s.TLSCertFile, s.TLSPrivateKeyFile, s.ServerTLSBootstrap
-	kc.Authentication, kc.Authorization = s.Authentication, s.Authorization
-	kc.HealthzPort, kc.HealthzBindAddress = i32(int32(*c.Kubelet.HealthzPort)), c.Kubelet.HealthzBindAddress
-	kc.EnableSystemLogHandler = on(*c.Kubelet.EnableSystemLogHandler)
-
-	kc.RegisterNode, kc.RegisterWithTaints = on(*c.Kubelet.RegisterNode), c.Kubelet.RegisterWithTaints
-	kc.NodeStatusUpdateFrequency = dur(c.Kubelet.NodeStatusUpdateFrequency.Duration)
-	kc.NodeStatusReportFrequency = dur(c.Kubelet.NodeStatusReportFrequency.Duration)
-	kc.NodeLeaseDurationSeconds = c.Kubelet.NodeLeaseDurationSeconds
-	kc.KubeAPIQPS, kc.KubeAPIBurst, kc.ContentType = i32(int32(c.KubeAPIQPS)), int32(c.Kubelet.KubeAPIBurst), c.Kubelet.ContentType
-	kc.PodCIDR = c.Kubelet.PodCIDR
-
-	kc.ImageMinimumGCAge = dur(c.Kubelet.ImageMinimumGCAge.Duration)
-	kc.ImageGCHighThresholdPercent = i32(int32(*c.Kubelet.ImageGCHighThresholdPercent))
-	kc.ImageGCLowThresholdPercent = i32(int32(*c.Kubelet.ImageGCLowThresholdPercent))
-	kc.SerializeImagePulls = on(*c.Kubelet.SerializeImagePulls)
-	if *c.Kubelet.MaxParallelImagePulls > 0 {
-		kc.MaxParallelImagePulls = i32(*c.Kubelet.MaxParallelImagePulls)
+	kc := c.Kubelet
+	// A fixed field the file set to an accepted value shows the value that says what the agent does.
+	v := reflect.ValueOf(&kc).Elem()
+	rules := kubeletConfigFields.Get()
+	for name, i := range kubeletConfigIndex.Get() {
+		if !rules[name].honoured {
+			v.Field(i).SetZero()
+		}
 	}
-
-	kc.ContainerRuntimeEndpoint, kc.RuntimeRequestTimeout = c.Kubelet.ContainerRuntimeEndpoint, dur(c.Kubelet.RuntimeRequestTimeout.Duration)
-	kc.ClusterDomain, kc.ClusterDNS = c.Kubelet.ClusterDomain, c.Kubelet.ClusterDNS
-	resolv := *c.Kubelet.ResolverConfig
-	kc.ResolverConfig = &resolv
-	kc.MaxPods, kc.PodsPerCore = int32(c.Kubelet.MaxPods), int32(c.Kubelet.PodsPerCore)
-	kc.AllowedUnsafeSysctls = c.Kubelet.AllowedUnsafeSysctls
-	kc.SeccompDefault = c.Kubelet.SeccompDefault
-
-	kc.PodLogsDir, kc.ContainerLogMaxSize = c.Kubelet.PodLogsDir, c.Kubelet.ContainerLogMaxSize
-	kc.ContainerLogMaxFiles = i32(*c.Kubelet.ContainerLogMaxFiles)
-	kc.ContainerLogMonitorInterval = d(dur(c.Kubelet.ContainerLogMonitorInterval.Duration))
+	fillFixed(&kc)
 	kc.Logging.Format = "text"
-
+	kc.TypeMeta = metav1.TypeMeta{}
 	// evictionHard is the merged set: mergeDefaultEvictionSettings has done its work.
-	kc.EvictionHard, kc.EvictionSoft = c.Kubelet.EvictionHard, c.Kubelet.EvictionSoft
-	kc.EvictionSoftGracePeriod, kc.EvictionMinimumReclaim = c.Kubelet.EvictionSoftGracePeriod, c.Kubelet.EvictionMinimumReclaim
-	kc.EvictionMaxPodGracePeriod = c.Kubelet.EvictionMaxPodGracePeriod
-	kc.EvictionPressureTransitionPeriod = dur(c.Kubelet.EvictionPressureTransitionPeriod.Duration)
-	kc.KernelMemcgNotification = c.Kubelet.KernelMemcgNotification
-
-	kc.CgroupsPerQOS = on(c.PodsCgroup != "")
+	kc.MergeDefaultEvictionSettings = nil
+	if p := kc.MaxParallelImagePulls; p != nil && *p <= 0 {
+		kc.MaxParallelImagePulls = nil // no bound, as left out
+	}
+	// As agent.New decides: standalone, the HTTPS API is served only when a port was asked for.
+	kc.EnableServer = new(kc.Port != 0 && (c.PortSet || c.Kubeconfig != ""))
+	kc.CgroupsPerQOS = new(c.PodsCgroup != "")
 	// The file's cgroupRoot is the parent of kubepods; the agent keeps the kubepods cgroup itself
 	// (--cgroup-root names it), so a root not ending in kubepods is shown as it is.
 	kc.CgroupRoot = strings.TrimSuffix(c.PodsCgroup, DefaultCgroupRoot)
-	kc.FailSwapOn, kc.FailCgroupV1 = on(*c.Kubelet.FailSwapOn), on(*c.Kubelet.FailCgroupV1)
-	kc.SystemReserved, kc.KubeReserved = c.Kubelet.SystemReserved, c.Kubelet.KubeReserved
-	kc.SystemReservedCgroup, kc.KubeReservedCgroup = c.Kubelet.SystemReservedCgroup, c.Kubelet.KubeReservedCgroup
-	kc.EnforceNodeAllocatable = c.Kubelet.EnforceNodeAllocatable
-	pids := *c.Kubelet.PodPidsLimit
-	kc.PodPidsLimit = &pids
-	kc.CPUManagerPolicy, kc.CPUManagerPolicyOptions = c.Kubelet.CPUManagerPolicy, c.Kubelet.CPUManagerPolicyOptions
-	kc.CPUManagerReconcilePeriod, kc.ReservedSystemCPUs = dur(c.Kubelet.CPUManagerReconcilePeriod.Duration), c.Kubelet.ReservedSystemCPUs
-	kc.TopologyManagerPolicy, kc.TopologyManagerScope = c.Kubelet.TopologyManagerPolicy, c.Kubelet.TopologyManagerScope
 	return kc
 }
 

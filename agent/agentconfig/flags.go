@@ -8,6 +8,38 @@ import (
 	kubeletv1beta1 "github.com/nodelet/nodelet/agent/internal/kubeletconfig"
 )
 
+// Flags binds the command line.
+type Flags struct {
+	fs         *pflag.FlagSet
+	configFile string
+	// serving: AddServingFlags ran, so the command serves the HTTPS API.
+	serving bool
+	// sets are the flags' values as the command line gave them, in order, for load to replay.
+	sets []flagSet
+}
+
+// AddFlags registers the kubelet-named flags on fs.
+func AddFlags(fs *pflag.FlagSet) *Flags {
+	f := &Flags{fs: fs}
+	fs.StringVar(&f.configFile, "config", "", "a KubeletConfiguration file (kubelet.config.k8s.io/v1beta1); flags override it")
+	// Bound over the defaults, so the help shows them.
+	var kc kubeletv1beta1.KubeletConfiguration
+	setDefaults(&kc)
+	o := defaultOptions(&kc)
+	addRecorded(fs, &f.sets, func(fs *pflag.FlagSet) { bindFlags(fs, &kc, &o) })
+	return f
+}
+
+// Config resolves file and flags: flags set on the command line win.
+func (f *Flags) Config() (Config, error) {
+	return load(f.configFile, f.serving, f.sets)
+}
+
+// NoServing refuses a --config file that asks for the HTTPS API where the command (cmd) serves
+// none, rather than leaving its address, port, TLS and auth settings silently unused. Settings
+// equal to the defaults, a port of 0 and enableServer false ask for nothing and pass.
+func (f *Flags) NoServing(cmd string) error { return noServing(f.configFile, cmd) }
+
 // bindFlags binds the kubelet-named flags on fs over kc (the file format's fields) and o (the
 // settings only flags give). Each flag's default is the field's value, so binding writes nothing:
 // that lets load bind them again over a loaded configuration and replay the command line on it.

@@ -43,52 +43,53 @@ type Options struct {
 	KubeAPIQPS float32
 }
 
-// loaded is a configuration as file, defaults and flags make it, before it is completed.
-type loaded struct {
-	kc   kubeletv1beta1.KubeletConfiguration
-	opts Options
-	// portSet: the file or --port asked for the HTTPS API's port.
-	portSet bool
-	nodeIPs []string
-}
-
-// load reads the --config file (if any) into the file format, fills the defaults, and replays
-// the command line's flags over it, as the kubelet does. serving says the command serves the
-// HTTPS API (and has its flags); otherwise its settings are left empty.
-func load(file string, serving bool, sets []flagSet) (loaded, error) {
-	var l loaded
+// load is the configuration a command line makes, as the kubelet makes its own: the --config
+// file (if any) decoded into the file format, the defaults filled, the command line's flags
+// replayed over it, and the result completed. serving says the command serves the HTTPS API
+// (and has its flags); otherwise its settings are left empty.
+func load(file string, serving bool, sets []flagSet) (Config, error) {
+	var c Config
 	if file != "" {
 		b, err := os.ReadFile(file)
 		if err != nil {
-			return loaded{}, fmt.Errorf("--config: %w", err)
+			return Config{}, fmt.Errorf("--config: %w", err)
 		}
-		if l.kc, err = decodeFile(b); err != nil {
-			return loaded{}, fmt.Errorf("--config %s: %w", file, err)
+		if c.Kubelet, err = decodeFile(b); err != nil {
+			return Config{}, fmt.Errorf("--config %s: %w", file, err)
 		}
 	}
-	l.portSet = serving && portSet(&l.kc)
-	setDefaults(&l.kc)
+	kc := &c.Kubelet
+	c.PortSet = serving && portSet(kc)
+	setDefaults(kc)
 	if serving {
-		setServingDefaults(&l.kc)
+		setServingDefaults(kc)
 	} else {
-		clearServing(&l.kc)
+		clearServing(kc)
 	}
-	l.opts = defaultOptions(&l.kc)
-	if err := replay(sets, serving, &l.kc, &l.opts); err != nil {
-		return loaded{}, err
+	c.Options = defaultOptions(kc)
+	if err := replay(sets, serving, kc, &c.Options); err != nil {
+		return Config{}, err
 	}
 	for _, s := range sets {
 		switch s.name {
 		case "port":
-			l.portSet = true
+			c.PortSet = true
 		case "node-ip":
 			var err error
-			if l.nodeIPs, err = parseIPs(l.opts.NodeIP); err != nil {
-				return loaded{}, err
+			if c.NodeIPs, err = parseIPs(c.NodeIP); err != nil {
+				return Config{}, err
 			}
 		}
 	}
-	return l, nil
+	if err := Complete(&c); err != nil {
+		return Config{}, err
+	}
+	if serving {
+		if err := checkServing(kc); err != nil {
+			return Config{}, err
+		}
+	}
+	return c, nil
 }
 
 // decodeFile decodes a KubeletConfiguration strictly, so a misspelt field is an error rather than

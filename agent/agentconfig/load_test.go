@@ -249,3 +249,28 @@ func writeDiff(b *strings.Builder, base, flat map[string]string, all bool) {
 		b.WriteString(l + "\n")
 	}
 }
+
+// agent/integration hands a child agent its Config as JSON: every setting the agent honours
+// survives the trip (a fixed one, logging's zero infoBufferSize say, may come back spelt otherwise).
+func TestConfigSurvivesJSON(t *testing.T) {
+	index, rules := kubeletConfigIndex.Get(), kubeletConfigFields.Get()
+	for _, c := range []Config{Default(), loadServing(t, richConfig), loadServing(t, header, append(everyFlag, everyServingFlag...)...)} {
+		b, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Config
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		vb, vc := reflect.ValueOf(back.Kubelet), reflect.ValueOf(c.Kubelet)
+		for name, i := range index {
+			if a, b := vb.Field(i).Interface(), vc.Field(i).Interface(); rules[name].honoured && !reflect.DeepEqual(a, b) {
+				t.Errorf("%s after JSON: %#v, want %#v", name, a, b)
+			}
+		}
+		if !reflect.DeepEqual(back.Options, c.Options) || back.PortSet != c.PortSet {
+			t.Errorf("after JSON: %+v %v, want %+v %v", back.Options, back.PortSet, c.Options, c.PortSet)
+		}
+	}
+}
