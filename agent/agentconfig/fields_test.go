@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -222,7 +223,7 @@ func TestHostChecks(t *testing.T) {
 // docs/kubeletconfig.md is rendered from kubeletConfigFields; NODELET_UPDATE_DOCS=1 rewrites it.
 func TestKubeletConfigurationDoc(t *testing.T) {
 	path := filepath.Join("..", "..", "docs", "kubeletconfig.md")
-	want := renderFieldsDoc()
+	want := renderFieldsDoc(t)
 	if os.Getenv("NODELET_UPDATE_DOCS") != "" {
 		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
 			t.Fatal(err)
@@ -237,7 +238,13 @@ func TestKubeletConfigurationDoc(t *testing.T) {
 	}
 }
 
-func renderFieldsDoc() string {
+func renderFieldsDoc(t *testing.T) string {
+	flags := map[string][]string{}
+	for flag, fields := range flagFields(t) {
+		for _, name := range fields {
+			flags[name] = append(flags[name], "`--"+flag+"`")
+		}
+	}
 	var b strings.Builder
 	b.WriteString(`# KubeletConfiguration fields in nodelet
 
@@ -253,8 +260,11 @@ k8s.io/kubelet gains a field nobody classified. Kubelet flags nodelet does not d
 the command line as unknown flags. ` + "`nodelet up`" + ` serves no HTTPS API: it refuses a file whose serving
 fields (address, port, TLS, authentication, authorization, serverTLSBootstrap) ask for one.
 
-| field | | what nodelet does | accepted values |
-| --- | --- | --- | --- |
+The flags column names the flags that set a field; given on the command line, a flag wins over the
+file, as with the kubelet. Only honoured fields have flags.
+
+| field | | flags | what nodelet does | accepted values |
+| --- | --- | --- | --- | --- |
 `)
 	typ := reflect.TypeOf(kubeletv1beta1.KubeletConfiguration{})
 	for i := range typ.NumField() {
@@ -267,7 +277,8 @@ fields (address, port, TLS, authentication, authorization, serverTLSBootstrap) a
 		case r.acceptedDoc != "" || len(r.allowed) > 0:
 			accepted = "left out, or " + r.acceptedValues()
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", name, status, r.does, strings.ReplaceAll(accepted, "|", `\|`))
+		sort.Strings(flags[name])
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", name, status, strings.Join(flags[name], ", "), r.does, strings.ReplaceAll(accepted, "|", `\|`))
 	}
 	return b.String()
 }
