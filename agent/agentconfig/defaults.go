@@ -37,7 +37,7 @@ func setDefaults(kc *kubeletv1beta1.KubeletConfiguration) {
 		kc.NodeLeaseDurationSeconds = 40
 	}
 	if kc.ResolverConfig == nil {
-		kc.ResolverConfig = ptr(DefaultResolvConf)
+		kc.ResolverConfig = new(DefaultResolvConf)
 	}
 	ptrDefault(&kc.HealthzPort, DefaultHealthzPort)
 	str(&kc.HealthzBindAddress, "127.0.0.1")
@@ -68,7 +68,7 @@ func setDefaults(kc *kubeletv1beta1.KubeletConfiguration) {
 	str(&kc.ContainerLogMaxSize, "10Mi")
 	ptrDefault(&kc.ContainerLogMaxFiles, 5)
 	if kc.ContainerLogMonitorInterval == nil {
-		kc.ContainerLogMonitorInterval = ptr(dur(10 * time.Second))
+		kc.ContainerLogMonitorInterval = new(dur(10 * time.Second))
 	}
 	ptrDefault(&kc.PodPidsLimit, 0)
 	ptrDefault(&kc.FailSwapOn, false)
@@ -153,8 +153,6 @@ func defaultOptions(kc *kubeletv1beta1.KubeletConfiguration) Options {
 		KubeAPIQPS:                 float32(*kc.KubeAPIQPS),
 	}
 }
-
-func ptr[T any](v T) *T { return &v }
 
 func ptrDefault[T any](p **T, v T) {
 	if *p == nil {
