@@ -117,11 +117,11 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 		return nil, err
 	}
 	log := cmp.Or(deps.Log, slog.Default())
-	sysctls, err := sysctl.New(cfg.AllowedUnsafeSysctls)
+	sysctls, err := sysctl.New(cfg.Kubelet.AllowedUnsafeSysctls)
 	if err != nil {
 		return nil, fmt.Errorf("allowedUnsafeSysctls: %w", err)
 	}
-	conn, err := kuberuntime.Dial(cfg.ContainerRuntimeEndpoint, cfg.RuntimeRequestTimeout)
+	conn, err := kuberuntime.Dial(cfg.Kubelet.ContainerRuntimeEndpoint, cfg.Kubelet.RuntimeRequestTimeout.Duration)
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +158,7 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 	a.statuses = status.NewManager(client, a.pods, log)
 	podConfig := config.NewPodConfig(log)
 	var runtimeClasses *config.RuntimeClassSet // the manifest folder's, standalone only
-	if client == nil && cfg.PodManifestPath != "" {
+	if client == nil && cfg.Kubelet.StaticPodPath != "" {
 		runtimeClasses = config.NewRuntimeClassSet()
 	}
 	sources, sourceNames := podSources(cfg, client, podConfig, runtimeClasses, log)
@@ -170,21 +170,21 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 	a.state = podstate.New(a.pods, phases, a.statuses, podConfig, sourceNames, allocs)
 
 	// The node's resources, admission and eviction.
-	dns, err := kuberuntime.NewDNSConfigurer(cfg.ClusterDNS, cfg.ClusterDomain, cfg.ResolvConf)
+	dns, err := kuberuntime.NewDNSConfigurer(cfg.Kubelet.ClusterDNS, cfg.Kubelet.ClusterDomain, *cfg.Kubelet.ResolverConfig)
 	if err != nil {
 		log.Warn("pods with dnsPolicy Default get no resolver settings", "err", err)
 	}
-	nodeCM, err := cm.New(cm.Config{MaxPods: cfg.MaxPods, PodsPerCore: cfg.PodsPerCore, RootDir: cfg.RootDir,
+	nodeCM, err := cm.New(cm.Config{MaxPods: int(cfg.Kubelet.MaxPods), PodsPerCore: int(cfg.Kubelet.PodsPerCore), RootDir: cfg.RootDir,
 		SystemReserved: cfg.SystemReservedList, KubeReserved: cfg.KubeReservedList, HardEvictionThresholds: cfg.EvictionThresholds,
-		EnforceNodeAllocatable: cfg.EnforceNodeAllocatable, PodsCgroup: cfg.CgroupRoot,
-		SystemReservedCgroup: cfg.SystemReservedCgroup, KubeReservedCgroup: cfg.KubeReservedCgroup},
+		EnforceNodeAllocatable: cfg.Kubelet.EnforceNodeAllocatable, PodsCgroup: cfg.PodsCgroup,
+		SystemReservedCgroup: cfg.Kubelet.SystemReservedCgroup, KubeReservedCgroup: cfg.Kubelet.KubeReservedCgroup},
 		cm.Deps{Cgroups: deps.Cgroups, Recorder: a.events, Node: nodestatus.Ref(cfg.NodeName), Log: log})
 	if err != nil {
 		return err
 	}
-	cpus, err := cpumanager.NewForNode(cpumanager.NodeConfig{Policy: cfg.CPUManagerPolicy, Options: cfg.CPUManagerPolicyOptions,
-		ReconcilePeriod: cfg.CPUManagerReconcilePeriod, ReservedSystemCPUs: cfg.ReservedSystemCPUs,
-		SystemReserved: cfg.SystemReservedList, KubeReserved: cfg.KubeReservedList, TopologyManagerPolicy: cfg.TopologyManagerPolicy,
+	cpus, err := cpumanager.NewForNode(cpumanager.NodeConfig{Policy: cfg.Kubelet.CPUManagerPolicy, Options: cfg.Kubelet.CPUManagerPolicyOptions,
+		ReconcilePeriod: cfg.Kubelet.CPUManagerReconcilePeriod.Duration, ReservedSystemCPUs: cfg.Kubelet.ReservedSystemCPUs,
+		SystemReserved: cfg.SystemReservedList, KubeReserved: cfg.KubeReservedList, TopologyManagerPolicy: cfg.Kubelet.TopologyManagerPolicy,
 		StateDir: cfg.RootDir},
 		cpumanager.Deps{Topology: deps.CPUTopology, Runtime: runtime, Holds: a.state.HoldsCPUs, SourcesReady: a.state.SourcesReady, Log: log})
 	if err != nil {
@@ -192,27 +192,27 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 	}
 	staticCPUs := cpus.Policy() == cpumanager.PolicyStatic
 	vols := &volumemanager.Manager{Client: client, RootDir: cfg.RootDir, Recorder: a.events, Allocatable: nodeCM.Allocatable}
-	if client == nil && cfg.PodManifestPath != "" {
+	if client == nil && cfg.Kubelet.StaticPodPath != "" {
 		// Standalone: secrets and config maps sit beside the static pod manifests.
-		vols.Objects = &volumemanager.DirObjects{Dir: cfg.PodManifestPath}
+		vols.Objects = &volumemanager.DirObjects{Dir: cfg.Kubelet.StaticPodPath}
 	}
 	imageGC := &images.ImageGC{Images: imageService, Containers: runtime, Log: log, Keep: []string{cfg.PodInfraContainerImage},
-		Policy: images.GCPolicy{HighThresholdPercent: cfg.ImageGCHighThresholdPercent, LowThresholdPercent: cfg.ImageGCLowThresholdPercent,
-			MinAge: cfg.ImageMinimumGCAge}}
-	containerGC := &containergc.GC{Runtime: runtime, Pods: containergc.DeletedFunc(a.state.Gone), PodLogsDir: cfg.PodLogsDir, Log: log,
+		Policy: images.GCPolicy{HighThresholdPercent: int(*cfg.Kubelet.ImageGCHighThresholdPercent), LowThresholdPercent: int(*cfg.Kubelet.ImageGCLowThresholdPercent),
+			MinAge: cfg.Kubelet.ImageMinimumGCAge.Duration}}
+	containerGC := &containergc.GC{Runtime: runtime, Pods: containergc.DeletedFunc(a.state.Gone), PodLogsDir: cfg.Kubelet.PodLogsDir, Log: log,
 		Policy: containergc.Policy{MinAge: cfg.MinimumContainerTTL, MaxPerPodContainer: cfg.MaxPerPodContainer, MaxContainers: cfg.MaxContainers}}
 	summary := stats.New(runtime, stats.Options{NodeName: cfg.NodeName, RootDir: cfg.RootDir,
-		LogDir: cfg.PodLogsDir, PodsCgroup: cfg.CgroupRoot})
-	machine := &eviction.Machine{RootDir: cfg.RootDir, ImageFs: eviction.ImageFsMountpoint(imageService), PodsCgroup: cfg.CgroupRoot}
-	if cfg.KernelMemcgNotification {
+		LogDir: cfg.Kubelet.PodLogsDir, PodsCgroup: cfg.PodsCgroup})
+	machine := &eviction.Machine{RootDir: cfg.RootDir, ImageFs: eviction.ImageFsMountpoint(imageService), PodsCgroup: cfg.PodsCgroup}
+	if cfg.Kubelet.KernelMemcgNotification {
 		if err := machine.CheckMemcgNotification(); err != nil {
 			return fmt.Errorf("kernelMemcgNotification: %w", err)
 		}
 	}
 	kills := syncloop.NewKills() // evictions reach the pod workers through the SyncLoop
 	evictions := eviction.New(eviction.Config{Thresholds: cfg.EvictionThresholds, NodeName: cfg.NodeName,
-		PressureTransitionPeriod: cfg.EvictionPressureTransitionPeriod, MaxPodGracePeriodSeconds: int64(cfg.EvictionMaxPodGracePeriod),
-		MonitoringInterval: cfg.EvictionMonitoringInterval, KernelMemcgNotification: cfg.KernelMemcgNotification},
+		PressureTransitionPeriod: cfg.Kubelet.EvictionPressureTransitionPeriod.Duration, MaxPodGracePeriodSeconds: int64(cfg.Kubelet.EvictionMaxPodGracePeriod),
+		MonitoringInterval: cfg.EvictionMonitoringInterval, KernelMemcgNotification: cfg.Kubelet.KernelMemcgNotification},
 		eviction.Deps{Measurer: machine, Notifier: machine,
 			Stats: eviction.SummaryStats{Pods: summary.PodStats}, ActivePods: a.state.AllocatedPods, Kill: kills.Evict,
 			DeleteDeadContainers: containerGC.DeleteDeadContainers, DeleteUnusedImages: imageGC.DeleteUnusedImages,
@@ -224,8 +224,8 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 		nodeLister = admission.NewNodeLister(client, cfg.NodeName)
 		ownNode = nodeLister.Get
 	}
-	a.admission = admission.NewChain(admission.Parts{Eviction: evictions, Sysctls: sysctls, MaxPods: cfg.MaxPods,
-		Predicates: admission.New(admission.AnyWay(ownNode, admission.LocalNode(cfg.NodeName, cfg.NodeLabels, cfg.RegisterWithTaints)),
+	a.admission = admission.NewChain(admission.Parts{Eviction: evictions, Sysctls: sysctls, MaxPods: int(cfg.Kubelet.MaxPods),
+		Predicates: admission.New(admission.AnyWay(ownNode, admission.LocalNode(cfg.NodeName, cfg.NodeLabels, cfg.Kubelet.RegisterWithTaints)),
 			nodeCM.Allocatable),
 		AppArmor: admission.NewAppArmor(nil), CPUs: cpus}, a.state)
 	// In-place resize: pods are admitted through the allocation manager, beside the others'
@@ -238,7 +238,7 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 
 	// The pods' containers: the runtime manager and what it asks.
 	probes := prober.New(runtime, a.events, log)
-	if a.userns, err = userns.New(userns.Config{RootDir: cfg.RootDir, MaxPods: cfg.MaxPods,
+	if a.userns, err = userns.New(userns.Config{RootDir: cfg.RootDir, MaxPods: int(cfg.Kubelet.MaxPods),
 		Handlers: userns.RuntimeHandlers{Runtime: runtime}, Log: log}); err != nil {
 		return fmt.Errorf("create user namespace manager: %w", err)
 	}
@@ -247,8 +247,8 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 		runtimeCgroup kuberuntime.PodCgroups
 		syncCgroups   podsync.PodCgroups
 	)
-	if cfg.CgroupRoot != "" {
-		podQOS = qos.New(qos.Config{Root: cfg.CgroupRoot, PodPidsLimit: cfg.PodPidsLimit},
+	if cfg.PodsCgroup != "" {
+		podQOS = qos.New(qos.Config{Root: cfg.PodsCgroup, PodPidsLimit: *cfg.Kubelet.PodPidsLimit},
 			qos.Deps{Cgroups: deps.Cgroups, ActivePods: a.state.ActivePods, RuntimePods: qos.RuntimeSandboxes(runtime), Log: log})
 		runtimeCgroup, syncCgroups = podQOS, podQOS
 	}
@@ -268,13 +268,13 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 		classes = runtimeClasses
 	}
 	reasons := kubecontainer.NewReasonCache()
-	serialize := cfg.SerializeImagePulls
+	serialize := *cfg.Kubelet.SerializeImagePulls
 	manager := kuberuntime.NewManager(kuberuntime.Deps{
 		Runtime: runtime, Images: imageService, Recorder: a.events, Reasons: reasons, Log: log,
-		RootDir: cfg.RootDir, SeccompDefault: cfg.SeccompDefault, PodLogsDir: cfg.PodLogsDir, NodeName: cfg.NodeName,
-		NodeIPs: cfg.NodeIPs, DNS: dns, CgroupRoot: cfg.CgroupRoot, Cgroups: deps.Cgroups, Volumes: vols, EnvData: vols, SubPaths: vols,
+		RootDir: cfg.RootDir, SeccompDefault: *cfg.Kubelet.SeccompDefault, PodLogsDir: cfg.Kubelet.PodLogsDir, NodeName: cfg.NodeName,
+		NodeIPs: cfg.NodeIPs, DNS: dns, CgroupRoot: cfg.PodsCgroup, Cgroups: deps.Cgroups, Volumes: vols, EnvData: vols, SubPaths: vols,
 		RuntimeClasses: classes, Credentials: &credentials.Keyring{Secrets: vols}, Probes: probes, Allocation: alloc,
-		PodCgroups: runtimeCgroup, ImagePulls: images.Options{SerializeImagePulls: &serialize, MaxParallelImagePulls: cfg.MaxParallelImagePulls,
+		PodCgroups: runtimeCgroup, ImagePulls: images.Options{SerializeImagePulls: &serialize, MaxParallelImagePulls: *cfg.Kubelet.MaxParallelImagePulls,
 			Used: imageGC.MarkUsed},
 		Services: serviceEnv, Allocatable: nodeCM.Allocatable, CPUs: cpuSets, Userns: a.userns,
 	})
@@ -284,15 +284,15 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 
 	// The node: its status (kept standalone too, for the API; only a registering agent posts it).
 	nodeDeps := nodestatus.Deps{Runtime: runtime, Images: imageService, Recorder: a.events,
-		NodeName: cfg.NodeName, Labels: cfg.NodeLabels, Taints: cfg.RegisterWithTaints, RootDir: cfg.RootDir, PodCIDR: cfg.PodCIDR,
-		NodeIPs: cfg.NodeIPs, MaxPods: cfg.MaxPods, StatusUpdateFrequency: cfg.NodeStatusUpdateFrequency,
-		StatusReportFrequency: cfg.NodeStatusReportFrequency,
-		LeaseDurationSeconds:  cfg.NodeLeaseDurationSeconds, Log: log, Pressure: evictions.NodeConditions, Resources: nodeCM.Resources}
-	if client != nil && cfg.RegisterNode {
+		NodeName: cfg.NodeName, Labels: cfg.NodeLabels, Taints: cfg.Kubelet.RegisterWithTaints, RootDir: cfg.RootDir, PodCIDR: cfg.Kubelet.PodCIDR,
+		NodeIPs: cfg.NodeIPs, MaxPods: int(cfg.Kubelet.MaxPods), StatusUpdateFrequency: cfg.Kubelet.NodeStatusUpdateFrequency.Duration,
+		StatusReportFrequency: cfg.Kubelet.NodeStatusReportFrequency.Duration,
+		LeaseDurationSeconds:  cfg.Kubelet.NodeLeaseDurationSeconds, Log: log, Pressure: evictions.NodeConditions, Resources: nodeCM.Resources}
+	if client != nil && *cfg.Kubelet.RegisterNode {
 		nodeDeps.Client = client
 	}
 	a.nodes = nodestatus.New(nodeDeps)
-	oom := &oomwatcher.Watcher{Node: nodestatus.Ref(cfg.NodeName), CgroupRoot: cfg.CgroupRoot, Recorder: a.events, Log: log}
+	oom := &oomwatcher.Watcher{Node: nodestatus.Ref(cfg.NodeName), CgroupRoot: cfg.PodsCgroup, Recorder: a.events, Log: log}
 	var syncMirrors podsync.MirrorClient
 	var loopMirrors syncloop.MirrorDeleter
 	if client != nil {
@@ -301,7 +301,7 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 	}
 
 	// The pod workers and the loop that wakes them.
-	runtimeName := kuberuntime.NewRuntimeName(runtime, cfg.ContainerRuntimeEndpoint, log)
+	runtimeName := kuberuntime.NewRuntimeName(runtime, cfg.Kubelet.ContainerRuntimeEndpoint, log)
 	syncer := &podsync.Syncer{Runtime: manager, Status: a.statuses, Pods: a.pods, Volumes: vols, Reasons: reasons,
 		Prober: probes, Recorder: a.events, RuntimeName: runtimeName.Get, NodeIPs: cfg.NodeIPs, Mirrors: syncMirrors,
 		Cgroups: syncCgroups, Allocation: alloc, RootDir: cfg.RootDir, Userns: a.userns, Log: log,
@@ -313,9 +313,9 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 		Runtime: manager, Statuses: a.statuses, Mirrors: loopMirrors, Admit: alloc.AddPod, Recorder: a.events,
 		SourcesReady: a.state.SourcesReady, Kills: kills, Evicted: syncer,
 		BackOffs: manager, Events: a.events, Listed: podConfig, Resizes: alloc,
-		SyncFrequency: cfg.SyncFrequency, HousekeepingPeriod: housekeeping, Log: log,
+		SyncFrequency: cfg.Kubelet.SyncFrequency.Duration, HousekeepingPeriod: housekeeping, Log: log,
 	})
-	rotator, err := logs.NewRotator(runtime, cfg.ContainerLogMaxSize, cfg.ContainerLogMaxFiles)
+	rotator, err := logs.NewRotator(runtime, cfg.Kubelet.ContainerLogMaxSize, *cfg.Kubelet.ContainerLogMaxFiles)
 	if err != nil {
 		return err
 	}
@@ -340,10 +340,10 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 	}
 	a.parts = append(a.parts, part{"pleg", loop(a.pleg.Run)}, part{"garbage collectors", loop(collectors.Run)},
 		part{"eviction manager", loop(evictions.Run)}, part{"status", loop(a.statuses.Run)},
-		part{"log rotation", loop(func(ctx context.Context) { rotator.Run(ctx, cfg.ContainerLogMonitorInterval) })},
+		part{"log rotation", loop(func(ctx context.Context) { rotator.Run(ctx, cfg.Kubelet.ContainerLogMonitorInterval.Duration) })},
 		part{"node status", loop(a.nodes.Run)}, part{"oom watcher", oom.Run})
 	a.parts = append(a.parts, sources...)
-	if cfg.HealthzPort > 0 {
+	if *cfg.Kubelet.HealthzPort > 0 {
 		a.parts = append(a.parts, part{"healthz", a.serveHealthz})
 	}
 	return nil
@@ -358,9 +358,9 @@ func kubeClient(cfg agentconfig.Config, deps Deps) (KubeClient, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
-	rc.QPS, rc.Burst = cfg.KubeAPIQPS, cfg.KubeAPIBurst
-	if cfg.ContentType != "" {
-		rc.ContentType = cfg.ContentType
+	rc.QPS, rc.Burst = cfg.KubeAPIQPS, int(cfg.Kubelet.KubeAPIBurst)
+	if cfg.Kubelet.ContentType != "" {
+		rc.ContentType = cfg.Kubelet.ContentType
 	}
 	c, err := kubeclient.New(rc)
 	if err != nil {
@@ -375,14 +375,14 @@ func podSources(cfg agentconfig.Config, client KubeClient, podConfig *config.Pod
 	log *slog.Logger) ([]part, []string) {
 	var parts []part
 	var names []string
-	if cfg.PodManifestPath != "" {
-		src := &config.ManifestDirSource{Path: cfg.PodManifestPath, NodeName: cfg.NodeName,
-			Period: cfg.FileCheckFrequency, Set: podConfig.Set, Log: log, RuntimeClasses: classes}
+	if cfg.Kubelet.StaticPodPath != "" {
+		src := &config.ManifestDirSource{Path: cfg.Kubelet.StaticPodPath, NodeName: cfg.NodeName,
+			Period: cfg.Kubelet.FileCheckFrequency.Duration, Set: podConfig.Set, Log: log, RuntimeClasses: classes}
 		parts, names = append(parts, part{"manifest dir", src.Run}), append(names, config.FileSource)
 	}
-	if cfg.ManifestURL != "" {
-		src := &config.ManifestURLSource{URL: cfg.ManifestURL, Header: cfg.ManifestURLHeader, NodeName: cfg.NodeName,
-			Period: cfg.HTTPCheckFrequency, Set: podConfig.Set, Log: log, RuntimeClasses: classes}
+	if cfg.Kubelet.StaticPodURL != "" {
+		src := &config.ManifestURLSource{URL: cfg.Kubelet.StaticPodURL, Header: cfg.Kubelet.StaticPodURLHeader, NodeName: cfg.NodeName,
+			Period: cfg.Kubelet.HTTPCheckFrequency.Duration, Set: podConfig.Set, Log: log, RuntimeClasses: classes}
 		parts, names = append(parts, part{"manifest url", src.Run}), append(names, config.HTTPSource)
 	}
 	if client != nil {

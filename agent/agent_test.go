@@ -48,14 +48,14 @@ func newHarness(t *testing.T) *harness {
 	h.cri.AddImage("busybox:1")
 	h.cri.AddImage("busybox:2")
 	h.cfg = agentconfig.Default()
-	h.cfg.ContainerRuntimeEndpoint = h.cri.Endpoint
-	h.cfg.PodManifestPath = h.dir
+	h.cfg.Kubelet.ContainerRuntimeEndpoint = h.cri.Endpoint
+	h.cfg.Kubelet.StaticPodPath = h.dir
 	h.cfg.RootDir = t.TempDir()
-	h.cfg.PodLogsDir = t.TempDir()
+	h.cfg.Kubelet.PodLogsDir = t.TempDir()
 	h.cfg.HostnameOverride = "node1"
-	h.cfg.HealthzPort = 0
-	h.cfg.CgroupRoot = ""
-	h.cfg.ResolvConf = ""
+	h.cfg.Kubelet.HealthzPort = new(int32(0))
+	h.cfg.PodsCgroup = ""
+	h.cfg.Kubelet.ResolverConfig = new("")
 	return h
 }
 

@@ -53,19 +53,18 @@ func newAPI(a *Agent, client KubeClient, summary *stats.Provider) (*api, error) 
 		NodeName: cfg.NodeName, Pods: a, Events: a, Node: a, Runtime: a.runtime,
 		SyncLoopHealthy: a.Healthz, Summary: summary.Summary, Config: func() any { return kc },
 	}
-	if cfg.EnableSystemLogHandler {
+	if *cfg.Kubelet.EnableSystemLogHandler {
 		d.NodeLogDir = nodeLogDir
 	}
 	p.srv = server.New(d)
 	return p, nil
 }
 
-// addTCP adds the HTTPS listener Serving asks for: in a cluster unless the port is 0, standalone
-// only when a port was given. Authentication and authorization come from Serving through
+// addTCP adds the HTTPS listener the configuration asks for: in a cluster unless the port is 0,
+// standalone only when a port was given. Authentication and authorization come from it through
 // auth.FromConfig, with the apiserver's TokenReview and SubjectAccessReview in a cluster.
 func (p *api) addTCP(cfg agentconfig.Config, client KubeClient, log *slog.Logger) error {
-	serving := cfg.Serving
-	if serving.Port == 0 || (client == nil && !serving.PortSet) {
+	if cfg.Kubelet.Port == 0 || (client == nil && !cfg.PortSet) {
 		return nil
 	}
 	var tokens auth.TokenReviewer
@@ -74,17 +73,17 @@ func (p *api) addTCP(cfg agentconfig.Config, client KubeClient, log *slog.Logger
 		tokens = client.TokenReviews()
 		sar = client.SubjectAccessReviews()
 	}
-	filter, err := auth.FromConfig(serving.Authentication, serving.Authorization, tokens, sar, cfg.NodeName)
+	filter, err := auth.FromConfig(cfg.Kubelet.Authentication, cfg.Kubelet.Authorization, tokens, sar, cfg.NodeName)
 	if err != nil {
-		return fmt.Errorf("agent API on port %d: %w", serving.Port, err)
+		return fmt.Errorf("agent API on port %d: %w", cfg.Kubelet.Port, err)
 	}
 	// The self-signed certificate names every address the apiserver or a person may dial.
 	hosts := append([]string{cfg.NodeName, "localhost"}, cfg.NodeIPs...)
 	hosts = append(hosts, "127.0.0.1", "::1")
-	p.serve.TCPAddress = net.JoinHostPort(serving.Address, strconv.Itoa(serving.Port))
-	p.serve.TLS = server.TLSOptions{CertFile: serving.TLSCertFile, KeyFile: serving.TLSPrivateKeyFile,
+	p.serve.TCPAddress = net.JoinHostPort(cfg.Kubelet.Address, strconv.Itoa(int(cfg.Kubelet.Port)))
+	p.serve.TLS = server.TLSOptions{CertFile: cfg.Kubelet.TLSCertFile, KeyFile: cfg.Kubelet.TLSPrivateKeyFile,
 		CertDir: filepath.Join(cfg.RootDir, "pki"), Hosts: hosts}
-	if serving.ServerTLSBootstrap && serving.TLSCertFile == "" {
+	if cfg.Kubelet.ServerTLSBootstrap && cfg.Kubelet.TLSCertFile == "" {
 		if client == nil {
 			return errors.New("serverTLSBootstrap (--rotate-server-certificates) needs a cluster (--kubeconfig)")
 		}
@@ -103,20 +102,20 @@ func (p *api) addTCP(cfg agentconfig.Config, client KubeClient, log *slog.Logger
 		}
 	}
 	p.serve.Filter = filter
-	if client != nil && cfg.RegisterNode {
-		port := int32(serving.Port)
+	if client != nil && *cfg.Kubelet.RegisterNode {
+		port := cfg.Kubelet.Port
 		p.publish = func(ctx context.Context) {
 			if err := nodestatus.PublishDaemonEndpoint(ctx, client, cfg.NodeName, port, log); err != nil && ctx.Err() == nil {
 				log.Error("the Node's status does not name the agent's port", "err", err)
 			}
 		}
 	}
-	if serving.Authentication.X509.ClientCAFile == "" && client != nil {
+	if cfg.Kubelet.Authentication.X509.ClientCAFile == "" && client != nil {
 		// The apiserver authenticates to nodes by client certificate; with only tokens it gets 401.
 		log.Warn("no client CA (--client-ca-file, authentication.x509.clientCAFile): the apiserver's kubectl logs, exec and port-forward will be refused")
 	}
-	log.Info("agent API", "https", p.serve.TCPAddress, "authorization", string(serving.Authorization.Mode),
-		"anonymous", serving.Authentication.Anonymous.Enabled != nil && *serving.Authentication.Anonymous.Enabled,
+	log.Info("agent API", "https", p.serve.TCPAddress, "authorization", string(cfg.Kubelet.Authorization.Mode),
+		"anonymous", cfg.Kubelet.Authentication.Anonymous.Enabled != nil && *cfg.Kubelet.Authentication.Anonymous.Enabled,
 		"serverTLSBootstrap", p.certs != nil)
 	return nil
 }

@@ -24,10 +24,10 @@ func TestAgentServesItsAPI(t *testing.T) {
 	os.MkdirAll(filepath.Join(dir, "manifests"), 0o755)
 	os.WriteFile(filepath.Join(dir, "manifests", "web.yaml"), []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec: {containers: [{name: c, image: busybox:1}]}\n"), 0o644)
 	cfg := agentconfig.Default()
-	cfg.ContainerRuntimeEndpoint = "unix://" + filepath.Join(dir, "no-runtime.sock") // pods wait; the API answers anyway
-	cfg.PodManifestPath = filepath.Join(dir, "manifests")
-	cfg.RootDir, cfg.PodLogsDir = filepath.Join(dir, "root"), filepath.Join(dir, "logs")
-	cfg.HostnameOverride, cfg.HealthzPort, cfg.CgroupRoot = "n1", 0, ""
+	cfg.Kubelet.ContainerRuntimeEndpoint = "unix://" + filepath.Join(dir, "no-runtime.sock") // pods wait; the API answers anyway
+	cfg.Kubelet.StaticPodPath = filepath.Join(dir, "manifests")
+	cfg.RootDir, cfg.Kubelet.PodLogsDir = filepath.Join(dir, "root"), filepath.Join(dir, "logs")
+	cfg.HostnameOverride, cfg.Kubelet.HealthzPort, cfg.PodsCgroup = "n1", new(int32(0)), ""
 	sock := filepath.Join(dir, "agent.sock")
 	cfg.APISocket = sock
 	a, err := New(cfg, Deps{})
@@ -65,11 +65,11 @@ func TestAgentConfigzAndNodeLogs(t *testing.T) {
 	for _, logsOn := range []bool{true, false} {
 		dir := t.TempDir()
 		cfg := agentconfig.Default()
-		cfg.ContainerRuntimeEndpoint = "unix://" + filepath.Join(dir, "no-runtime.sock")
-		cfg.RootDir, cfg.PodLogsDir = filepath.Join(dir, "root"), filepath.Join(dir, "logs")
-		cfg.HostnameOverride, cfg.HealthzPort, cfg.CgroupRoot = "n1", 0, ""
-		cfg.MaxPods, cfg.ClusterDomain = 42, "cluster.example"
-		cfg.EnableSystemLogHandler = logsOn
+		cfg.Kubelet.ContainerRuntimeEndpoint = "unix://" + filepath.Join(dir, "no-runtime.sock")
+		cfg.RootDir, cfg.Kubelet.PodLogsDir = filepath.Join(dir, "root"), filepath.Join(dir, "logs")
+		cfg.HostnameOverride, cfg.Kubelet.HealthzPort, cfg.PodsCgroup = "n1", new(int32(0)), ""
+		cfg.Kubelet.MaxPods, cfg.Kubelet.ClusterDomain = 42, "cluster.example"
+		cfg.Kubelet.EnableSystemLogHandler = new(logsOn)
 		cfg.APISocket = filepath.Join(dir, "agent.sock")
 		if err := agentconfig.Complete(&cfg); err != nil {
 			t.Fatal(err)

@@ -37,9 +37,9 @@ func TestAgentKeepsThePodsCgroups(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h.cfg.CgroupRoot = "/kubepods"
-	h.cfg.SystemReserved = map[string]string{"cpu": "100m"}
-	h.cfg.PodPidsLimit = 200
+	h.cfg.PodsCgroup = "/kubepods"
+	h.cfg.Kubelet.SystemReserved = map[string]string{"cpu": "100m"}
+	h.cfg.Kubelet.PodPidsLimit = new(int64(200))
 	h.start(Deps{Cgroups: &cm.Cgroups{Mount: mount}})
 	read := func(p string) string {
 		b, _ := os.ReadFile(filepath.Join(mount, p))

@@ -49,9 +49,9 @@ func fourCPUs() *cpumanager.Topology {
 // goes, the shared containers are widened again through UpdateContainerResources.
 func TestCPUManagerStaticPolicy(t *testing.T) {
 	h := newHarness(t)
-	h.cfg.CPUManagerPolicy = "static"
-	h.cfg.ReservedSystemCPUs = "0"
-	h.cfg.CPUManagerReconcilePeriod = 20e6 // 20ms
+	h.cfg.Kubelet.CPUManagerPolicy = "static"
+	h.cfg.Kubelet.ReservedSystemCPUs = "0"
+	h.cfg.Kubelet.CPUManagerReconcilePeriod.Duration = 20e6 // 20ms
 	deps := Deps{CPUTopology: fourCPUs()}
 	h.start(deps)
 	cpusetOf := func(pod string) string {
@@ -130,8 +130,8 @@ func TestCPUManagerPolicyChangeIsRefused(t *testing.T) {
 	h := newHarness(t)
 	h.start(Deps{})
 	h.stop()
-	h.cfg.CPUManagerPolicy = "static"
-	h.cfg.ReservedSystemCPUs = "0"
+	h.cfg.Kubelet.CPUManagerPolicy = "static"
+	h.cfg.Kubelet.ReservedSystemCPUs = "0"
 	_, err := New(h.cfg, Deps{CPUTopology: fourCPUs()})
 	if err == nil || !strings.Contains(err.Error(), `configured policy "static" differs from state checkpoint policy "none", please drain this node and delete the CPU manager checkpoint file`) {
 		t.Fatalf("New: %v", err)
@@ -141,7 +141,7 @@ func TestCPUManagerPolicyChangeIsRefused(t *testing.T) {
 // single-numa-node is accepted only where every allocation is on one NUMA node.
 func TestSingleNUMANodeNeedsOneNode(t *testing.T) {
 	h := newHarness(t)
-	h.cfg.TopologyManagerPolicy = "single-numa-node"
+	h.cfg.Kubelet.TopologyManagerPolicy = "single-numa-node"
 	two := fourCPUs()
 	two.CPUs[2].NUMANode, two.CPUs[3].NUMANode = 1, 1
 	if _, err := New(h.cfg, Deps{CPUTopology: two}); err == nil || !strings.Contains(err.Error(), "topologyManagerPolicy: single-numa-node: this machine has 2 NUMA nodes") {

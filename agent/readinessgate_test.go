@@ -17,7 +17,7 @@ import (
 // the pod source delivers can wake the worker that writes Ready.
 func TestReadinessGateChangeReachesReady(t *testing.T) {
 	h := newHarness(t)
-	h.cfg.SyncFrequency = time.Hour
+	h.cfg.Kubelet.SyncFrequency.Duration = time.Hour
 	const gate = "example.com/lb"
 	grace := int64(1)
 	apiPod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "gated", Namespace: "default", UID: "gated-uid"},

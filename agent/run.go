@@ -53,7 +53,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}()
 	}
 	metrics.SetNodeName(a.cfg.NodeName)
-	a.log.Info("agent started", "node", a.cfg.NodeName, "runtime", a.cfg.ContainerRuntimeEndpoint, "sources", a.state.Sources())
+	a.log.Info("agent started", "node", a.cfg.NodeName, "runtime", a.cfg.Kubelet.ContainerRuntimeEndpoint, "sources", a.state.Sources())
 	a.loop.Run(ctx)
 	cancel()
 	wg.Wait()
@@ -79,7 +79,7 @@ func (a *Agent) HealthzHandler() http.Handler {
 func (a *Agent) serveHealthz(ctx context.Context) error {
 	mux := http.NewServeMux()
 	mux.Handle("/healthz", a.HealthzHandler())
-	srv := &http.Server{Addr: net.JoinHostPort(a.cfg.HealthzBindAddress, strconv.Itoa(a.cfg.HealthzPort)), Handler: mux,
+	srv := &http.Server{Addr: net.JoinHostPort(a.cfg.Kubelet.HealthzBindAddress, strconv.Itoa(int(*a.cfg.Kubelet.HealthzPort))), Handler: mux,
 		ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()

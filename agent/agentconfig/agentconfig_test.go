@@ -17,7 +17,7 @@ import (
 	"github.com/nodelet/nodelet/agent/internal/sysctl"
 )
 
-func load(t *testing.T, file string, args ...string) (Config, error) {
+func configOf(t *testing.T, file string, args ...string) (Config, error) {
 	t.Helper()
 	fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
 	f := AddFlags(fs)
@@ -37,21 +37,21 @@ func load(t *testing.T, file string, args ...string) (Config, error) {
 const header = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
 
 func TestConfigFileAndFlags(t *testing.T) {
-	cfg, err := load(t, header+"staticPodPath: /etc/kubernetes/manifests\nmaxPods: 20\nsyncFrequency: 30s\nclusterDNS: [10.96.0.10]\nfailSwapOn: false\n",
+	cfg, err := configOf(t, header+"staticPodPath: /etc/kubernetes/manifests\nmaxPods: 20\nsyncFrequency: 30s\nclusterDNS: [10.96.0.10]\nfailSwapOn: false\n",
 		"--max-pods=7", "--hostname-override=Node-A", "--node-ip=192.0.2.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.PodManifestPath != "/etc/kubernetes/manifests" || cfg.SyncFrequency != 30*time.Second || len(cfg.ClusterDNS) != 1 {
+	if cfg.Kubelet.StaticPodPath != "/etc/kubernetes/manifests" || cfg.Kubelet.SyncFrequency.Duration != 30*time.Second || len(cfg.Kubelet.ClusterDNS) != 1 {
 		t.Errorf("file not applied: %+v", cfg)
 	}
-	if cfg.MaxPods != 7 {
-		t.Errorf("flag did not override the file: max pods %d", cfg.MaxPods)
+	if cfg.Kubelet.MaxPods != 7 {
+		t.Errorf("flag did not override the file: max pods %d", cfg.Kubelet.MaxPods)
 	}
 	if cfg.NodeName != "node-a" || cfg.NodeIPs[0] != "192.0.2.1" {
 		t.Errorf("node %q %v", cfg.NodeName, cfg.NodeIPs)
 	}
-	if cfg.ContainerRuntimeEndpoint != DefaultRuntimeEndpoint || cfg.RootDir != DefaultRootDir {
+	if cfg.Kubelet.ContainerRuntimeEndpoint != DefaultRuntimeEndpoint || cfg.RootDir != DefaultRootDir {
 		t.Errorf("defaults %+v", cfg)
 	}
 }
@@ -76,7 +76,7 @@ func TestConfigErrors(t *testing.T) {
 		"file taint":     {header + "registerWithTaints: [{key: a, effect: Never}]\n", nil, "effect"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := load(t, tc.file, tc.args...)
+			_, err := configOf(t, tc.file, tc.args...)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err %v, want one mentioning %q", err, tc.want)
 			}
@@ -85,7 +85,7 @@ func TestConfigErrors(t *testing.T) {
 }
 
 func TestNodeLabelsAndTaints(t *testing.T) {
-	cfg, err := load(t, header+"registerWithTaints: [{key: dedicated, value: edge, effect: NoExecute}]\n",
+	cfg, err := configOf(t, header+"registerWithTaints: [{key: dedicated, value: edge, effect: NoExecute}]\n",
 		"--node-labels=node.kubernetes.io/exclude-from-external-load-balancers=,example.com/rack=r1")
 	if err != nil {
 		t.Fatal(err)
@@ -93,12 +93,12 @@ func TestNodeLabelsAndTaints(t *testing.T) {
 	if cfg.NodeLabels["example.com/rack"] != "r1" || len(cfg.NodeLabels) != 2 {
 		t.Fatalf("labels %v", cfg.NodeLabels)
 	}
-	if len(cfg.RegisterWithTaints) != 1 || cfg.RegisterWithTaints[0].Effect != v1.TaintEffectNoExecute {
-		t.Fatalf("taints from the file %v", cfg.RegisterWithTaints)
+	if len(cfg.Kubelet.RegisterWithTaints) != 1 || cfg.Kubelet.RegisterWithTaints[0].Effect != v1.TaintEffectNoExecute {
+		t.Fatalf("taints from the file %v", cfg.Kubelet.RegisterWithTaints)
 	}
-	cfg, err = load(t, "", "--register-with-taints=a=b:NoSchedule,c:PreferNoSchedule")
-	if err != nil || len(cfg.RegisterWithTaints) != 2 || cfg.RegisterWithTaints[1].Key != "c" || cfg.RegisterWithTaints[1].Value != "" {
-		t.Fatalf("taints from the flag %v %v", cfg.RegisterWithTaints, err)
+	cfg, err = configOf(t, "", "--register-with-taints=a=b:NoSchedule,c:PreferNoSchedule")
+	if err != nil || len(cfg.Kubelet.RegisterWithTaints) != 2 || cfg.Kubelet.RegisterWithTaints[1].Key != "c" || cfg.Kubelet.RegisterWithTaints[1].Value != "" {
+		t.Fatalf("taints from the flag %v %v", cfg.Kubelet.RegisterWithTaints, err)
 	}
 }
 
@@ -112,21 +112,21 @@ func TestDetectNodeIPIsNeverLoopback(t *testing.T) {
 }
 
 func TestImageAndContainerGCSettings(t *testing.T) {
-	cfg, err := load(t, header+"serializeImagePulls: false\nmaxParallelImagePulls: 3\nimageGCHighThresholdPercent: 70\nimageGCLowThresholdPercent: 50\nimageMinimumGCAge: 5m\n",
+	cfg, err := configOf(t, header+"serializeImagePulls: false\nmaxParallelImagePulls: 3\nimageGCHighThresholdPercent: 70\nimageGCLowThresholdPercent: 50\nimageMinimumGCAge: 5m\n",
 		"--maximum-dead-containers-per-container=2", "--image-gc-low-threshold=40")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.SerializeImagePulls || cfg.MaxParallelImagePulls != 3 || cfg.ImageGCHighThresholdPercent != 70 ||
-		cfg.ImageGCLowThresholdPercent != 40 || cfg.ImageMinimumGCAge != 5*time.Minute || cfg.MaxPerPodContainer != 2 || cfg.MaxContainers != -1 {
+	if *cfg.Kubelet.SerializeImagePulls || *cfg.Kubelet.MaxParallelImagePulls != 3 || *cfg.Kubelet.ImageGCHighThresholdPercent != 70 ||
+		*cfg.Kubelet.ImageGCLowThresholdPercent != 40 || cfg.Kubelet.ImageMinimumGCAge.Duration != 5*time.Minute || cfg.MaxPerPodContainer != 2 || cfg.MaxContainers != -1 {
 		t.Fatalf("config %+v", cfg)
 	}
-	d := Default()
-	if !d.SerializeImagePulls || d.ImageGCHighThresholdPercent != 85 || d.ImageGCLowThresholdPercent != 80 || d.ImageMinimumGCAge != 2*time.Minute {
+	d := Default().Kubelet
+	if !*d.SerializeImagePulls || *d.ImageGCHighThresholdPercent != 85 || *d.ImageGCLowThresholdPercent != 80 || d.ImageMinimumGCAge.Duration != 2*time.Minute {
 		t.Fatalf("defaults %+v", d)
 	}
 	for _, bad := range []string{"maxParallelImagePulls: 3\n", "imageGCHighThresholdPercent: 50\nimageGCLowThresholdPercent: 60\n", "imageGCHighThresholdPercent: 101\n"} {
-		if _, err := load(t, header+bad); err == nil {
+		if _, err := configOf(t, header+bad); err == nil {
 			t.Errorf("accepted %q", bad)
 		}
 	}
@@ -148,15 +148,15 @@ func TestAllowedUnsafeSysctls(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			cfg, err := load(t, c.file, c.args...)
+			cfg, err := configOf(t, c.file, c.args...)
 			if c.wantErr {
 				if !errors.Is(err, sysctl.ErrInvalidPattern) {
 					t.Fatalf("err %v, want ErrInvalidPattern", err)
 				}
 				return
 			}
-			if err != nil || !slices.Equal(cfg.AllowedUnsafeSysctls, c.want) {
-				t.Fatalf("got %q, %v; want %q", cfg.AllowedUnsafeSysctls, err, c.want)
+			if err != nil || !slices.Equal(cfg.Kubelet.AllowedUnsafeSysctls, c.want) {
+				t.Fatalf("got %q, %v; want %q", cfg.Kubelet.AllowedUnsafeSysctls, err, c.want)
 			}
 		})
 	}

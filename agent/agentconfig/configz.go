@@ -14,73 +14,29 @@ import (
 // the agent does; one that accepts only being left out stays so. Like the kubelet's, it carries
 // no apiVersion or kind: the kubelet converts its internal configuration without setting them.
 func (c Config) KubeletConfiguration() kubeletv1beta1.KubeletConfiguration {
-	var kc kubeletv1beta1.KubeletConfiguration
-	fillFixed(&kc)
-	i32 := func(v int32) *int32 { return &v }
-	on := func(v bool) *bool { return &v }
-	d := func(v metav1.Duration) *metav1.Duration { return &v }
-
-	kc.StaticPodPath, kc.StaticPodURL, kc.StaticPodURLHeader = c.PodManifestPath, c.ManifestURL, c.ManifestURLHeader
-	kc.FileCheckFrequency, kc.HTTPCheckFrequency = dur(c.FileCheckFrequency), dur(c.HTTPCheckFrequency)
-	kc.SyncFrequency = dur(c.SyncFrequency)
-
-	s := c.Serving
-	// As agent.New decides: standalone, the HTTPS API is served only when a port was asked for.
-	kc.EnableServer = on(s.Port != 0 && (s.PortSet || c.Kubeconfig != ""))
-	kc.Address, kc.Port = s.Address, int32(s.Port)
-	kc.TLSCertFile, kc.TLSPrivateKeyFile, kc.ServerTLSBootstrap = s.TLSCertFile, s.TLSPrivateKeyFile, s.ServerTLSBootstrap
-	kc.Authentication, kc.Authorization = s.Authentication, s.Authorization
-	kc.HealthzPort, kc.HealthzBindAddress = i32(int32(c.HealthzPort)), c.HealthzBindAddress
-	kc.EnableSystemLogHandler = on(c.EnableSystemLogHandler)
-
-	kc.RegisterNode, kc.RegisterWithTaints = on(c.RegisterNode), c.RegisterWithTaints
-	kc.NodeStatusUpdateFrequency = dur(c.NodeStatusUpdateFrequency)
-	kc.NodeStatusReportFrequency = dur(c.NodeStatusReportFrequency)
-	kc.NodeLeaseDurationSeconds = c.NodeLeaseDurationSeconds
-	kc.KubeAPIQPS, kc.KubeAPIBurst, kc.ContentType = i32(int32(c.KubeAPIQPS)), int32(c.KubeAPIBurst), c.ContentType
-	kc.PodCIDR = c.PodCIDR
-
-	kc.ImageMinimumGCAge = dur(c.ImageMinimumGCAge)
-	kc.ImageGCHighThresholdPercent = i32(int32(c.ImageGCHighThresholdPercent))
-	kc.ImageGCLowThresholdPercent = i32(int32(c.ImageGCLowThresholdPercent))
-	kc.SerializeImagePulls = on(c.SerializeImagePulls)
-	if c.MaxParallelImagePulls > 0 {
-		kc.MaxParallelImagePulls = i32(c.MaxParallelImagePulls)
+	kc := c.Kubelet
+	// A fixed field the file set to an accepted value shows the value that says what the agent does.
+	v := reflect.ValueOf(&kc).Elem()
+	rules := kubeletConfigFields.Get()
+	for name, i := range kubeletConfigIndex.Get() {
+		if !rules[name].honoured {
+			v.Field(i).SetZero()
+		}
 	}
-
-	kc.ContainerRuntimeEndpoint, kc.RuntimeRequestTimeout = c.ContainerRuntimeEndpoint, dur(c.RuntimeRequestTimeout)
-	kc.ClusterDomain, kc.ClusterDNS = c.ClusterDomain, c.ClusterDNS
-	resolv := c.ResolvConf
-	kc.ResolverConfig = &resolv
-	kc.MaxPods, kc.PodsPerCore = int32(c.MaxPods), int32(c.PodsPerCore)
-	kc.AllowedUnsafeSysctls = c.AllowedUnsafeSysctls
-	kc.SeccompDefault = &c.SeccompDefault
-
-	kc.PodLogsDir, kc.ContainerLogMaxSize = c.PodLogsDir, c.ContainerLogMaxSize
-	kc.ContainerLogMaxFiles = i32(c.ContainerLogMaxFiles)
-	kc.ContainerLogMonitorInterval = d(dur(c.ContainerLogMonitorInterval))
+	fillFixed(&kc)
 	kc.Logging.Format = "text"
-
+	kc.TypeMeta = metav1.TypeMeta{}
 	// evictionHard is the merged set: mergeDefaultEvictionSettings has done its work.
-	kc.EvictionHard, kc.EvictionSoft = c.EvictionHard, c.EvictionSoft
-	kc.EvictionSoftGracePeriod, kc.EvictionMinimumReclaim = c.EvictionSoftGracePeriod, c.EvictionMinimumReclaim
-	kc.EvictionMaxPodGracePeriod = c.EvictionMaxPodGracePeriod
-	kc.EvictionPressureTransitionPeriod = dur(c.EvictionPressureTransitionPeriod)
-	kc.KernelMemcgNotification = c.KernelMemcgNotification
-
-	kc.CgroupsPerQOS = on(c.CgroupRoot != "")
+	kc.MergeDefaultEvictionSettings = nil
+	if p := kc.MaxParallelImagePulls; p != nil && *p <= 0 {
+		kc.MaxParallelImagePulls = nil // no bound, as left out
+	}
+	// As agent.New decides: standalone, the HTTPS API is served only when a port was asked for.
+	kc.EnableServer = new(kc.Port != 0 && (c.PortSet || c.Kubeconfig != ""))
+	kc.CgroupsPerQOS = new(c.PodsCgroup != "")
 	// The file's cgroupRoot is the parent of kubepods; the agent keeps the kubepods cgroup itself
 	// (--cgroup-root names it), so a root not ending in kubepods is shown as it is.
-	kc.CgroupRoot = strings.TrimSuffix(c.CgroupRoot, DefaultCgroupRoot)
-	kc.FailSwapOn, kc.FailCgroupV1 = on(c.FailSwapOn), on(c.FailCgroupV1)
-	kc.SystemReserved, kc.KubeReserved = c.SystemReserved, c.KubeReserved
-	kc.SystemReservedCgroup, kc.KubeReservedCgroup = c.SystemReservedCgroup, c.KubeReservedCgroup
-	kc.EnforceNodeAllocatable = c.EnforceNodeAllocatable
-	pids := c.PodPidsLimit
-	kc.PodPidsLimit = &pids
-	kc.CPUManagerPolicy, kc.CPUManagerPolicyOptions = c.CPUManagerPolicy, c.CPUManagerPolicyOptions
-	kc.CPUManagerReconcilePeriod, kc.ReservedSystemCPUs = dur(c.CPUManagerReconcilePeriod), c.ReservedSystemCPUs
-	kc.TopologyManagerPolicy, kc.TopologyManagerScope = c.TopologyManagerPolicy, c.TopologyManagerScope
+	kc.CgroupRoot = strings.TrimSuffix(c.PodsCgroup, DefaultCgroupRoot)
 	return kc
 }
 

@@ -3,14 +3,19 @@ package agentconfig
 import (
 	"bytes"
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
 	upstream "k8s.io/kubelet/config/v1beta1"
-	"sigs.k8s.io/yaml"
 
 	kubeletv1beta1 "github.com/nodelet/nodelet/agent/internal/kubeletconfig"
 )
@@ -86,12 +91,12 @@ topologyManagerScope: pod
 enableSystemLogHandler: false
 `
 
-// loadServing is load with the serving flags too, as the agent command resolves both.
+// loadServing is configOf with the serving flags too, as the agent command has them.
 func loadServing(t *testing.T, file string, args ...string) Config {
 	t.Helper()
 	fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
 	f := AddFlags(fs)
-	sf := AddServingFlags(f)
+	AddServingFlags(f)
 	p := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(p, []byte(file), 0o644); err != nil {
 		t.Fatal(err)
@@ -103,47 +108,124 @@ func loadServing(t *testing.T, file string, args ...string) Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Serving, err = sf.Serving(); err != nil {
-		t.Fatal(err)
-	}
 	return cfg
 }
 
-// What /configz shows of every honoured field is what the file asked for: the conversion is the
-// reading's reverse. A field newly honoured fails here until /configz shows it too.
-func TestKubeletConfigurationShowsEveryHonouredField(t *testing.T) {
-	var in kubeletv1beta1.KubeletConfiguration
-	if err := yaml.UnmarshalStrict([]byte(richConfig), &in); err != nil {
+// Every field the agent honours is read, as a field of Config.Kubelet, somewhere in the agent's
+// code, or by load into Options or Derived: an honoured field nobody reads would be a setting
+// silently dropped. /configz, which copies Config.Kubelet, would not tell.
+func TestEveryHonouredFieldIsRead(t *testing.T) {
+	readByLoad := map[string]string{
+		"apiVersion/kind":              "decodeFile checks them",
+		"enableServer":                 "setServingDefaults makes false port 0; portSet makes it Derived.PortSet",
+		"cgroupRoot":                   "podsCgroup makes it Options.PodsCgroup",
+		"cgroupsPerQOS":                "podsCgroup makes it Options.PodsCgroup",
+		"mergeDefaultEvictionSettings": "setDefaults merges evictionHard with the defaults",
+		"kubeAPIQPS":                   "defaultOptions makes it Options.KubeAPIQPS",
+	}
+	read := map[string]bool{}
+	fset := token.NewFileSet()
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if sel, ok := n.(*ast.SelectorExpr); ok {
+				if x, ok := sel.X.(*ast.SelectorExpr); ok && x.Sel.Name == "Kubelet" {
+					read[sel.Sel.Name] = true
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := checkFields(&in); err != nil {
-		t.Fatal(err)
+	typ := reflect.TypeOf(kubeletv1beta1.KubeletConfiguration{})
+	for name, i := range kubeletConfigIndex.Get() {
+		_, byLoad := readByLoad[name]
+		switch honoured, isRead := kubeletConfigFields.Get()[name].honoured, read[typ.Field(i).Name]; {
+		case byLoad && (!honoured || isRead):
+			t.Errorf("%s is listed as read by load, but it is read as Config.Kubelet.%s or not honoured", name, typ.Field(i).Name)
+		case honoured && !byLoad && !isRead:
+			t.Errorf("%s is honoured, but no code under agent/ reads Config.Kubelet.%s", name, typ.Field(i).Name)
+		}
 	}
-	out := loadServing(t, richConfig).KubeletConfiguration()
-	vin, vout := reflect.ValueOf(in), reflect.ValueOf(out)
+}
+
+// Every flag writes honoured fields only (or Options): checkFields, which refuses the values the
+// agent does not honour, sees the file only.
+func TestFlagsBindOnlyHonouredFields(t *testing.T) {
+	rules := kubeletConfigFields.Get()
+	for flag, fields := range flagFields(t) {
+		for _, name := range fields {
+			if !rules[name].honoured {
+				t.Errorf("--%s writes %s, which the agent does not honour", flag, name)
+			}
+		}
+	}
+}
+
+// flagFields finds the fields of the file format each flag writes by setting it: bindFlags is the
+// registry of the flags. A flag that writes only Options maps to none; one that writes nothing fails.
+func flagFields(t *testing.T) map[string][]string {
+	fresh := func() (*pflag.FlagSet, *kubeletv1beta1.KubeletConfiguration, *Options) {
+		var kc kubeletv1beta1.KubeletConfiguration
+		setDefaults(&kc)
+		setServingDefaults(&kc)
+		o := defaultOptions(&kc)
+		fs := pflag.NewFlagSet("", pflag.ContinueOnError)
+		bindFlags(fs, &kc, &o)
+		bindServingFlags(fs, &kc)
+		return fs, &kc, &o
+	}
+	all, _, _ := fresh()
 	index := kubeletConfigIndex.Get()
-	for name, rule := range kubeletConfigFields.Get() {
-		switch name {
-		case "apiVersion/kind", "mergeDefaultEvictionSettings", "evictionHard":
-			continue // not shown, as the kubelet; already merged into evictionHard; checked below
+	out := map[string][]string{}
+	all.VisitAll(func(fl *pflag.Flag) {
+		fs, kc, o := fresh()
+		before, beforeOpts := *kc, *o
+		value := map[string]string{"bool": strconv.FormatBool(fl.DefValue != "true"), "int": "7", "int32": "7", "int64": "7",
+			"float32": "7.5", "duration": "7s", "string": "x-test", "stringSlice": "x-test", "stringToString": "x=test"}[fl.Value.Type()]
+		switch v := fl.Value.(type) {
+		case evictionMap:
+			value = "memory.available" + v.op + "1Gi"
+		case *taints:
+			value = "x=test:NoSchedule"
 		}
-		if !rule.honoured {
-			continue
+		if err := fs.Set(fl.Name, value); err != nil {
+			t.Fatalf("--%s=%s: %v", fl.Name, value, err)
 		}
-		got, want := vout.Field(index[name]), vin.Field(index[name])
-		if want.IsZero() {
-			t.Errorf("%s: the test's file leaves it out; give it a value other than the default", name)
-			continue
+		wrote := !reflect.DeepEqual(*o, beforeOpts)
+		out[fl.Name] = []string{}
+		vb, va := reflect.ValueOf(before), reflect.ValueOf(*kc)
+		for name, i := range index {
+			if !reflect.DeepEqual(vb.Field(i).Interface(), va.Field(i).Interface()) {
+				wrote = true
+				out[fl.Name] = append(out[fl.Name], name)
+			}
 		}
-		if !reflect.DeepEqual(got.Interface(), want.Interface()) {
-			t.Errorf("%s: /configz shows %s, the file says %s", name, show(got), show(want))
+		if !wrote {
+			t.Errorf("--%s=%s writes nothing", fl.Name, value)
 		}
-	}
-	if out.Kind != "" || out.APIVersion != "" {
-		t.Errorf("apiVersion %q kind %q: the kubelet's /configz has neither", out.APIVersion, out.Kind)
-	}
+	})
+	return out
+}
+
+// /configz holds a fixed field's accepted value, which must fit the field; and, as the kubelet's,
+// no apiVersion or kind.
+func TestConfigzFixedFields(t *testing.T) {
 	if unfit := fillFixed(&kubeletv1beta1.KubeletConfiguration{}); len(unfit) > 0 {
 		t.Errorf("fixed fields whose accepted value does not fit their type: %v", unfit)
+	}
+	out := loadServing(t, richConfig).KubeletConfiguration()
+	if out.Kind != "" || out.APIVersion != "" {
+		t.Errorf("apiVersion %q kind %q: the kubelet's /configz has neither", out.APIVersion, out.Kind)
 	}
 }
 

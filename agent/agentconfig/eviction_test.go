@@ -9,16 +9,16 @@ import (
 )
 
 func TestEvictionDefaultsAreTheKubeletsHardThresholds(t *testing.T) {
-	cfg, err := load(t, "")
+	cfg, err := configOf(t, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := eviction.FormatMap(cfg.EvictionHard, "<"); got != "imagefs.available<15%,imagefs.inodesFree<5%,memory.available<100Mi,nodefs.available<10%,nodefs.inodesFree<5%" {
+	if got := eviction.FormatMap(cfg.Kubelet.EvictionHard, "<"); got != "imagefs.available<15%,imagefs.inodesFree<5%,memory.available<100Mi,nodefs.available<10%,nodefs.inodesFree<5%" {
 		t.Errorf("evictionHard %s", got)
 	}
 	// The five hard thresholds, and memory.available's copy for the capped pods' cgroup.
-	if len(cfg.EvictionThresholds) != 6 || cfg.EvictionPressureTransitionPeriod != 5*time.Minute || cfg.EvictionMonitoringInterval != 10*time.Second {
-		t.Errorf("thresholds %d, transition %s, interval %s", len(cfg.EvictionThresholds), cfg.EvictionPressureTransitionPeriod, cfg.EvictionMonitoringInterval)
+	if len(cfg.EvictionThresholds) != 6 || cfg.Kubelet.EvictionPressureTransitionPeriod.Duration != 5*time.Minute || cfg.EvictionMonitoringInterval != 10*time.Second {
+		t.Errorf("thresholds %d, transition %s, interval %s", len(cfg.EvictionThresholds), cfg.Kubelet.EvictionPressureTransitionPeriod.Duration, cfg.EvictionMonitoringInterval)
 	}
 }
 
@@ -31,14 +31,14 @@ evictionMaxPodGracePeriod: 60
 evictionPressureTransitionPeriod: 30s
 kernelMemcgNotification: true
 `
-	cfg, err := load(t, file)
+	cfg, err := configOf(t, file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !cfg.KernelMemcgNotification {
+	if !cfg.Kubelet.KernelMemcgNotification {
 		t.Error("kernelMemcgNotification: true was not applied")
 	}
-	if len(cfg.EvictionThresholds) != 4 || cfg.EvictionMaxPodGracePeriod != 60 || cfg.EvictionPressureTransitionPeriod != 30*time.Second {
+	if len(cfg.EvictionThresholds) != 4 || cfg.Kubelet.EvictionMaxPodGracePeriod != 60 || cfg.Kubelet.EvictionPressureTransitionPeriod.Duration != 30*time.Second {
 		t.Fatalf("file: %+v", cfg.EvictionThresholds)
 	}
 	for _, th := range cfg.EvictionThresholds {
@@ -46,16 +46,16 @@ kernelMemcgNotification: true
 			t.Errorf("hard memory threshold %+v", th)
 		}
 	}
-	cfg, err = load(t, file, "--eviction-hard=pid.available<1000,memory.available<300Mi", "--eviction-soft=",
+	cfg, err = configOf(t, file, "--eviction-hard=pid.available<1000,memory.available<300Mi", "--eviction-soft=",
 		"--eviction-soft-grace-period=", "--eviction-max-pod-grace-period=5", "--eviction-pressure-transition-period=1m")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.EvictionThresholds) != 3 || cfg.EvictionMaxPodGracePeriod != 5 || cfg.EvictionPressureTransitionPeriod != time.Minute {
-		t.Errorf("flags: %+v %d %s", cfg.EvictionThresholds, cfg.EvictionMaxPodGracePeriod, cfg.EvictionPressureTransitionPeriod)
+	if len(cfg.EvictionThresholds) != 3 || cfg.Kubelet.EvictionMaxPodGracePeriod != 5 || cfg.Kubelet.EvictionPressureTransitionPeriod.Duration != time.Minute {
+		t.Errorf("flags: %+v %d %s", cfg.EvictionThresholds, cfg.Kubelet.EvictionMaxPodGracePeriod, cfg.Kubelet.EvictionPressureTransitionPeriod.Duration)
 	}
-	if cfg.EvictionHard["memory.available"] != "300Mi" {
-		t.Errorf("--eviction-hard %v", cfg.EvictionHard)
+	if cfg.Kubelet.EvictionHard["memory.available"] != "300Mi" {
+		t.Errorf("--eviction-hard %v", cfg.Kubelet.EvictionHard)
 	}
 }
 
@@ -77,7 +77,7 @@ func TestEvictionSettingErrorsNameTheField(t *testing.T) {
 			want: "allocatableMemory.available needs enforceNodeAllocatable to include pods"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := load(t, tc.file, tc.args...)
+			_, err := configOf(t, tc.file, tc.args...)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err %v, want it to name %q", err, tc.want)
 			}
@@ -86,24 +86,24 @@ func TestEvictionSettingErrorsNameTheField(t *testing.T) {
 }
 
 func TestEvictionHardInFileReplacesDefaultsUnlessMerged(t *testing.T) {
-	cfg, err := load(t, header+"evictionHard: {memory.available: 1Gi}\n")
+	cfg, err := configOf(t, header+"evictionHard: {memory.available: 1Gi}\n")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.EvictionHard) != 1 {
-		t.Errorf("without mergeDefaultEvictionSettings: %v", cfg.EvictionHard)
+	if len(cfg.Kubelet.EvictionHard) != 1 {
+		t.Errorf("without mergeDefaultEvictionSettings: %v", cfg.Kubelet.EvictionHard)
 	}
-	cfg, err = load(t, header+"evictionHard: {memory.available: 1Gi}\nmergeDefaultEvictionSettings: true\n")
+	cfg, err = configOf(t, header+"evictionHard: {memory.available: 1Gi}\nmergeDefaultEvictionSettings: true\n")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.EvictionHard) != 5 || cfg.EvictionHard["memory.available"] != "1Gi" || cfg.EvictionHard["nodefs.available"] != "10%" {
-		t.Errorf("merged: %v", cfg.EvictionHard)
+	if len(cfg.Kubelet.EvictionHard) != 5 || cfg.Kubelet.EvictionHard["memory.available"] != "1Gi" || cfg.Kubelet.EvictionHard["nodefs.available"] != "10%" {
+		t.Errorf("merged: %v", cfg.Kubelet.EvictionHard)
 	}
 }
 
 func TestNodeAllocatableSettings(t *testing.T) {
-	cfg, err := load(t, header+`systemReserved: {cpu: 500m, memory: 1Gi}
+	cfg, err := configOf(t, header+`systemReserved: {cpu: 500m, memory: 1Gi}
 kubeReserved: {memory: 256Mi, pid: "1000"}
 enforceNodeAllocatable: [pods, system-reserved]
 systemReservedCgroup: /system.slice
@@ -112,20 +112,20 @@ systemReservedCgroup: /system.slice
 		t.Fatal(err)
 	}
 	cpu, mem, pid := cfg.SystemReservedList["cpu"], cfg.SystemReservedList["memory"], cfg.KubeReservedList["pid"]
-	if cpu.String() != "500m" || mem.String() != "1Gi" || pid.Value() != 1000 || cfg.SystemReservedCgroup != "/system.slice" ||
-		strings.Join(cfg.EnforceNodeAllocatable, ",") != "pods,system-reserved" {
+	if cpu.String() != "500m" || mem.String() != "1Gi" || pid.Value() != 1000 || cfg.Kubelet.SystemReservedCgroup != "/system.slice" ||
+		strings.Join(cfg.Kubelet.EnforceNodeAllocatable, ",") != "pods,system-reserved" {
 		t.Errorf("file: %+v", cfg)
 	}
-	cfg, err = load(t, header+"systemReserved: {cpu: 500m}\n", "--system-reserved=memory=2Gi", "--enforce-node-allocatable=")
-	if m := cfg.SystemReservedList["memory"]; err != nil || m.String() != "2Gi" || len(cfg.SystemReservedList) != 1 || len(cfg.EnforceNodeAllocatable) != 0 {
-		t.Errorf("flags over the file: %v %v %v", err, cfg.SystemReservedList, cfg.EnforceNodeAllocatable)
+	cfg, err = configOf(t, header+"systemReserved: {cpu: 500m}\n", "--system-reserved=memory=2Gi", "--enforce-node-allocatable=")
+	if m := cfg.SystemReservedList["memory"]; err != nil || m.String() != "2Gi" || len(cfg.SystemReservedList) != 1 || len(cfg.Kubelet.EnforceNodeAllocatable) != 0 {
+		t.Errorf("flags over the file: %v %v %v", err, cfg.SystemReservedList, cfg.Kubelet.EnforceNodeAllocatable)
 	}
 	// Left out: the kubelet's [pods], or nothing when pods get no cgroups of their own.
-	if cfg, err = load(t, ""); err != nil || strings.Join(cfg.EnforceNodeAllocatable, ",") != "pods" {
-		t.Errorf("default: %v %v", err, cfg.EnforceNodeAllocatable)
+	if cfg, err = configOf(t, ""); err != nil || strings.Join(cfg.Kubelet.EnforceNodeAllocatable, ",") != "pods" {
+		t.Errorf("default: %v %v", err, cfg.Kubelet.EnforceNodeAllocatable)
 	}
-	if cfg, err = load(t, header+"cgroupsPerQOS: false\n"); err != nil || len(cfg.EnforceNodeAllocatable) != 0 {
-		t.Errorf("no per-QoS cgroups: %v %v", err, cfg.EnforceNodeAllocatable)
+	if cfg, err = configOf(t, header+"cgroupsPerQOS: false\n"); err != nil || len(cfg.Kubelet.EnforceNodeAllocatable) != 0 {
+		t.Errorf("no per-QoS cgroups: %v %v", err, cfg.Kubelet.EnforceNodeAllocatable)
 	}
 	for file, want := range map[string]string{
 		"cgroupsPerQOS: false\nenforceNodeAllocatable: [pods]\n":            "cgroupsPerQOS",
@@ -133,39 +133,39 @@ systemReservedCgroup: /system.slice
 		"systemReserved: {hugepages-2Mi: 1Gi}\n":                            "systemReserved",
 		"kubeReserved: {memory: -1}\n":                                      "kubeReserved",
 	} {
-		if _, err := load(t, header+file); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := configOf(t, header+file); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: err %v, want one naming %s", file, err, want)
 		}
 	}
 }
 
 func TestPodPidsLimit(t *testing.T) {
-	if cfg, err := load(t, header+"podPidsLimit: 1024\n"); err != nil || cfg.PodPidsLimit != 1024 {
-		t.Errorf("file: %v %d", err, cfg.PodPidsLimit)
+	if cfg, err := configOf(t, header+"podPidsLimit: 1024\n"); err != nil || *cfg.Kubelet.PodPidsLimit != 1024 {
+		t.Errorf("file: %v %d", err, *cfg.Kubelet.PodPidsLimit)
 	}
-	if cfg, err := load(t, header+"podPidsLimit: 1024\n", "--pod-max-pids=-1"); err != nil || cfg.PodPidsLimit != -1 {
-		t.Errorf("flag over the file: %v %d", err, cfg.PodPidsLimit)
+	if cfg, err := configOf(t, header+"podPidsLimit: 1024\n", "--pod-max-pids=-1"); err != nil || *cfg.Kubelet.PodPidsLimit != -1 {
+		t.Errorf("flag over the file: %v %d", err, *cfg.Kubelet.PodPidsLimit)
 	}
-	if _, err := load(t, header+"podPidsLimit: 1024\ncgroupsPerQOS: false\n"); err == nil || !strings.Contains(err.Error(), "podPidsLimit") {
+	if _, err := configOf(t, header+"podPidsLimit: 1024\ncgroupsPerQOS: false\n"); err == nil || !strings.Contains(err.Error(), "podPidsLimit") {
 		t.Errorf("no pod cgroups to limit: %v", err)
 	}
 }
 
 func TestPodsPerCore(t *testing.T) {
-	if cfg, err := load(t, header+"podsPerCore: 10\n", "--max-pods=50"); err != nil || cfg.PodsPerCore != 10 || cfg.MaxPods != 50 {
-		t.Errorf("file: %v %d", err, cfg.PodsPerCore)
+	if cfg, err := configOf(t, header+"podsPerCore: 10\n", "--max-pods=50"); err != nil || cfg.Kubelet.PodsPerCore != 10 || cfg.Kubelet.MaxPods != 50 {
+		t.Errorf("file: %v %d", err, cfg.Kubelet.PodsPerCore)
 	}
-	if _, err := load(t, "", "--pods-per-core=-1"); err == nil || !strings.Contains(err.Error(), "podsPerCore") {
+	if _, err := configOf(t, "", "--pods-per-core=-1"); err == nil || !strings.Contains(err.Error(), "podsPerCore") {
 		t.Errorf("negative: %v", err)
 	}
 }
 
 // Local storage isolation is what the agent does; asking to turn it off is refused by name.
 func TestLocalStorageCapacityIsolationOnlyTrue(t *testing.T) {
-	if _, err := load(t, header+"localStorageCapacityIsolation: true\n"); err != nil {
+	if _, err := configOf(t, header+"localStorageCapacityIsolation: true\n"); err != nil {
 		t.Errorf("true: %v", err)
 	}
-	if _, err := load(t, header+"localStorageCapacityIsolation: false\n"); err == nil || !strings.Contains(err.Error(), "localStorageCapacityIsolation") {
+	if _, err := configOf(t, header+"localStorageCapacityIsolation: false\n"); err == nil || !strings.Contains(err.Error(), "localStorageCapacityIsolation") {
 		t.Errorf("false: %v, want a refusal naming the field", err)
 	}
 }
@@ -173,7 +173,7 @@ func TestLocalStorageCapacityIsolationOnlyTrue(t *testing.T) {
 // reservedSystemCPUs replaces the cpu of both reservations by its size, as the kubelet does, so
 // allocatable counts the CPUs it keeps; the CPU manager's fields arrive from file and flags.
 func TestCPUManagerSettings(t *testing.T) {
-	cfg, err := load(t, header+`cpuManagerPolicy: static
+	cfg, err := configOf(t, header+`cpuManagerPolicy: static
 cpuManagerPolicyOptions: {full-pcpus-only: "true"}
 cpuManagerReconcilePeriod: 5s
 reservedSystemCPUs: "0,2"
@@ -185,18 +185,18 @@ topologyManagerPolicy: single-numa-node
 		t.Fatal(err)
 	}
 	sys, kube := cfg.SystemReservedList["cpu"], cfg.KubeReservedList
-	if sys.String() != "2" || len(kube) != 0 || cfg.CPUManagerPolicy != "static" || cfg.CPUManagerReconcilePeriod != 5*time.Second ||
-		cfg.CPUManagerPolicyOptions["full-pcpus-only"] != "true" || cfg.TopologyManagerPolicy != "single-numa-node" {
+	if sys.String() != "2" || len(kube) != 0 || cfg.Kubelet.CPUManagerPolicy != "static" || cfg.Kubelet.CPUManagerReconcilePeriod.Duration != 5*time.Second ||
+		cfg.Kubelet.CPUManagerPolicyOptions["full-pcpus-only"] != "true" || cfg.Kubelet.TopologyManagerPolicy != "single-numa-node" {
 		t.Errorf("file: system %v kube %v %+v", sys, kube, cfg)
 	}
-	cfg, err = load(t, "", "--cpu-manager-policy=static", "--reserved-cpus=1", "--topology-manager-scope=pod")
-	if sys := cfg.SystemReservedList["cpu"]; err != nil || sys.String() != "1" || cfg.TopologyManagerScope != "pod" {
+	cfg, err = configOf(t, "", "--cpu-manager-policy=static", "--reserved-cpus=1", "--topology-manager-scope=pod")
+	if sys := cfg.SystemReservedList["cpu"]; err != nil || sys.String() != "1" || cfg.Kubelet.TopologyManagerScope != "pod" {
 		t.Errorf("flags: %v %v %+v", err, sys, cfg)
 	}
-	if cfg, err = load(t, ""); err != nil || cfg.CPUManagerPolicy != "none" || cfg.TopologyManagerPolicy != "none" {
-		t.Errorf("default: %v %q %q", err, cfg.CPUManagerPolicy, cfg.TopologyManagerPolicy)
+	if cfg, err = configOf(t, ""); err != nil || cfg.Kubelet.CPUManagerPolicy != "none" || cfg.Kubelet.TopologyManagerPolicy != "none" {
+		t.Errorf("default: %v %q %q", err, cfg.Kubelet.CPUManagerPolicy, cfg.Kubelet.TopologyManagerPolicy)
 	}
-	if _, err := load(t, "", "--cpu-manager-policy=dynamic"); err == nil || !strings.Contains(err.Error(), "cpuManagerPolicy") {
+	if _, err := configOf(t, "", "--cpu-manager-policy=dynamic"); err == nil || !strings.Contains(err.Error(), "cpuManagerPolicy") {
 		t.Errorf("an unknown policy: %v", err)
 	}
 }

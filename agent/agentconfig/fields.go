@@ -48,22 +48,22 @@ var kubeletConfigFields = lazy.Value[map[string]fieldRule]{New: func() map[strin
 		"apiVersion/kind": honoured("must be kubelet.config.k8s.io/v1beta1 KubeletConfiguration"),
 
 		// Pod sources.
-		"staticPodPath":      honoured("the static pod manifest folder or file (--pod-manifest-path)"),
-		"staticPodURL":       honoured("a URL serving a Pod or PodList, polled (--manifest-url)"),
+		"staticPodPath":      honoured("the static pod manifest folder or file"),
+		"staticPodURL":       honoured("a URL serving a Pod or PodList, polled"),
 		"staticPodURLHeader": honoured("headers sent with each poll of staticPodURL"),
 		"fileCheckFrequency": honoured("how often the manifest folder is re-read besides its change notifications"),
 		"httpCheckFrequency": honoured("how often staticPodURL is polled"),
-		"syncFrequency":      honoured("the periodic resync of every pod (--sync-frequency)"),
+		"syncFrequency":      honoured("the periodic resync of every pod"),
 		"runOnce":            only("nodelet has no run-once mode; pods are kept running", false),
 
 		// The agent's HTTPS API and health endpoint.
 		"enableServer":      honoured("false serves no HTTPS API (the root-only unix socket stays)"),
-		"address":           honoured("the HTTPS API's address (--address)"),
-		"port":              honoured("the HTTPS API's port (--port)"),
-		"tlsCertFile":       honoured("the HTTPS API's certificate (--tls-cert-file)"),
-		"tlsPrivateKeyFile": honoured("its key (--tls-private-key-file)"),
+		"address":           honoured("the HTTPS API's address"),
+		"port":              honoured("the HTTPS API's port"),
+		"tlsCertFile":       honoured("the HTTPS API's certificate"),
+		"tlsPrivateKeyFile": honoured("its key"),
 		"serverTLSBootstrap": honoured("the serving certificate is requested from the cluster by CSR " +
-			"(kubernetes.io/kubelet-serving) and renewed (--rotate-server-certificates)"),
+			"(kubernetes.io/kubelet-serving) and renewed"),
 		"authentication": honoured("x509.clientCAFile, webhook.enabled, webhook.cacheTTL, anonymous.enabled: as the kubelet"),
 		"authorization":  honoured("mode Webhook or AlwaysAllow, webhook.cacheAuthorizedTTL and cacheUnauthorizedTTL: as the kubelet"),
 		"readOnlyPort":   only("the unauthenticated read-only port is never served", int32(0)),
@@ -73,8 +73,8 @@ var kubeletConfigFields = lazy.Value[map[string]fieldRule]{New: func() map[strin
 		"tlsMinVersion":       only("the HTTPS API accepts TLS 1.2 and later; another minimum is not implemented", "VersionTLS12"),
 		"rotateCertificates": only("the client certificate of the kubeconfig is used as it is; client certificate "+
 			"rotation is not implemented", false),
-		"healthzPort":        honoured("port of /healthz, 0 disables it (--healthz-port)"),
-		"healthzBindAddress": honoured("address of /healthz (--healthz-bind-address)"),
+		"healthzPort":        honoured("port of /healthz, 0 disables it"),
+		"healthzBindAddress": honoured("address of /healthz"),
 		"enableDebuggingHandlers": only("the API always serves logs, exec, attach, port-forward and "+
 			"containerLogs to authorized callers; turning them off is not implemented", true),
 		"enableContentionProfiling": only("no profiling handlers are served", false),
@@ -86,8 +86,8 @@ var kubeletConfigFields = lazy.Value[map[string]fieldRule]{New: func() map[strin
 		"streamingConnectionIdleTimeout": only("exec/attach/port-forward streams are the runtime's; their idle timeout is the runtime's setting"),
 
 		// The cluster.
-		"registerNode":              honoured("register the Node with the apiserver (--register-node)"),
-		"registerWithTaints":        honoured("the Node's taints at registration (--register-with-taints)"),
+		"registerNode":              honoured("register the Node with the apiserver"),
+		"registerWithTaints":        honoured("the Node's taints at registration"),
 		"providerID":                only("spec.providerID is not set on the Node; setting it is not implemented"),
 		"nodeStatusUpdateFrequency": honoured("how often the Node's status is computed and posted"),
 		"nodeStatusReportFrequency": honoured("a status unchanged but for its heartbeats is posted only this long after the last post " +
@@ -101,7 +101,7 @@ var kubeletConfigFields = lazy.Value[map[string]fieldRule]{New: func() map[strin
 			"spam filter; a separate event rate is not implemented"),
 		"eventBurst":                   only("see eventRecordQPS"),
 		"enableControllerAttachDetach": only("volumes that need attaching are left to the attach/detach controller", true),
-		"podCIDR":                      honoured("standalone, handed to the runtime (UpdateRuntimeConfig), whose own default network then uses it; in a cluster the Node's spec.podCIDRs are (--pod-cidr)"),
+		"podCIDR":                      honoured("standalone, handed to the runtime (UpdateRuntimeConfig), whose own default network then uses it; in a cluster the Node's spec.podCIDRs are"),
 
 		// Images.
 		"imageMinimumGCAge":           honoured("an unused image younger than this is not collected"),
@@ -117,7 +117,7 @@ var kubeletConfigFields = lazy.Value[map[string]fieldRule]{New: func() map[strin
 		"preloadedImagesVerificationAllowlist": only("pull credentials are never verified (see imagePullCredentialsVerificationPolicy)"),
 
 		// Runtime and DNS.
-		"containerRuntimeEndpoint": honoured("the CRI endpoint (--container-runtime-endpoint)"),
+		"containerRuntimeEndpoint": honoured("the CRI endpoint"),
 		"imageServiceEndpoint": {
 			does:        "images are served by the containerRuntimeEndpoint; a separate image endpoint is not implemented",
 			acceptedDoc: "the containerRuntimeEndpoint",
@@ -134,7 +134,7 @@ var kubeletConfigFields = lazy.Value[map[string]fieldRule]{New: func() map[strin
 		"resolvConf":            honoured("the resolver file of dnsPolicy Default pods"),
 		"hairpinMode":           only("hairpin traffic is the CNI network's setting, not the agent's"),
 		"maxPods":               honoured("the most pods the node runs; its pods capacity"),
-		"podsPerCore":           honoured("the pods capacity is at most this many per CPU, below maxPods (--pods-per-core)"),
+		"podsPerCore":           honoured("the pods capacity is at most this many per CPU, below maxPods"),
 		"allowedUnsafeSysctls":  honoured("unsafe sysctls pods may set"),
 		"seccompDefault":        honoured("true runs containers that name no seccomp profile (in the pod or the container) RuntimeDefault instead of Unconfined"),
 		"userNamespaces": {does: "pods with hostUsers: false get 65536 host IDs each, above the host's first 65536 or from the " +
@@ -144,7 +144,7 @@ var kubeletConfigFields = lazy.Value[map[string]fieldRule]{New: func() map[strin
 				kubeletv1beta1.UserNamespaces{IDsPerPod: new(int64(65536))}}},
 
 		// Logs.
-		"podLogsDir":                  honoured("where containers' logs are written (--pod-logs-dir)"),
+		"podLogsDir":                  honoured("where containers' logs are written"),
 		"containerLogMaxSize":         honoured("a container's log is rotated past this size"),
 		"containerLogMaxFiles":        honoured("rotated log files kept per container"),
 		"containerLogMonitorInterval": honoured("how often containers' logs are checked for rotation"),
@@ -199,7 +199,7 @@ var kubeletConfigFields = lazy.Value[map[string]fieldRule]{New: func() map[strin
 
 		// Node resources: cgroups, allocatable, CPU, memory and topology managers.
 		"cgroupDriver": {does: "cgroupfs; the systemd driver is not implemented", allowed: []any{"cgroupfs"}},
-		"cgroupRoot":   honoured("the pods' cgroups go under <cgroupRoot>/kubepods (--cgroup-root names the kubepods cgroup itself)"),
+		"cgroupRoot":   honoured("the pods' cgroups go under <cgroupRoot>/kubepods (--cgroup-root, unlike the kubelet's, names the kubepods cgroup itself)"),
 		"cgroupsPerQOS": honoured("true (the default) makes the burstable/besteffort cgroups and each pod's cgroup with its " +
 			"limits; false leaves the pods' cgroups to the runtime"),
 		"kubeletCgroups": only("the agent stays in the cgroup it was started in; moving it is not implemented"),
@@ -218,14 +218,14 @@ var kubeletConfigFields = lazy.Value[map[string]fieldRule]{New: func() map[strin
 			acceptedDoc: "swapBehavior: NoSwap",
 			allowed:     []any{kubeletv1beta1.MemorySwapConfiguration{SwapBehavior: "NoSwap"}}},
 		"systemReserved": honoured("cpu, memory, ephemeral-storage and pid kept from pods: subtracted from allocatable, " +
-			"and from the pods cgroup's limits when pods is enforced (--system-reserved)"),
-		"kubeReserved":         honoured("as systemReserved, for the Kubernetes daemons (--kube-reserved)"),
-		"systemReservedCgroup": honoured("the existing cgroup system-reserved enforcement writes systemReserved on (--system-reserved-cgroup)"),
-		"kubeReservedCgroup":   honoured("the existing cgroup kube-reserved enforcement writes kubeReserved on (--kube-reserved-cgroup)"),
+			"and from the pods cgroup's limits when pods is enforced"),
+		"kubeReserved":         honoured("as systemReserved, for the Kubernetes daemons"),
+		"systemReservedCgroup": honoured("the existing cgroup system-reserved enforcement writes systemReserved on"),
+		"kubeReservedCgroup":   honoured("the existing cgroup kube-reserved enforcement writes kubeReserved on"),
 		"enforceNodeAllocatable": honoured("pods caps the pods cgroup (cpu shares, memory, pids, huge pages) at capacity less the " +
 			"reservations; system-reserved and kube-reserved (or their -compressible, cpu-only forms) write the reservations on " +
-			"their cgroups; left out: [pods] (--enforce-node-allocatable)"),
-		"podPidsLimit":           honoured("each pod's cgroup gets this pids limit when it is positive (--pod-max-pids)"),
+			"their cgroups; left out: [pods]"),
+		"podPidsLimit":           honoured("each pod's cgroup gets this pids limit when it is positive"),
 		"cpuCFSQuota":            only("containers with a cpu limit, and pods whose containers all have one, get a CFS quota", true),
 		"cpuCFSQuotaPeriod":      only("the CFS period of containers and pods is 100ms", dur(100*time.Millisecond)),
 		"qosReserved":            only("memory is not reserved for higher QoS classes"),
@@ -239,11 +239,10 @@ var kubeletConfigFields = lazy.Value[map[string]fieldRule]{New: func() map[strin
 		"oomScoreAdj":            only("the agent's own OOM score is left as started (a negative one needs CAP_SYS_RESOURCE)"),
 		"maxOpenFiles":           only("the agent's open-file limit is left as started"),
 		"cpuManagerPolicy": honoured("none, or static: the containers of Guaranteed pods asking for whole CPUs get CPUs of their own, " +
-			"checkpointed in cpu_manager_state under the root dir (--cpu-manager-policy)"),
+			"checkpointed in cpu_manager_state under the root dir"),
 		"cpuManagerPolicyOptions":   honoured("full-pcpus-only (static): exclusive CPUs as whole physical cores; other options are refused"),
 		"cpuManagerReconcilePeriod": honoured("how often every running container's cpuset is checked and corrected"),
-		"reservedSystemCPUs": honoured("CPUs never given exclusively; its size replaces the cpu of systemReserved and kubeReserved " +
-			"(--reserved-cpus)"),
+		"reservedSystemCPUs":        honoured("CPUs never given exclusively; its size replaces the cpu of systemReserved and kubeReserved"),
 		"memoryManagerPolicy": only("there is no memory manager (the behaviour of None); Static, which pins Guaranteed pods' memory "+
 			"to NUMA nodes, is not implemented", kubeletv1beta1.NoneMemoryManagerPolicy),
 		"reservedMemory":          only("there is no memory manager"),

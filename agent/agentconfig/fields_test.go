@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -133,7 +134,7 @@ func TestKubeletConfigurationValues(t *testing.T) {
 		"kubeadm logging": {"logging: {flushFrequency: 0, options: {json: {infoBufferSize: \"0\"}, text: {infoBufferSize: \"0\"}}, verbosity: 0}\n", ""},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := load(t, header+tc.yaml)
+			_, err := configOf(t, header+tc.yaml)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("refused: %v", err)
@@ -142,14 +143,14 @@ func TestKubeletConfigurationValues(t *testing.T) {
 			}
 		})
 	}
-	_, err := load(t, header+"runOnce: true\nshutdownGracePeriod: 30s\n")
+	_, err := configOf(t, header+"runOnce: true\nshutdownGracePeriod: 30s\n")
 	if err == nil || !strings.Contains(err.Error(), "shutdownGracePeriod:") {
 		t.Errorf("every refused field is named: %v", err)
 	}
 }
 
 func TestKubeletConfigurationFieldsNowHonoured(t *testing.T) {
-	cfg, err := load(t, header+`kubeAPIQPS: 20
+	cfg, err := configOf(t, header+`kubeAPIQPS: 20
 kubeAPIBurst: 40
 contentType: application/vnd.kubernetes.protobuf
 containerLogMaxSize: 1Mi
@@ -161,15 +162,15 @@ failCgroupV1: false
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.KubeAPIQPS != 20 || cfg.KubeAPIBurst != 40 || cfg.ContentType != "application/vnd.kubernetes.protobuf" {
-		t.Errorf("apiserver client: %v %v %q", cfg.KubeAPIQPS, cfg.KubeAPIBurst, cfg.ContentType)
+	if cfg.KubeAPIQPS != 20 || cfg.Kubelet.KubeAPIBurst != 40 || cfg.Kubelet.ContentType != "application/vnd.kubernetes.protobuf" {
+		t.Errorf("apiserver client: %v %v %q", cfg.KubeAPIQPS, cfg.Kubelet.KubeAPIBurst, cfg.Kubelet.ContentType)
 	}
-	if cfg.ContainerLogMaxSize != "1Mi" || cfg.ContainerLogMaxFiles != 3 || cfg.ContainerLogMonitorInterval != 30*time.Second {
-		t.Errorf("log rotation: %q %d %s", cfg.ContainerLogMaxSize, cfg.ContainerLogMaxFiles, cfg.ContainerLogMonitorInterval)
+	if cfg.Kubelet.ContainerLogMaxSize != "1Mi" || *cfg.Kubelet.ContainerLogMaxFiles != 3 || cfg.Kubelet.ContainerLogMonitorInterval.Duration != 30*time.Second {
+		t.Errorf("log rotation: %q %d %s", cfg.Kubelet.ContainerLogMaxSize, *cfg.Kubelet.ContainerLogMaxFiles, cfg.Kubelet.ContainerLogMonitorInterval.Duration)
 	}
-	cfg, err = load(t, header+"containerLogMaxSize: 1Mi\n", "--container-log-max-size=2Mi", "--kube-api-qps=-1")
-	if err != nil || cfg.ContainerLogMaxSize != "2Mi" || cfg.KubeAPIQPS != -1 {
-		t.Errorf("flags over the file: %v %q %v", err, cfg.ContainerLogMaxSize, cfg.KubeAPIQPS)
+	cfg, err = configOf(t, header+"containerLogMaxSize: 1Mi\n", "--container-log-max-size=2Mi", "--kube-api-qps=-1")
+	if err != nil || cfg.Kubelet.ContainerLogMaxSize != "2Mi" || cfg.KubeAPIQPS != -1 {
+		t.Errorf("flags over the file: %v %q %v", err, cfg.Kubelet.ContainerLogMaxSize, cfg.KubeAPIQPS)
 	}
 	// The node status report frequency, with the kubelet's defaults.
 	for yaml, want := range map[string]time.Duration{
@@ -178,24 +179,21 @@ failCgroupV1: false
 		"nodeStatusUpdateFrequency: 20s\n": 20 * time.Second,
 		"nodeStatusUpdateFrequency: 20s\nnodeStatusReportFrequency: 2m\n": 2 * time.Minute,
 	} {
-		if cfg, err := load(t, header+yaml); err != nil || cfg.NodeStatusReportFrequency != want {
-			t.Errorf("%q: report frequency %v (%v), want %v", yaml, cfg.NodeStatusReportFrequency, err, want)
+		if cfg, err := configOf(t, header+yaml); err != nil || cfg.Kubelet.NodeStatusReportFrequency.Duration != want {
+			t.Errorf("%q: report frequency %v (%v), want %v", yaml, cfg.Kubelet.NodeStatusReportFrequency.Duration, err, want)
 		}
 	}
 	for _, bad := range []string{"containerLogMaxSize: lots\n", "containerLogMaxFiles: 1\n", "containerLogMonitorInterval: 1s\n"} {
-		if _, err := load(t, header+bad); err == nil || !strings.Contains(err.Error(), strings.Split(bad, ":")[0]) {
+		if _, err := configOf(t, header+bad); err == nil || !strings.Contains(err.Error(), strings.Split(bad, ":")[0]) {
 			t.Errorf("%q: err %v", bad, err)
 		}
 	}
 }
 
 func TestEnableServerFalseServesNoHTTPS(t *testing.T) {
-	s := DefaultServing()
-	if err := ApplyServingConfiguration(&s, []byte(header+"enableServer: false\nport: 10250\n")); err != nil {
-		t.Fatal(err)
-	}
-	if s.Port != 0 || !s.PortSet {
-		t.Errorf("enableServer false: port %d set %v", s.Port, s.PortSet)
+	c := loadServing(t, header+"enableServer: false\nport: 10250\n")
+	if c.Kubelet.Port != 0 || !c.PortSet {
+		t.Errorf("enableServer false: port %d set %v", c.Kubelet.Port, c.PortSet)
 	}
 }
 
@@ -214,7 +212,8 @@ func TestHostChecks(t *testing.T) {
 		}
 	}
 	// failCgroupV1 against this host: refused exactly when /sys/fs/cgroup is not cgroup2.
-	c := Config{FailCgroupV1: true}
+	c := Default()
+	c.Kubelet.FailCgroupV1 = new(true)
 	_, statErr := os.Stat("/sys/fs/cgroup/cgroup.controllers")
 	if err := checkHost(&c); (err != nil) != (statErr != nil) {
 		t.Errorf("failCgroupV1 on a host where cgroup.controllers exists=%v: %v", statErr == nil, err)
@@ -224,7 +223,7 @@ func TestHostChecks(t *testing.T) {
 // docs/kubeletconfig.md is rendered from kubeletConfigFields; NODELET_UPDATE_DOCS=1 rewrites it.
 func TestKubeletConfigurationDoc(t *testing.T) {
 	path := filepath.Join("..", "..", "docs", "kubeletconfig.md")
-	want := renderFieldsDoc()
+	want := renderFieldsDoc(t)
 	if os.Getenv("NODELET_UPDATE_DOCS") != "" {
 		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
 			t.Fatal(err)
@@ -239,7 +238,13 @@ func TestKubeletConfigurationDoc(t *testing.T) {
 	}
 }
 
-func renderFieldsDoc() string {
+func renderFieldsDoc(t *testing.T) string {
+	flags := map[string][]string{}
+	for flag, fields := range flagFields(t) {
+		for _, name := range fields {
+			flags[name] = append(flags[name], "`--"+flag+"`")
+		}
+	}
 	var b strings.Builder
 	b.WriteString(`# KubeletConfiguration fields in nodelet
 
@@ -255,8 +260,11 @@ k8s.io/kubelet gains a field nobody classified. Kubelet flags nodelet does not d
 the command line as unknown flags. ` + "`nodelet up`" + ` serves no HTTPS API: it refuses a file whose serving
 fields (address, port, TLS, authentication, authorization, serverTLSBootstrap) ask for one.
 
-| field | | what nodelet does | accepted values |
-| --- | --- | --- | --- |
+The flags column names the flags that set a field; given on the command line, a flag wins over the
+file, as with the kubelet. Only honoured fields have flags.
+
+| field | | flags | what nodelet does | accepted values |
+| --- | --- | --- | --- | --- |
 `)
 	typ := reflect.TypeOf(kubeletv1beta1.KubeletConfiguration{})
 	for i := range typ.NumField() {
@@ -269,7 +277,8 @@ fields (address, port, TLS, authentication, authorization, serverTLSBootstrap) a
 		case r.acceptedDoc != "" || len(r.allowed) > 0:
 			accepted = "left out, or " + r.acceptedValues()
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", name, status, r.does, strings.ReplaceAll(accepted, "|", `\|`))
+		sort.Strings(flags[name])
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", name, status, strings.Join(flags[name], ", "), r.does, strings.ReplaceAll(accepted, "|", `\|`))
 	}
 	return b.String()
 }

@@ -13,7 +13,7 @@ import (
 // checkHost refuses a host the configuration says not to run on (failSwapOn, failCgroupV1).
 func checkHost(c *Config) error {
 	var errs []error
-	if c.FailSwapOn {
+	if *c.Kubelet.FailSwapOn {
 		on, err := swapOn("/proc/swaps")
 		if err != nil {
 			errs = append(errs, fmt.Errorf("failSwapOn: %w", err))
@@ -21,7 +21,7 @@ func checkHost(c *Config) error {
 			errs = append(errs, errors.New("failSwapOn: swap is on (turn it off with swapoff -a, or set failSwapOn: false)"))
 		}
 	}
-	if c.FailCgroupV1 {
+	if *c.Kubelet.FailCgroupV1 {
 		if !cgroupfs.Host().Unified() {
 			errs = append(errs, errors.New("failCgroupV1: this host uses cgroup v1 (set failCgroupV1: false to run on it)"))
 		}

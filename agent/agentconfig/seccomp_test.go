@@ -15,12 +15,12 @@ func TestSeccompDefault(t *testing.T) {
 		{name: "flag beats file", file: header + "seccompDefault: true\n", args: []string{"--seccomp-default=false"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cfg, err := load(t, c.file, c.args...)
+			cfg, err := configOf(t, c.file, c.args...)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if cfg.SeccompDefault != c.want {
-				t.Fatalf("SeccompDefault %v, want %v", cfg.SeccompDefault, c.want)
+			if *cfg.Kubelet.SeccompDefault != c.want {
+				t.Fatalf("SeccompDefault %v, want %v", *cfg.Kubelet.SeccompDefault, c.want)
 			}
 		})
 	}

@@ -27,25 +27,25 @@ authorization:
 	tests := []struct {
 		name    string
 		args    []string
-		check   func(t *testing.T, s Serving)
+		check   func(t *testing.T, c Config)
 		wantErr bool
 	}{
-		{name: "defaults are the config file's secure ones", check: func(t *testing.T, s Serving) {
-			if s.Port != DefaultPort || s.PortSet || *s.Authentication.Anonymous.Enabled || !*s.Authentication.Webhook.Enabled ||
+		{name: "defaults are the config file's secure ones", check: func(t *testing.T, c Config) {
+			if s := c.Kubelet; s.Port != DefaultPort || c.PortSet || *s.Authentication.Anonymous.Enabled || !*s.Authentication.Webhook.Enabled ||
 				s.Authorization.Mode != kubeletv1beta1.KubeletAuthorizationModeWebhook {
 				t.Fatalf("%+v", s)
 			}
 		}},
-		{name: "file", args: []string{"--config", file}, check: func(t *testing.T, s Serving) {
-			if s.Port != 11250 || !s.PortSet || !s.ServerTLSBootstrap || s.TLSCertFile != "/etc/k/tls.crt" || s.Authentication.X509.ClientCAFile != "/etc/k/ca.crt" ||
+		{name: "file", args: []string{"--config", file}, check: func(t *testing.T, c Config) {
+			if s := c.Kubelet; s.Port != 11250 || !c.PortSet || !s.ServerTLSBootstrap || s.TLSCertFile != "/etc/k/tls.crt" || s.Authentication.X509.ClientCAFile != "/etc/k/ca.crt" ||
 				*s.Authentication.Webhook.Enabled || s.Authorization.Mode != kubeletv1beta1.KubeletAuthorizationModeAlwaysAllow ||
 				*s.Authentication.Anonymous.Enabled {
 				t.Fatalf("%+v", s)
 			}
 		}},
 		{name: "flags win over the file", args: []string{"--config", file, "--port", "0", "--client-ca-file", "/x.crt", "--authorization-mode", "Webhook", "--address", "127.0.0.1"},
-			check: func(t *testing.T, s Serving) {
-				if s.Port != 0 || s.Authentication.X509.ClientCAFile != "/x.crt" || s.Authorization.Mode != kubeletv1beta1.KubeletAuthorizationModeWebhook || s.Address != "127.0.0.1" {
+			check: func(t *testing.T, c Config) {
+				if s := c.Kubelet; s.Port != 0 || s.Authentication.X509.ClientCAFile != "/x.crt" || s.Authorization.Mode != kubeletv1beta1.KubeletAuthorizationModeWebhook || s.Address != "127.0.0.1" {
 					t.Fatalf("%+v", s)
 				}
 			}},
@@ -56,16 +56,17 @@ authorization:
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
-			sf := AddServingFlags(AddFlags(fs))
+			f := AddFlags(fs)
+			AddServingFlags(f)
 			if err := fs.Parse(tc.args); err != nil {
 				t.Fatal(err)
 			}
-			s, err := sf.Serving()
+			cfg, err := f.Config()
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err %v", err)
 			}
 			if err == nil {
-				tc.check(t, s)
+				tc.check(t, cfg)
 			}
 		})
 	}

@@ -28,9 +28,9 @@ func BenchmarkPinnedPodStartup(b *testing.B) {
 		for _, policy := range []string{cpumanager.PolicyNone, cpumanager.PolicyStatic} {
 			b.Run(rt.name+"/"+policy, func(b *testing.B) {
 				e := newEnv(b, rt.start)
-				e.cfg.CPUManagerPolicy = policy
+				e.cfg.Kubelet.CPUManagerPolicy = policy
 				if policy == cpumanager.PolicyStatic {
-					e.cfg.ReservedSystemCPUs = "0"
+					e.cfg.Kubelet.ReservedSystemCPUs = "0"
 				}
 				e.startAgent()
 				write := func(name string) {

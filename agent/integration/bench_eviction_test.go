@@ -56,7 +56,7 @@ func BenchmarkEvictionLatency(b *testing.B) {
 				if p, err := client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{}); err == nil && len(p.Status.ContainerStatuses) == 0 {
 					b.Fatalf("%s failed before it ran: %s %s", name, p.Status.Reason, p.Status.Message)
 				}
-				crossing := logLineTime(b, e.cfg.PodLogsDir, name, "crossing")
+				crossing := logLineTime(b, e.cfg.Kubelet.PodLogsDir, name, "crossing")
 				lat = append(lat, evicted.Sub(crossing))
 				grace := int64(0)
 				client.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace})

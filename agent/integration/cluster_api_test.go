@@ -370,8 +370,8 @@ func followLogs(t *testing.T, admin string, n int) []string {
 func (e *env) startAgentProcess(ip string, port int, extra ...string) {
 	e.t.Helper()
 	args := append([]string{"agent", "--container-runtime-endpoint", e.rt.Endpoint, "--pod-manifest-path", e.manifests,
-		"--root-dir", e.cfg.RootDir, "--pod-logs-dir", e.cfg.PodLogsDir, "--hostname-override", e.cfg.HostnameOverride,
-		"--healthz-port", "0", "--cgroup-root", e.cfg.CgroupRoot, "--api-socket", ""}, extra...)
+		"--root-dir", e.cfg.RootDir, "--pod-logs-dir", e.cfg.Kubelet.PodLogsDir, "--hostname-override", e.cfg.HostnameOverride,
+		"--healthz-port", "0", "--cgroup-root", e.cfg.PodsCgroup, "--api-socket", ""}, extra...)
 	logPath := filepath.Join(filepath.Dir(e.manifests), "agent.log")
 	logf, err := os.Create(logPath)
 	if err != nil {

@@ -91,10 +91,10 @@ func diskPressureScenario(t *testing.T, start func(t testing.TB, dir, reg string
 	e := newEnvIn(t, filepath.Join(mnt, "env"), start)
 	client := e.joinLoopbackCluster(t)
 	threshold := strconv.FormatInt(freeBytes(t, mnt)-40<<20, 10)
-	e.cfg.EvictionHard = map[string]string{"nodefs.available": threshold, "imagefs.available": threshold}
+	e.cfg.Kubelet.EvictionHard = map[string]string{"nodefs.available": threshold, "imagefs.available": threshold}
 	e.cfg.EvictionMonitoringInterval = time.Second
-	e.cfg.EvictionPressureTransitionPeriod = 5 * time.Second
-	e.cfg.ImageMinimumGCAge = 0
+	e.cfg.Kubelet.EvictionPressureTransitionPeriod.Duration = 5 * time.Second
+	e.cfg.Kubelet.ImageMinimumGCAge.Duration = 0
 	if err := agentconfig.Complete(&e.cfg); err != nil {
 		t.Fatal(err)
 	}

@@ -140,12 +140,12 @@ func evictionScenario(t *testing.T, e *env) {
 // for the Node to be Ready.
 func startPressureNode(t testing.TB, e *env, interval time.Duration, memcgNotification bool) kubernetes.Interface {
 	client := e.joinLoopbackCluster(t)
-	e.cfg.SystemReserved = map[string]string{"memory": strconv.FormatInt(memTotal(t)-640<<20, 10)}
-	e.cfg.EnforceNodeAllocatable = nil // the kubelet's default: pods
-	e.cfg.EvictionHard = map[string]string{"memory.available": "200Mi", "pid.available": strconv.FormatInt(pidAvailable(t)-1000, 10)}
+	e.cfg.Kubelet.SystemReserved = map[string]string{"memory": strconv.FormatInt(memTotal(t)-640<<20, 10)}
+	e.cfg.Kubelet.EnforceNodeAllocatable = nil // the kubelet's default: pods
+	e.cfg.Kubelet.EvictionHard = map[string]string{"memory.available": "200Mi", "pid.available": strconv.FormatInt(pidAvailable(t)-1000, 10)}
 	e.cfg.EvictionMonitoringInterval = interval
-	e.cfg.EvictionPressureTransitionPeriod = 5 * time.Second
-	e.cfg.KernelMemcgNotification = memcgNotification
+	e.cfg.Kubelet.EvictionPressureTransitionPeriod.Duration = 5 * time.Second
+	e.cfg.Kubelet.KernelMemcgNotification = memcgNotification
 	if err := agentconfig.Complete(&e.cfg); err != nil {
 		t.Fatal(err)
 	}

@@ -28,8 +28,8 @@ func TestClusterReadinessGateAndExtendedResources(t *testing.T) {
 	ctx := context.Background()
 	e.cfg.Kubeconfig = admin
 	e.cfg.NodeIPs = []string{"127.0.0.1"}
-	e.cfg.NodeStatusUpdateFrequency, e.cfg.NodeStatusReportFrequency = time.Second, time.Second
-	e.cfg.SyncFrequency = time.Hour
+	e.cfg.Kubelet.NodeStatusUpdateFrequency.Duration, e.cfg.Kubelet.NodeStatusReportFrequency.Duration = time.Second, time.Second
+	e.cfg.Kubelet.SyncFrequency.Duration = time.Hour
 	e.startAgent()
 	e.eventually("node Ready", func() bool { return nodeCondition(ctx, client, v1.NodeReady) == v1.ConditionTrue })
 
@@ -89,7 +89,7 @@ func TestClusterReadinessGateAndExtendedResources(t *testing.T) {
 	if c.String() != "4" || a.String() != "4" {
 		t.Fatalf("example.com/dongle after the agent's status updates: capacity %q allocatable %q", c.String(), a.String())
 	}
-	if pods := node.Status.Capacity[v1.ResourcePods]; pods.Value() != int64(e.cfg.MaxPods) {
+	if pods := node.Status.Capacity[v1.ResourcePods]; pods.Value() != int64(e.cfg.Kubelet.MaxPods) {
 		t.Fatalf("the agent's own capacity: pods %s", pods.String())
 	}
 }

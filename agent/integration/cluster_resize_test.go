@@ -311,7 +311,7 @@ func runningContainer(t testing.TB, e *env, pod, name string) string {
 
 // podCgroupMemoryLimit reads the Burstable pod's cgroup memory limit on the host (v2 or v1).
 func podCgroupMemoryLimit(t testing.TB, e *env, uid types.UID) string {
-	rel := filepath.Join(e.cfg.CgroupRoot, "burstable", "pod"+string(uid))
+	rel := filepath.Join(e.cfg.PodsCgroup, "burstable", "pod"+string(uid))
 	for _, f := range []string{filepath.Join("/sys/fs/cgroup", rel, "memory.max"),
 		filepath.Join("/sys/fs/cgroup/memory", rel, "memory.limit_in_bytes")} {
 		if b, err := os.ReadFile(f); err == nil {

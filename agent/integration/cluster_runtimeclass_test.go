@@ -109,7 +109,7 @@ func podMemoryLimit(t *testing.T, e *env, uid string) int64 {
 	t.Helper()
 	var found []string
 	for _, base := range []string{"/sys/fs/cgroup/memory", "/sys/fs/cgroup"} {
-		filepath.WalkDir(filepath.Join(base, e.cfg.CgroupRoot), func(p string, d os.DirEntry, err error) error {
+		filepath.WalkDir(filepath.Join(base, e.cfg.PodsCgroup), func(p string, d os.DirEntry, err error) error {
 			if err == nil && d.IsDir() && strings.HasSuffix(d.Name(), "pod"+uid) {
 				found = append(found, p)
 				return filepath.SkipDir
@@ -121,7 +121,7 @@ func podMemoryLimit(t *testing.T, e *env, uid string) int64 {
 		}
 	}
 	if len(found) != 1 {
-		t.Fatalf("pod cgroup of %s under %s: %v", uid, e.cfg.CgroupRoot, found)
+		t.Fatalf("pod cgroup of %s under %s: %v", uid, e.cfg.PodsCgroup, found)
 	}
 	for _, f := range []string{"memory.limit_in_bytes", "memory.max"} {
 		if b, err := os.ReadFile(filepath.Join(found[0], f)); err == nil {

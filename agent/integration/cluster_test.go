@@ -209,7 +209,7 @@ func (e *env) joinLoopbackCluster(t testing.TB) kubernetes.Interface {
 	admin := startControlPlane(t, cpDir)
 	e.cfg.Kubeconfig = admin
 	e.cfg.NodeIPs = []string{"127.0.0.1"}
-	e.cfg.NodeStatusUpdateFrequency, e.cfg.NodeStatusReportFrequency = time.Second, time.Second
+	e.cfg.Kubelet.NodeStatusUpdateFrequency.Duration, e.cfg.Kubelet.NodeStatusReportFrequency.Duration = time.Second, time.Second
 	return kubeClient(t, admin)
 }
 
@@ -327,7 +327,7 @@ func clusterScenario(t *testing.T, e *env, hostNetwork bool) {
 	ctx := context.Background()
 	e.cfg.Kubeconfig = admin
 	e.cfg.NodeIPs = []string{"127.0.0.1"}
-	e.cfg.NodeStatusUpdateFrequency, e.cfg.NodeStatusReportFrequency = 2*time.Second, 2*time.Second
+	e.cfg.Kubelet.NodeStatusUpdateFrequency.Duration, e.cfg.Kubelet.NodeStatusReportFrequency.Duration = 2*time.Second, 2*time.Second
 	e.writePod("static", "Always", e.reg+"/busybox:1", loop)
 	e.startAgent()
 
@@ -403,7 +403,7 @@ func clusterScenario(t *testing.T, e *env, hostNetwork bool) {
 	})
 
 	e.eventually("config map env and service account files seen by the app", func() bool {
-		logs, _ := filepath.Glob(filepath.Join(e.cfg.PodLogsDir, "default_web-*", "app", "0.log"))
+		logs, _ := filepath.Glob(filepath.Join(e.cfg.Kubelet.PodLogsDir, "default_web-*", "app", "0.log"))
 		for _, l := range logs {
 			b, _ := os.ReadFile(l)
 			if strings.Contains(string(b), "hello-from-configmap") && strings.Contains(string(b), " default") {

@@ -49,9 +49,9 @@ func cpuManagerScenario(t *testing.T, e *env) {
 		t.Fatalf("the CPU manager test needs a machine with at least 2 online CPUs, this one has %q (%v)", online, err)
 	}
 	reserved := cpuset.New(all.List()[0])
-	e.cfg.CPUManagerPolicy = cpumanager.PolicyStatic
-	e.cfg.ReservedSystemCPUs = reserved.String()
-	e.cfg.CPUManagerReconcilePeriod = time.Second
+	e.cfg.Kubelet.CPUManagerPolicy = cpumanager.PolicyStatic
+	e.cfg.Kubelet.ReservedSystemCPUs = reserved.String()
+	e.cfg.Kubelet.CPUManagerReconcilePeriod.Duration = time.Second
 	e.startAgent()
 
 	writePod := func(name, resources string) {

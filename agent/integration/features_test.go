@@ -86,7 +86,7 @@ func podFeatures(t testing.TB, e *env, hostNetwork bool) {
 	})
 	var logText string
 	e.eventually("app log written", func() bool {
-		logs, _ := filepath.Glob(filepath.Join(e.cfg.PodLogsDir, "default_features-e2e_*", "app", "0.log"))
+		logs, _ := filepath.Glob(filepath.Join(e.cfg.Kubelet.PodLogsDir, "default_features-e2e_*", "app", "0.log"))
 		if len(logs) == 0 {
 			return false
 		}

@@ -58,14 +58,14 @@ func newEnvIn(t testing.TB, dir string, start func(t testing.TB, dir, reg string
 	root := cgroupRoot(t)
 	e.rt = start(t, filepath.Join(dir, "rt"), reg)
 	e.cfg = agentconfig.Default()
-	e.cfg.ContainerRuntimeEndpoint = e.rt.Endpoint
-	e.cfg.PodManifestPath = e.manifests
+	e.cfg.Kubelet.ContainerRuntimeEndpoint = e.rt.Endpoint
+	e.cfg.Kubelet.StaticPodPath = e.manifests
 	e.cfg.RootDir = filepath.Join(dir, "agent")
-	e.cfg.PodLogsDir = filepath.Join(dir, "logs")
+	e.cfg.Kubelet.PodLogsDir = filepath.Join(dir, "logs")
 	e.cfg.HostnameOverride = "e2e"
-	e.cfg.HealthzPort = 0
-	e.cfg.CgroupRoot = root
-	e.cfg.FileCheckFrequency = time.Second
+	e.cfg.Kubelet.HealthzPort = new(int32(0))
+	e.cfg.PodsCgroup = root
+	e.cfg.Kubelet.FileCheckFrequency.Duration = time.Second
 	return e
 }
 
@@ -234,15 +234,15 @@ func staticPodScenarios(t testing.TB, e *env) {
 	// The pods' cgroups go right after their sandboxes.
 	e.eventually("pod cgroups removed", func() bool {
 		for _, base := range []string{"/sys/fs/cgroup/memory", "/sys/fs/cgroup/cpu", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified"} {
-			if left, _ := filepath.Glob(filepath.Join(base, e.cfg.CgroupRoot, "*", "pod*")); len(left) > 0 {
+			if left, _ := filepath.Glob(filepath.Join(base, e.cfg.PodsCgroup, "*", "pod*")); len(left) > 0 {
 				return false
 			}
 		}
 		return true
 	})
-	logs, _ := filepath.Glob(filepath.Join(e.cfg.PodLogsDir, "default_web-e2e_*", "app", "*.log"))
+	logs, _ := filepath.Glob(filepath.Join(e.cfg.Kubelet.PodLogsDir, "default_web-e2e_*", "app", "*.log"))
 	if len(logs) == 0 {
-		t.Errorf("no container logs under %s", e.cfg.PodLogsDir)
+		t.Errorf("no container logs under %s", e.cfg.Kubelet.PodLogsDir)
 	}
 }
 

@@ -126,7 +126,7 @@ func workloadScenario(t testing.TB, e *env) {
 // its web server listening on addr+port; the host reaches it at the pod's IP unless it shares the
 // host's network. A handler other than "" is the one the pod's sandbox must run on.
 func workloadScenarioOn(t testing.TB, e *env, spec, addr string, port int, handler string) {
-	e.cfg.SyncFrequency = 2 * time.Second // the config map edit shows at the next periodic sync
+	e.cfg.Kubelet.SyncFrequency.Duration = 2 * time.Second // the config map edit shows at the next periodic sync
 	writeFile(t, filepath.Join(e.manifests, "objects.yaml"), fmt.Sprintf(objectsTmpl, "hello v1"))
 	probeHost := ""
 	if addr != "" {
@@ -254,7 +254,8 @@ func TestImageGCThroughTheAgent(t *testing.T) {
 	if _, err := images.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: unused}}); err != nil {
 		t.Fatal(err)
 	}
-	e.cfg.ImageGCHighThresholdPercent, e.cfg.ImageGCLowThresholdPercent, e.cfg.ImageMinimumGCAge = 1, 0, 0
+	e.cfg.Kubelet.ImageGCHighThresholdPercent, e.cfg.Kubelet.ImageGCLowThresholdPercent = new(int32(1)), new(int32(0))
+	e.cfg.Kubelet.ImageMinimumGCAge.Duration = 0
 	e.writePod("web", "Always", e.reg+"/busybox:1", loop)
 	a, err := agent.New(e.cfg, agent.Deps{ImageGCPeriod: 200 * time.Millisecond})
 	if err != nil {

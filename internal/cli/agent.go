@@ -15,7 +15,6 @@ import (
 // static pods or joined to a cluster with --kubeconfig.
 func newAgentCmd() *cobra.Command {
 	var flags *agentconfig.Flags
-	var servingFlags *agentconfig.ServingFlags
 	var apiSocket string
 	cmd := &cobra.Command{
 		Use:   "agent",
@@ -37,9 +36,6 @@ self-signed under --root-dir/pki.`,
 			if err != nil {
 				return err
 			}
-			if cfg.Serving, err = servingFlags.Serving(); err != nil {
-				return err
-			}
 			if !cmd.Flags().Changed("root-dir") {
 				cfg.RootDir = filepath.Join(global.root, "agent")
 			}
@@ -52,7 +48,7 @@ self-signed under --root-dir/pki.`,
 		},
 	}
 	flags = agentconfig.AddFlags(cmd.Flags())
-	servingFlags = agentconfig.AddServingFlags(flags)
+	agentconfig.AddServingFlags(flags)
 	cmd.Flags().StringVar(&apiSocket, "api-socket", strings.TrimPrefix(apiclient.DefaultEndpoint, "unix://"),
 		"root-only unix socket of the agent's API; empty disables it")
 	return cmd

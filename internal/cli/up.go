@@ -53,9 +53,9 @@ the runtime's socket (--listen).`,
 				return err
 			}
 			// The agent's runtime is the one in this process; its manifests and state follow up's flags.
-			cfg.ContainerRuntimeEndpoint = rf.settings.Listen
+			cfg.Kubelet.ContainerRuntimeEndpoint = rf.settings.Listen
 			if !cmd.Flags().Changed("pod-manifest-path") {
-				cfg.PodManifestPath = manifests
+				cfg.Kubelet.StaticPodPath = manifests
 			}
 			if !cmd.Flags().Changed("root-dir") {
 				cfg.RootDir = filepath.Join(global.root, "agent")
