@@ -48,13 +48,14 @@ type History struct {
 	mu    sync.Mutex
 	byPod map[string][]v1.Event
 	node  []v1.Event
+	now   func() metav1.Time
 }
 
 const eventsPerPod = 50
 
 // NewHistory keeps the events it passes on to next.
 func NewHistory(next Interface) *History {
-	return &History{next: next, byPod: map[string][]v1.Event{}}
+	return &History{next: next, byPod: map[string][]v1.Event{}, now: metav1.Now}
 }
 
 func (l *History) Event(obj runtime.Object, eventtype, reason, message string) {
@@ -69,11 +70,11 @@ func (l *History) Event(obj runtime.Object, eventtype, reason, message string) {
 	if err != nil {
 		return
 	}
-	now := metav1.Now()
+	now := l.now()
 	key := m.GetNamespace() + "/" + m.GetName()
 	ev := v1.Event{
 		ObjectMeta:     metav1.ObjectMeta{Namespace: m.GetNamespace(), Name: fmt.Sprintf("%s.%x", m.GetName(), now.UnixNano())},
-		InvolvedObject: v1.ObjectReference{Kind: "Pod", Namespace: m.GetNamespace(), Name: m.GetName(), UID: m.GetUID()},
+		InvolvedObject: v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: m.GetNamespace(), Name: m.GetName(), UID: m.GetUID()},
 		Type:           eventtype, Reason: reason, Message: message, Count: 1,
 		FirstTimestamp: now, LastTimestamp: now, Source: v1.EventSource{Component: "kubelet"},
 	}
@@ -84,7 +85,7 @@ func (l *History) Event(obj runtime.Object, eventtype, reason, message string) {
 
 // nodeEvent keeps an event of the node (named by the kubelet's reference, whose UID is its name).
 func (l *History) nodeEvent(ref v1.ObjectReference, eventtype, reason, message string) {
-	now := metav1.Now()
+	now := l.now()
 	ev := v1.Event{
 		ObjectMeta:     metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: fmt.Sprintf("%s.%x", ref.Name, now.UnixNano())},
 		InvolvedObject: ref,
@@ -96,10 +97,10 @@ func (l *History) nodeEvent(ref v1.ObjectReference, eventtype, reason, message s
 	l.node = appendEvent(l.node, ev)
 }
 
-// appendEvent adds ev to evs, counting up a repeat of the last event instead, and keeps at most
-// eventsPerPod.
+// appendEvent adds ev to evs, counting up a repeat of the last event instead (same type, reason
+// and message, as the apiserver's event series aggregate them), and keeps at most eventsPerPod.
 func appendEvent(evs []v1.Event, ev v1.Event) []v1.Event {
-	if n := len(evs); n > 0 && evs[n-1].Reason == ev.Reason && evs[n-1].Message == ev.Message {
+	if n := len(evs); n > 0 && evs[n-1].Type == ev.Type && evs[n-1].Reason == ev.Reason && evs[n-1].Message == ev.Message {
 		evs[n-1].Count++
 		evs[n-1].LastTimestamp = ev.LastTimestamp
 		return evs

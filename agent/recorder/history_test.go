@@ -1,6 +1,7 @@
 package recorder
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -35,5 +36,47 @@ func TestHistoryKeepsNodeEventsApartFromPods(t *testing.T) {
 	}
 	if evs := l.PodEvents("ns", "p"); len(evs) != 0 {
 		t.Errorf("pod events after Forget = %+v, want none", evs)
+	}
+}
+
+// A pod keeps its last eventsPerPod events, oldest first; a repeat (same type, reason and message)
+// of the last one counts up and moves its LastTimestamp, and a pod no longer known is forgotten.
+func TestHistoryKeepsEachPodsLastEvents(t *testing.T) {
+	l := NewHistory(NewSlog(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	sec := int64(1000)
+	l.now = func() metav1.Time { sec++; return metav1.Unix(sec, 0) }
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", UID: "u1"}}
+
+	l.Event(pod, v1.EventTypeNormal, "Pulled", "image present")
+	l.Event(pod, v1.EventTypeWarning, "BackOff", "back-off restarting")
+	l.Event(pod, v1.EventTypeWarning, "BackOff", "back-off restarting")
+	l.Event(pod, v1.EventTypeNormal, "BackOff", "back-off restarting") // another type: not a repeat
+	l.Eventf(pod, v1.EventTypeNormal, "Started", "started %s", "nginx")
+	got := l.PodEvents("default", "web")
+	if len(got) != 4 || got[1].Reason != "BackOff" || got[1].Count != 2 || got[2].Type != v1.EventTypeNormal || got[3].Message != "started nginx" {
+		t.Fatalf("events: %+v", got)
+	}
+	if !got[1].LastTimestamp.After(got[1].FirstTimestamp.Time) {
+		t.Error("a repeat did not move LastTimestamp")
+	}
+	if o := got[0].InvolvedObject; o.Kind != "Pod" || o.APIVersion != "v1" || o.UID != "u1" || o.Name != "web" {
+		t.Errorf("involved object = %+v", o)
+	}
+
+	for i := 0; i < eventsPerPod+5; i++ {
+		l.Eventf(pod, v1.EventTypeNormal, "Tick", "tick %d", i)
+	}
+	got = l.PodEvents("default", "web")
+	if len(got) != eventsPerPod || got[len(got)-1].Message != fmt.Sprintf("tick %d", eventsPerPod+4) || got[0].Message != "tick 5" {
+		t.Fatalf("after %d more: %d events, first %q, last %q", eventsPerPod+5, len(got), got[0].Message, got[len(got)-1].Message)
+	}
+
+	l.Forget(map[string]bool{"default/web": true})
+	if len(l.PodEvents("default", "web")) == 0 {
+		t.Fatal("Forget dropped a pod still known")
+	}
+	l.Forget(map[string]bool{})
+	if len(l.PodEvents("default", "web")) != 0 {
+		t.Fatal("Forget kept a pod no longer known")
 	}
 }

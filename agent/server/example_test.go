@@ -14,6 +14,7 @@ import (
 	"github.com/nodelet/nodelet/agent/auth"
 	"github.com/nodelet/nodelet/agent/logs"
 	"github.com/nodelet/nodelet/agent/metrics"
+	"github.com/nodelet/nodelet/agent/recorder"
 	"github.com/nodelet/nodelet/agent/server"
 	"github.com/nodelet/nodelet/agent/stats"
 )
@@ -29,7 +30,8 @@ func Example() {
 
 	var agentPods func() []*v1.Pod // the Agent's Pods: desired pods with their status
 	var syncLoopHealthy func() error
-	events := &server.EventStore{} // wrap the agent's recorder: events.Next = recorder
+	var rec recorder.Interface         // events to the apiserver, or to the log standalone
+	events := recorder.NewHistory(rec) // keeps each pod's last events for `nodelet describe`
 
 	api := server.New(server.Deps{
 		NodeName:        "node1",
