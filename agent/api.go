@@ -16,7 +16,7 @@ import (
 	"github.com/nodelet/nodelet/agent/agentconfig"
 
 	"github.com/nodelet/nodelet/agent/auth"
-	kubecontainer "github.com/nodelet/nodelet/agent/container"
+	"github.com/nodelet/nodelet/agent/kubecontainer"
 	"github.com/nodelet/nodelet/agent/nodestatus"
 	"github.com/nodelet/nodelet/agent/server"
 	"github.com/nodelet/nodelet/agent/stats"

@@ -16,9 +16,9 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/agent/cm"
-	kubecontainer "github.com/nodelet/nodelet/agent/container"
 	"github.com/nodelet/nodelet/agent/images"
 	"github.com/nodelet/nodelet/agent/internal/backoff"
+	"github.com/nodelet/nodelet/agent/kubecontainer"
 	"github.com/nodelet/nodelet/agent/lifecycle"
 )
 

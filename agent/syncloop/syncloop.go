@@ -18,7 +18,7 @@ import (
 
 	"github.com/nodelet/nodelet/agent/admission"
 	"github.com/nodelet/nodelet/agent/config"
-	kubecontainer "github.com/nodelet/nodelet/agent/container"
+	"github.com/nodelet/nodelet/agent/kubecontainer"
 	"github.com/nodelet/nodelet/agent/pleg"
 	"github.com/nodelet/nodelet/agent/podmanager"
 	"github.com/nodelet/nodelet/agent/podsync"

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodelet/nodelet/agent/config"
-	kubecontainer "github.com/nodelet/nodelet/agent/container"
+	"github.com/nodelet/nodelet/agent/kubecontainer"
 	"github.com/nodelet/nodelet/agent/pleg"
 	"github.com/nodelet/nodelet/agent/podmanager"
 	"github.com/nodelet/nodelet/agent/podworkers"

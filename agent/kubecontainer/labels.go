@@ -1,4 +1,4 @@
-package container
+package kubecontainer
 
 // The labels the kubelet puts on every CRI sandbox and container. They are the agent's only memory
 // of which pod a sandbox or container belongs to, so an agent restarted after SIGKILL rebuilds its

@@ -1,4 +1,4 @@
-package container
+package kubecontainer
 
 import v1 "k8s.io/api/core/v1"
 

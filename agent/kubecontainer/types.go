@@ -1,7 +1,8 @@
-// Package container holds the agent's runtime-neutral view of pods and containers as observed
-// through CRI (the kubelet calls this package kubecontainer). Everything the planner, PLEG and the
+// Package kubecontainer holds the agent's runtime-neutral view of pods and containers as observed
+// through CRI, under the kubelet's name for it (pkg/kubelet/container, imported as kubecontainer
+// there too). Everything the planner, PLEG and the
 // status manager need to agree on lives here, and nothing here talks to a runtime.
-package container
+package kubecontainer
 
 import (
 	"fmt"
