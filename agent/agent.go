@@ -25,7 +25,6 @@ import (
 	"github.com/nodelet/nodelet/agent/cm"
 	"github.com/nodelet/nodelet/agent/cm/cpumanager"
 	"github.com/nodelet/nodelet/agent/cm/qos"
-	"github.com/nodelet/nodelet/agent/config"
 	"github.com/nodelet/nodelet/agent/containergc"
 	"github.com/nodelet/nodelet/agent/credentials"
 	"github.com/nodelet/nodelet/agent/eviction"
@@ -42,6 +41,7 @@ import (
 	"github.com/nodelet/nodelet/agent/oomwatcher"
 	"github.com/nodelet/nodelet/agent/pleg"
 	"github.com/nodelet/nodelet/agent/podmanager"
+	"github.com/nodelet/nodelet/agent/podsource"
 	"github.com/nodelet/nodelet/agent/podstate"
 	"github.com/nodelet/nodelet/agent/podsync"
 	"github.com/nodelet/nodelet/agent/podworkers"
@@ -156,10 +156,10 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 	// The pods: desired, as their sources list them, their workers' phases, statuses, allocations.
 	a.pods = podmanager.New()
 	a.statuses = status.NewManager(client, a.pods, log)
-	podConfig := config.NewPodConfig(log)
-	var runtimeClasses *config.RuntimeClassSet // the manifest folder's, standalone only
+	podConfig := podsource.NewPodConfig(log)
+	var runtimeClasses *podsource.RuntimeClassSet // the manifest folder's, standalone only
 	if client == nil && cfg.Kubelet.StaticPodPath != "" {
-		runtimeClasses = config.NewRuntimeClassSet()
+		runtimeClasses = podsource.NewRuntimeClassSet()
 	}
 	sources, sourceNames := podSources(cfg, client, podConfig, runtimeClasses, log)
 	phases := podworkers.NewPhases()
@@ -371,23 +371,23 @@ func kubeClient(cfg agentconfig.Config, deps Deps) (KubeClient, error) {
 
 // podSources are the pod sources configured, as parts to run, and their names: housekeeping waits
 // until each has spoken.
-func podSources(cfg agentconfig.Config, client KubeClient, podConfig *config.PodConfig, classes *config.RuntimeClassSet,
+func podSources(cfg agentconfig.Config, client KubeClient, podConfig *podsource.PodConfig, classes *podsource.RuntimeClassSet,
 	log *slog.Logger) ([]part, []string) {
 	var parts []part
 	var names []string
 	if cfg.Kubelet.StaticPodPath != "" {
-		src := &config.ManifestDirSource{Path: cfg.Kubelet.StaticPodPath, NodeName: cfg.NodeName,
+		src := &podsource.ManifestDirSource{Path: cfg.Kubelet.StaticPodPath, NodeName: cfg.NodeName,
 			Period: cfg.Kubelet.FileCheckFrequency.Duration, Set: podConfig.Set, Log: log, RuntimeClasses: classes}
-		parts, names = append(parts, part{"manifest dir", src.Run}), append(names, config.FileSource)
+		parts, names = append(parts, part{"manifest dir", src.Run}), append(names, podsource.FileSource)
 	}
 	if cfg.Kubelet.StaticPodURL != "" {
-		src := &config.ManifestURLSource{URL: cfg.Kubelet.StaticPodURL, Header: cfg.Kubelet.StaticPodURLHeader, NodeName: cfg.NodeName,
+		src := &podsource.ManifestURLSource{URL: cfg.Kubelet.StaticPodURL, Header: cfg.Kubelet.StaticPodURLHeader, NodeName: cfg.NodeName,
 			Period: cfg.Kubelet.HTTPCheckFrequency.Duration, Set: podConfig.Set, Log: log, RuntimeClasses: classes}
-		parts, names = append(parts, part{"manifest url", src.Run}), append(names, config.HTTPSource)
+		parts, names = append(parts, part{"manifest url", src.Run}), append(names, podsource.HTTPSource)
 	}
 	if client != nil {
-		src := &config.APISource{Client: client, NodeName: cfg.NodeName, Set: podConfig.Set}
-		parts, names = append(parts, part{"apiserver source", src.Run}), append(names, config.ApiserverSource)
+		src := &podsource.APISource{Client: client, NodeName: cfg.NodeName, Set: podConfig.Set}
+		parts, names = append(parts, part{"apiserver source", src.Run}), append(names, podsource.ApiserverSource)
 	}
 	return parts, names
 }

@@ -102,7 +102,7 @@ type VolumePaths interface {
 }
 
 // RuntimeClasses resolves RuntimeClass names: the apiserver's RuntimeClass objects in a cluster, the
-// manifest folder's standalone (config.RuntimeClassSet).
+// manifest folder's standalone (podsource.RuntimeClassSet).
 type RuntimeClasses interface {
 	Handler(ctx context.Context, runtimeClassName string) (string, error)
 }

@@ -28,7 +28,7 @@ type Statuses interface {
 	GetPodStatus(types.UID) (v1.PodStatus, bool)
 }
 
-// Sources are the pod sources merged (*config.PodConfig).
+// Sources are the pod sources merged (*podsource.PodConfig).
 type Sources interface {
 	Has(types.UID) bool
 	SeenAllSources(names []string) bool

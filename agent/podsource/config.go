@@ -1,8 +1,12 @@
-// Package config gathers the desired pods from their sources (a manifest folder, an HTTP URL, the
+// Package podsource gathers the desired pods from their sources (a manifest folder, an HTTP URL, the
 // kube-apiserver) and merges them into one stream of PodUpdates. Each source hands over its whole
 // current set each time (Set); the merger works out what was added, updated, deleted, removed or only
 // had its status changed, so sources stay simple and a missed notification cannot lose a change.
-package config
+//
+// It is the kubelet's pkg/kubelet/config under a name that says what it holds: beside agentconfig,
+// kubeconfig and internal/kubeletconfig, a package called config read as one more of the agent's
+// settings.
+package podsource
 
 import (
 	"log/slog"
