@@ -47,6 +47,7 @@ import (
 	"github.com/nodelet/nodelet/agent/podworkers"
 	"github.com/nodelet/nodelet/agent/prober"
 	"github.com/nodelet/nodelet/agent/recorder"
+	"github.com/nodelet/nodelet/agent/server"
 	"github.com/nodelet/nodelet/agent/services"
 	"github.com/nodelet/nodelet/agent/stats"
 	"github.com/nodelet/nodelet/agent/status"
@@ -89,24 +90,20 @@ type Deps struct {
 	CPUTopology *cpumanager.Topology
 }
 
-// Agent is the assembled agent: New builds every part, Run starts them. It keeps only what Run
-// and the agent's API read.
+// Agent is the assembled agent: New builds every part, Run starts them. It keeps what Run reads,
+// the views its accessors hand out, and the parts its tests ask directly.
 type Agent struct {
-	cfg     agentconfig.Config
-	log     *slog.Logger
-	conn    *grpc.ClientConn
-	runtime runtimeapi.RuntimeServiceClient
+	cfg  agentconfig.Config
+	log  *slog.Logger
+	conn *grpc.ClientConn
 
-	pods      *podmanager.Manager
-	statuses  *status.Manager
 	events    *recorder.History
-	nodes     *nodestatus.Manager
 	state     *podstate.View
 	admission *admission.Chain
 	userns    *userns.Manager
 	pleg      *pleg.GenericPLEG
 	loop      *syncloop.SyncLoop
-	api       *api
+	api       *server.Serving // nil when the configuration asks for no API
 	// parts are what Run starts beside the SyncLoop and the API, in order.
 	parts []part
 }
@@ -125,7 +122,7 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, log: log, conn: conn, runtime: runtimeapi.NewRuntimeServiceClient(conn)}
+	a := &Agent{cfg: cfg, log: log, conn: conn}
 	if err := a.build(deps, sysctls); err != nil {
 		conn.Close()
 		return nil, err
@@ -135,8 +132,8 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 
 // build makes the parts in the order they need each other.
 func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
-	cfg, log, runtime := a.cfg, a.log, a.runtime
-	imageService := runtimeapi.NewImageServiceClient(a.conn)
+	cfg, log := a.cfg, a.log
+	runtime, imageService := runtimeapi.NewRuntimeServiceClient(a.conn), runtimeapi.NewImageServiceClient(a.conn)
 	client, err := kubeClient(cfg, deps)
 	if err != nil {
 		return err
@@ -154,8 +151,8 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 	a.events = recorder.NewHistory(sink)
 
 	// The pods: desired, as their sources list them, their workers' phases, statuses, allocations.
-	a.pods = podmanager.New()
-	a.statuses = status.NewManager(client, a.pods, log)
+	pods := podmanager.New()
+	statuses := status.NewManager(client, pods, log)
 	podConfig := podsource.NewPodConfig(log)
 	var runtimeClasses *podsource.RuntimeClassSet // the manifest folder's, standalone only
 	if client == nil && cfg.Kubelet.StaticPodPath != "" {
@@ -167,7 +164,7 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 	if err != nil {
 		return err
 	}
-	a.state = podstate.New(a.pods, phases, a.statuses, podConfig, sourceNames, allocs)
+	a.state = podstate.New(pods, phases, statuses, podConfig, sourceNames, allocs)
 
 	// The node's resources, admission and eviction.
 	dns, err := kuberuntime.NewDNSConfigurer(cfg.Kubelet.ClusterDNS, cfg.Kubelet.ClusterDomain, *cfg.Kubelet.ResolverConfig)
@@ -291,26 +288,26 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 	if client != nil && *cfg.Kubelet.RegisterNode {
 		nodeDeps.Client = client
 	}
-	a.nodes = nodestatus.New(nodeDeps)
+	nodes := nodestatus.New(nodeDeps)
 	oom := &oomwatcher.Watcher{Node: nodestatus.Ref(cfg.NodeName), CgroupRoot: cfg.PodsCgroup, Recorder: a.events, Log: log}
 	var syncMirrors podsync.MirrorClient
 	var loopMirrors syncloop.MirrorDeleter
 	if client != nil {
-		m := &podmanager.MirrorClient{Client: client, NodeName: cfg.NodeName, NodeUID: a.nodes.NodeUID}
+		m := &podmanager.MirrorClient{Client: client, NodeName: cfg.NodeName, NodeUID: nodes.NodeUID}
 		syncMirrors, loopMirrors = m, m
 	}
 
 	// The pod workers and the loop that wakes them.
 	runtimeName := kuberuntime.NewRuntimeName(runtime, cfg.Kubelet.ContainerRuntimeEndpoint, log)
-	syncer := &podsync.Syncer{Runtime: manager, Status: a.statuses, Pods: a.pods, Volumes: vols, Reasons: reasons,
+	syncer := &podsync.Syncer{Runtime: manager, Status: statuses, Pods: pods, Volumes: vols, Reasons: reasons,
 		Prober: probes, Recorder: a.events, RuntimeName: runtimeName.Get, NodeIPs: cfg.NodeIPs, Mirrors: syncMirrors,
 		Cgroups: syncCgroups, Allocation: alloc, RootDir: cfg.RootDir, Userns: a.userns, Log: log,
 		RecursiveReadOnly: manager.SupportsRecursiveReadOnlyMounts}
 	workers := podworkers.New(syncer, phases, log)
 	a.pleg = pleg.New(runtime, pleg.Options{Log: log, RelistPeriod: deps.RelistPeriod})
 	a.loop = syncloop.New(syncloop.Deps{
-		Updates: podConfig.Updates(), PLEG: a.pleg.Watch(), Probes: probes.Updates(), Pods: a.pods, Workers: workers,
-		Runtime: manager, Statuses: a.statuses, Mirrors: loopMirrors, Admit: alloc.AddPod, Recorder: a.events,
+		Updates: podConfig.Updates(), PLEG: a.pleg.Watch(), Probes: probes.Updates(), Pods: pods, Workers: workers,
+		Runtime: manager, Statuses: statuses, Mirrors: loopMirrors, Admit: alloc.AddPod, Recorder: a.events,
 		SourcesReady: a.state.SourcesReady, Kills: kills, Evicted: syncer,
 		BackOffs: manager, Events: a.events, Listed: podConfig, Resizes: alloc,
 		SyncFrequency: cfg.Kubelet.SyncFrequency.Duration, HousekeepingPeriod: housekeeping, Log: log,
@@ -319,7 +316,8 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 	if err != nil {
 		return err
 	}
-	if a.api, err = newAPI(a, client, summary); err != nil {
+	if a.api, err = server.NewServing(cfg, client, server.Deps{Pods: a.state, Events: a.events, Node: node{nodes, a.events},
+		Runtime: runtime, SyncLoopHealthy: a.Healthz, Summary: summary.Summary}, log); err != nil {
 		return err
 	}
 
@@ -339,12 +337,14 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 		a.parts = append(a.parts, part{"node lister", loop(nodeLister.Run)})
 	}
 	a.parts = append(a.parts, part{"pleg", loop(a.pleg.Run)}, part{"garbage collectors", loop(collectors.Run)},
-		part{"eviction manager", loop(evictions.Run)}, part{"status", loop(a.statuses.Run)},
+		part{"eviction manager", loop(evictions.Run)}, part{"status", loop(statuses.Run)},
 		part{"log rotation", loop(func(ctx context.Context) { rotator.Run(ctx, cfg.Kubelet.ContainerLogMonitorInterval.Duration) })},
-		part{"node status", loop(a.nodes.Run)}, part{"oom watcher", oom.Run})
+		part{"node status", loop(nodes.Run)}, part{"oom watcher", oom.Run})
 	a.parts = append(a.parts, sources...)
 	if *cfg.Kubelet.HealthzPort > 0 {
-		a.parts = append(a.parts, part{"healthz", a.serveHealthz})
+		a.parts = append(a.parts, part{"healthz", func(ctx context.Context) error {
+			return server.ServeHealthz(ctx, cfg.Kubelet.HealthzBindAddress, *cfg.Kubelet.HealthzPort, a.Healthz)
+		}})
 	}
 	return nil
 }
