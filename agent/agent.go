@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/agent/admission"
@@ -32,7 +31,6 @@ import (
 	"github.com/nodelet/nodelet/agent/images"
 	"github.com/nodelet/nodelet/agent/internal/sysctl"
 	"github.com/nodelet/nodelet/agent/kubeclient"
-	"github.com/nodelet/nodelet/agent/kubeconfig"
 	"github.com/nodelet/nodelet/agent/kubecontainer"
 	"github.com/nodelet/nodelet/agent/kuberuntime"
 	"github.com/nodelet/nodelet/agent/logs"
@@ -56,26 +54,10 @@ import (
 	"github.com/nodelet/nodelet/agent/volumemanager"
 )
 
-// KubeClient is every part of the apiserver the agent's parts use; a *kubeclient.Client is one.
-type KubeClient interface {
-	Pods(namespace string) kubeclient.PodInterface
-	Nodes() kubeclient.NodeInterface
-	Leases(namespace string) kubeclient.LeaseInterface
-	Services(namespace string) kubeclient.ServiceInterface
-	Secrets(namespace string) kubeclient.SecretInterface
-	ConfigMaps(namespace string) kubeclient.ConfigMapInterface
-	ServiceAccounts(namespace string) kubeclient.ServiceAccountInterface
-	Events(namespace string) kubeclient.EventInterface
-	RuntimeClasses() kubeclient.RuntimeClassInterface
-	TokenReviews() kubeclient.TokenReviewInterface
-	SubjectAccessReviews() kubeclient.SubjectAccessReviewInterface
-	CertificateSigningRequests() kubeclient.CertificateSigningRequestInterface
-}
-
 // Deps are what a test or an embedding program may hand the agent instead of letting it make them.
 type Deps struct {
 	// KubeClient overrides Config.Kubeconfig (tests pass an adapted fake clientset).
-	KubeClient KubeClient
+	KubeClient kubeclient.Interface
 	Log        *slog.Logger
 	// HousekeepingPeriod and RelistPeriod override the defaults (2s, 1s); tests shorten them.
 	HousekeepingPeriod time.Duration
@@ -134,37 +116,30 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 	cfg, log := a.cfg, a.log
 	runtime, imageService := runtimeapi.NewRuntimeServiceClient(a.conn), runtimeapi.NewImageServiceClient(a.conn)
-	client, err := kubeClient(cfg, deps)
-	if err != nil {
-		return err
+	client := deps.KubeClient // nil standalone
+	if client == nil && cfg.Kubeconfig != "" {
+		c, err := kubeclient.Load(cfg.Kubeconfig, cfg.KubeAPIQPS, int(cfg.Kubelet.KubeAPIBurst), cfg.Kubelet.ContentType)
+		if err != nil {
+			return err
+		}
+		client = c
 	}
 	housekeeping := cmp.Or(deps.HousekeepingPeriod, syncloop.DefaultHousekeepingPeriod)
 
-	// Events: posted to the apiserver in a cluster, logged standalone; kept for describe either way.
-	var sink recorder.Interface = recorder.NewSlog(log)
+	// Events: posted to the apiserver in a cluster (by sender), logged standalone; kept either way.
 	var sender *recorder.Recorder
-	if client != nil {
-		sender = recorder.New(func(ns string) recorder.Sink { return client.Events(ns) }, kubeclient.Scheme(),
-			v1.EventSource{Component: "kubelet", Host: cfg.NodeName}, log)
-		sink = sender
-	}
-	a.events = recorder.NewHistory(sink)
+	a.events, sender = recorder.ForNode(client, cfg.NodeName, log)
 
 	// The pods: desired, as their sources list them, their workers' phases, statuses, allocations.
 	pods := podmanager.New()
 	statuses := status.NewManager(client, pods, log)
-	podConfig := podsource.NewPodConfig(log)
-	var runtimeClasses *podsource.RuntimeClassSet // the manifest folder's, standalone only
-	if client == nil && cfg.Kubelet.StaticPodPath != "" {
-		runtimeClasses = podsource.NewRuntimeClassSet()
-	}
-	sources, sourceNames := podSources(cfg, client, podConfig, runtimeClasses, log)
+	sources := podsource.New(cfg, client, log)
 	phases := podworkers.NewPhases()
 	allocs, err := allocation.OpenState(cfg.RootDir, log)
 	if err != nil {
 		return err
 	}
-	a.state = podstate.New(pods, phases, statuses, podConfig, sourceNames, allocs)
+	a.state = podstate.New(pods, phases, statuses, sources.Merged, sources.Names, allocs)
 
 	// The node's resources, admission and eviction.
 	dns, err := kuberuntime.NewDNSConfigurer(cfg.Kubelet.ClusterDNS, cfg.Kubelet.ClusterDomain, *cfg.Kubelet.ResolverConfig)
@@ -261,8 +236,8 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 		classes = kuberuntime.APIRuntimeClasses{Client: client}
 		serviceLister = services.New(client)
 		serviceEnv = serviceLister
-	case runtimeClasses != nil:
-		classes = runtimeClasses
+	case sources.RuntimeClasses != nil:
+		classes = sources.RuntimeClasses
 	}
 	reasons := kubecontainer.NewReasonCache()
 	serialize := *cfg.Kubelet.SerializeImagePulls
@@ -306,10 +281,10 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 	workers := podworkers.New(syncer, phases, log)
 	a.pleg = pleg.New(runtime, pleg.Options{Log: log, RelistPeriod: deps.RelistPeriod})
 	a.loop = syncloop.New(syncloop.Deps{
-		Updates: podConfig.Updates(), PLEG: a.pleg.Watch(), Probes: probes.Updates(), Pods: pods, Workers: workers,
+		Updates: sources.Merged.Updates(), PLEG: a.pleg.Watch(), Probes: probes.Updates(), Pods: pods, Workers: workers,
 		Runtime: manager, Statuses: statuses, Mirrors: loopMirrors, Admit: alloc.AddPod, Recorder: a.events,
 		SourcesReady: a.state.SourcesReady, Kills: kills, Evicted: syncer,
-		BackOffs: manager, Events: a.events, Listed: podConfig, Resizes: alloc,
+		BackOffs: manager, Events: a.events, Listed: sources.Merged, Resizes: alloc,
 		SyncFrequency: cfg.Kubelet.SyncFrequency.Duration, HousekeepingPeriod: housekeeping, Log: log,
 	})
 	rotator, err := logs.NewRotator(runtime, cfg.Kubelet.ContainerLogMaxSize, *cfg.Kubelet.ContainerLogMaxFiles)
@@ -340,54 +315,13 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 		part{"eviction manager", loop(evictions.Run)}, part{"status", loop(statuses.Run)},
 		part{"log rotation", loop(func(ctx context.Context) { rotator.Run(ctx, cfg.Kubelet.ContainerLogMonitorInterval.Duration) })},
 		part{"node status", loop(nodes.Run)}, part{"oom watcher", oom.Run})
-	a.parts = append(a.parts, sources...)
+	for _, s := range sources.Runners {
+		a.parts = append(a.parts, part{s.Name, s.Run})
+	}
 	if *cfg.Kubelet.HealthzPort > 0 {
 		a.parts = append(a.parts, part{"healthz", func(ctx context.Context) error {
 			return server.ServeHealthz(ctx, cfg.Kubelet.HealthzBindAddress, *cfg.Kubelet.HealthzPort, a.Healthz)
 		}})
 	}
 	return nil
-}
-
-// kubeClient is the apiserver client the configuration or deps name; nil standalone.
-func kubeClient(cfg agentconfig.Config, deps Deps) (KubeClient, error) {
-	if deps.KubeClient != nil || cfg.Kubeconfig == "" {
-		return deps.KubeClient, nil
-	}
-	rc, err := kubeconfig.Load(cfg.Kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig: %w", err)
-	}
-	rc.QPS, rc.Burst = cfg.KubeAPIQPS, int(cfg.Kubelet.KubeAPIBurst)
-	if cfg.Kubelet.ContentType != "" {
-		rc.ContentType = cfg.Kubelet.ContentType
-	}
-	c, err := kubeclient.New(rc)
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig: %w", err)
-	}
-	return c, nil
-}
-
-// podSources are the pod sources configured, as parts to run, and their names: housekeeping waits
-// until each has spoken.
-func podSources(cfg agentconfig.Config, client KubeClient, podConfig *podsource.PodConfig, classes *podsource.RuntimeClassSet,
-	log *slog.Logger) ([]part, []string) {
-	var parts []part
-	var names []string
-	if cfg.Kubelet.StaticPodPath != "" {
-		src := &podsource.ManifestDirSource{Path: cfg.Kubelet.StaticPodPath, NodeName: cfg.NodeName,
-			Period: cfg.Kubelet.FileCheckFrequency.Duration, Set: podConfig.Set, Log: log, RuntimeClasses: classes}
-		parts, names = append(parts, part{"manifest dir", src.Run}), append(names, podsource.FileSource)
-	}
-	if cfg.Kubelet.StaticPodURL != "" {
-		src := &podsource.ManifestURLSource{URL: cfg.Kubelet.StaticPodURL, Header: cfg.Kubelet.StaticPodURLHeader, NodeName: cfg.NodeName,
-			Period: cfg.Kubelet.HTTPCheckFrequency.Duration, Set: podConfig.Set, Log: log, RuntimeClasses: classes}
-		parts, names = append(parts, part{"manifest url", src.Run}), append(names, podsource.HTTPSource)
-	}
-	if client != nil {
-		src := &podsource.APISource{Client: client, NodeName: cfg.NodeName, Set: podConfig.Set}
-		parts, names = append(parts, part{"apiserver source", src.Run}), append(names, podsource.ApiserverSource)
-	}
-	return parts, names
 }
