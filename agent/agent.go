@@ -1,8 +1,9 @@
-// Package agent assembles the agent's parts: pod sources → SyncLoop → pod workers → runtime
-// manager → CRI, with PLEG, the status manager, the node's resource managers, admission, eviction,
-// the garbage collectors and (in a cluster) node status and mirror pods beside them. New builds
-// every part in one pass and Run starts them; the package holds no logic of its own beyond that
-// wiring, and each part lives in its own package.
+// Package agent is wiring only: New builds every part of the agent from a Config and Deps, in one
+// pass and each once, and Run starts them. The parts are pod sources → SyncLoop → pod workers →
+// runtime manager → CRI, with PLEG, the status manager, the node's resource managers, admission,
+// eviction, the garbage collectors, the API and (in a cluster) node status and mirror pods beside
+// them, each in its own package with its own logic; what is left here is which part each seam
+// gets (a cluster's or a standalone node's, with or without a cgroup root) and what Run starts.
 //
 // The agent talks to a runtime only through CRI gRPC; no package under agent/ imports runtime/
 // (boundary_test.go enforces it).
@@ -90,8 +91,9 @@ type Agent struct {
 	parts []part
 }
 
-// New builds the agent and every part of it, each once and complete; nothing runs until Run.
-func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
+// New builds the agent and every part of it, each once and complete, in the order they need each
+// other; nothing runs until Run.
+func New(cfg agentconfig.Config, deps Deps) (_ *Agent, err error) {
 	if err := agentconfig.Complete(&cfg); err != nil {
 		return nil, err
 	}
@@ -104,23 +106,18 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			conn.Close()
+		}
+	}()
 	a := &Agent{cfg: cfg, log: log, conn: conn}
-	if err := a.build(deps, sysctls); err != nil {
-		conn.Close()
-		return nil, err
-	}
-	return a, nil
-}
-
-// build makes the parts in the order they need each other.
-func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
-	cfg, log := a.cfg, a.log
 	runtime, imageService := runtimeapi.NewRuntimeServiceClient(a.conn), runtimeapi.NewImageServiceClient(a.conn)
 	client := deps.KubeClient // nil standalone
 	if client == nil && cfg.Kubeconfig != "" {
 		c, err := kubeclient.Load(cfg.Kubeconfig, cfg.KubeAPIQPS, int(cfg.Kubelet.KubeAPIBurst), cfg.Kubelet.ContentType)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		client = c
 	}
@@ -137,7 +134,7 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 	phases := podworkers.NewPhases()
 	allocs, err := allocation.OpenState(cfg.RootDir, log)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	a.state = podstate.New(pods, phases, statuses, sources.Merged, sources.Names, allocs)
 
@@ -152,7 +149,7 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 		SystemReservedCgroup: cfg.Kubelet.SystemReservedCgroup, KubeReservedCgroup: cfg.Kubelet.KubeReservedCgroup},
 		cm.Deps{Cgroups: deps.Cgroups, Recorder: a.events, Node: nodestatus.Ref(cfg.NodeName), Log: log})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cpus, err := cpumanager.NewForNode(cpumanager.NodeConfig{Policy: cfg.Kubelet.CPUManagerPolicy, Options: cfg.Kubelet.CPUManagerPolicyOptions,
 		ReconcilePeriod: cfg.Kubelet.CPUManagerReconcilePeriod.Duration, ReservedSystemCPUs: cfg.Kubelet.ReservedSystemCPUs,
@@ -160,7 +157,7 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 		StateDir: cfg.RootDir},
 		cpumanager.Deps{Topology: deps.CPUTopology, Runtime: runtime, Holds: a.state.HoldsCPUs, SourcesReady: a.state.SourcesReady, Log: log})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	staticCPUs := cpus.Policy() == cpumanager.PolicyStatic
 	vols := &volumemanager.Manager{Client: client, RootDir: cfg.RootDir, Recorder: a.events, Allocatable: nodeCM.Allocatable}
@@ -178,7 +175,7 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 	machine := &eviction.Machine{RootDir: cfg.RootDir, ImageFs: eviction.ImageFsMountpoint(imageService), PodsCgroup: cfg.PodsCgroup}
 	if cfg.Kubelet.KernelMemcgNotification {
 		if err := machine.CheckMemcgNotification(); err != nil {
-			return fmt.Errorf("kernelMemcgNotification: %w", err)
+			return nil, fmt.Errorf("kernelMemcgNotification: %w", err)
 		}
 	}
 	kills := syncloop.NewKills() // evictions reach the pod workers through the SyncLoop
@@ -205,14 +202,14 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 	alloc, err := allocation.New(allocation.Deps{State: allocs, Admit: a.admission.Admit, ActivePods: a.state.ActivePods,
 		Allocatable: nodeCM.AllocatableAbsolute, Recorder: a.events, Log: log, StaticCPUPolicy: func() bool { return staticCPUs }})
 	if err != nil {
-		return err
+		return nil, err
 	}
 
 	// The pods' containers: the runtime manager and what it asks.
 	probes := prober.New(runtime, a.events, log)
 	if a.userns, err = userns.New(userns.Config{RootDir: cfg.RootDir, MaxPods: int(cfg.Kubelet.MaxPods),
 		Handlers: userns.RuntimeHandlers{Runtime: runtime}, Log: log}); err != nil {
-		return fmt.Errorf("create user namespace manager: %w", err)
+		return nil, fmt.Errorf("create user namespace manager: %w", err)
 	}
 	var (
 		podQOS        *qos.Manager // nil when the runtime places pods (no cgroup root)
@@ -289,11 +286,11 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 	})
 	rotator, err := logs.NewRotator(runtime, cfg.Kubelet.ContainerLogMaxSize, *cfg.Kubelet.ContainerLogMaxFiles)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if a.api, err = server.NewServing(cfg, client, server.Deps{Pods: a.state, Events: a.events, Node: node{nodes, a.events},
 		Runtime: runtime, SyncLoopHealthy: a.Healthz, Summary: summary.Summary}, log); err != nil {
-		return err
+		return nil, err
 	}
 
 	a.parts = []part{{"node allocatable", loop(nodeCM.Run)}, {"CPU manager", loop(cpus.Run)}}
@@ -323,5 +320,5 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 			return server.ServeHealthz(ctx, cfg.Kubelet.HealthzBindAddress, *cfg.Kubelet.HealthzPort, a.Healthz)
 		}})
 	}
-	return nil
+	return a, nil
 }
