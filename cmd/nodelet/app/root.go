@@ -1,6 +1,7 @@
-// Package cli holds nodelet's command line: one cobra command per mode, each only wiring the parts
-// of the runtime or the agent together.
-package cli
+// Package app holds nodelet's command line: one cobra command per mode, each only wiring the parts
+// of the runtime or the agent together. It sits with the command, as the kubelet's cmd/kubelet/app
+// does, rather than under internal/: it is the one place that joins both halves, above them.
+package app
 
 import (
 	"context"
