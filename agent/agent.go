@@ -1,8 +1,9 @@
-// Package agent assembles the agent's parts: pod sources → SyncLoop → pod workers → runtime
-// manager → CRI, with PLEG, the status manager, the node's resource managers, admission, eviction,
-// the garbage collectors and (in a cluster) node status and mirror pods beside them. New builds
-// every part in one pass and Run starts them; the package holds no logic of its own beyond that
-// wiring, and each part lives in its own package.
+// Package agent is wiring only: New builds every part of the agent from a Config and Deps, in one
+// pass and each once, and Run starts them. The parts are pod sources → SyncLoop → pod workers →
+// runtime manager → CRI, with PLEG, the status manager, the node's resource managers, admission,
+// eviction, the garbage collectors, the API and (in a cluster) node status and mirror pods beside
+// them, each in its own package with its own logic; what is left here is which part each seam
+// gets (a cluster's or a standalone node's, with or without a cgroup root) and what Run starts.
 //
 // The agent talks to a runtime only through CRI gRPC; no package under agent/ imports runtime/
 // (boundary_test.go enforces it).
@@ -16,7 +17,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/agent/admission"
@@ -25,8 +25,6 @@ import (
 	"github.com/nodelet/nodelet/agent/cm"
 	"github.com/nodelet/nodelet/agent/cm/cpumanager"
 	"github.com/nodelet/nodelet/agent/cm/qos"
-	"github.com/nodelet/nodelet/agent/config"
-	kubecontainer "github.com/nodelet/nodelet/agent/container"
 	"github.com/nodelet/nodelet/agent/containergc"
 	"github.com/nodelet/nodelet/agent/credentials"
 	"github.com/nodelet/nodelet/agent/eviction"
@@ -34,7 +32,7 @@ import (
 	"github.com/nodelet/nodelet/agent/images"
 	"github.com/nodelet/nodelet/agent/internal/sysctl"
 	"github.com/nodelet/nodelet/agent/kubeclient"
-	"github.com/nodelet/nodelet/agent/kubeconfig"
+	"github.com/nodelet/nodelet/agent/kubecontainer"
 	"github.com/nodelet/nodelet/agent/kuberuntime"
 	"github.com/nodelet/nodelet/agent/logs"
 	"github.com/nodelet/nodelet/agent/metrics"
@@ -42,11 +40,13 @@ import (
 	"github.com/nodelet/nodelet/agent/oomwatcher"
 	"github.com/nodelet/nodelet/agent/pleg"
 	"github.com/nodelet/nodelet/agent/podmanager"
+	"github.com/nodelet/nodelet/agent/podsource"
 	"github.com/nodelet/nodelet/agent/podstate"
 	"github.com/nodelet/nodelet/agent/podsync"
 	"github.com/nodelet/nodelet/agent/podworkers"
 	"github.com/nodelet/nodelet/agent/prober"
 	"github.com/nodelet/nodelet/agent/recorder"
+	"github.com/nodelet/nodelet/agent/server"
 	"github.com/nodelet/nodelet/agent/services"
 	"github.com/nodelet/nodelet/agent/stats"
 	"github.com/nodelet/nodelet/agent/status"
@@ -55,26 +55,10 @@ import (
 	"github.com/nodelet/nodelet/agent/volumemanager"
 )
 
-// KubeClient is every part of the apiserver the agent's parts use; a *kubeclient.Client is one.
-type KubeClient interface {
-	Pods(namespace string) kubeclient.PodInterface
-	Nodes() kubeclient.NodeInterface
-	Leases(namespace string) kubeclient.LeaseInterface
-	Services(namespace string) kubeclient.ServiceInterface
-	Secrets(namespace string) kubeclient.SecretInterface
-	ConfigMaps(namespace string) kubeclient.ConfigMapInterface
-	ServiceAccounts(namespace string) kubeclient.ServiceAccountInterface
-	Events(namespace string) kubeclient.EventInterface
-	RuntimeClasses() kubeclient.RuntimeClassInterface
-	TokenReviews() kubeclient.TokenReviewInterface
-	SubjectAccessReviews() kubeclient.SubjectAccessReviewInterface
-	CertificateSigningRequests() kubeclient.CertificateSigningRequestInterface
-}
-
 // Deps are what a test or an embedding program may hand the agent instead of letting it make them.
 type Deps struct {
 	// KubeClient overrides Config.Kubeconfig (tests pass an adapted fake clientset).
-	KubeClient KubeClient
+	KubeClient kubeclient.Interface
 	Log        *slog.Logger
 	// HousekeepingPeriod and RelistPeriod override the defaults (2s, 1s); tests shorten them.
 	HousekeepingPeriod time.Duration
@@ -89,30 +73,27 @@ type Deps struct {
 	CPUTopology *cpumanager.Topology
 }
 
-// Agent is the assembled agent: New builds every part, Run starts them. It keeps only what Run
-// and the agent's API read.
+// Agent is the assembled agent: New builds every part, Run starts them. It keeps what Run reads,
+// the views its accessors hand out, and the parts its tests ask directly.
 type Agent struct {
-	cfg     agentconfig.Config
-	log     *slog.Logger
-	conn    *grpc.ClientConn
-	runtime runtimeapi.RuntimeServiceClient
+	cfg  agentconfig.Config
+	log  *slog.Logger
+	conn *grpc.ClientConn
 
-	pods      *podmanager.Manager
-	statuses  *status.Manager
 	events    *recorder.History
-	nodes     *nodestatus.Manager
 	state     *podstate.View
 	admission *admission.Chain
 	userns    *userns.Manager
 	pleg      *pleg.GenericPLEG
 	loop      *syncloop.SyncLoop
-	api       *api
+	api       *server.Serving // nil when the configuration asks for no API
 	// parts are what Run starts beside the SyncLoop and the API, in order.
 	parts []part
 }
 
-// New builds the agent and every part of it, each once and complete; nothing runs until Run.
-func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
+// New builds the agent and every part of it, each once and complete, in the order they need each
+// other; nothing runs until Run.
+func New(cfg agentconfig.Config, deps Deps) (_ *Agent, err error) {
 	if err := agentconfig.Complete(&cfg); err != nil {
 		return nil, err
 	}
@@ -125,49 +106,37 @@ func New(cfg agentconfig.Config, deps Deps) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, log: log, conn: conn, runtime: runtimeapi.NewRuntimeServiceClient(conn)}
-	if err := a.build(deps, sysctls); err != nil {
-		conn.Close()
-		return nil, err
-	}
-	return a, nil
-}
-
-// build makes the parts in the order they need each other.
-func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
-	cfg, log, runtime := a.cfg, a.log, a.runtime
-	imageService := runtimeapi.NewImageServiceClient(a.conn)
-	client, err := kubeClient(cfg, deps)
-	if err != nil {
-		return err
+	defer func() {
+		if err != nil {
+			conn.Close()
+		}
+	}()
+	a := &Agent{cfg: cfg, log: log, conn: conn}
+	runtime, imageService := runtimeapi.NewRuntimeServiceClient(a.conn), runtimeapi.NewImageServiceClient(a.conn)
+	client := deps.KubeClient // nil standalone
+	if client == nil && cfg.Kubeconfig != "" {
+		c, err := kubeclient.Load(cfg.Kubeconfig, cfg.KubeAPIQPS, int(cfg.Kubelet.KubeAPIBurst), cfg.Kubelet.ContentType)
+		if err != nil {
+			return nil, err
+		}
+		client = c
 	}
 	housekeeping := cmp.Or(deps.HousekeepingPeriod, syncloop.DefaultHousekeepingPeriod)
 
-	// Events: posted to the apiserver in a cluster, logged standalone; kept for describe either way.
-	var sink recorder.Interface = recorder.NewSlog(log)
+	// Events: posted to the apiserver in a cluster (by sender), logged standalone; kept either way.
 	var sender *recorder.Recorder
-	if client != nil {
-		sender = recorder.New(func(ns string) recorder.Sink { return client.Events(ns) }, kubeclient.Scheme(),
-			v1.EventSource{Component: "kubelet", Host: cfg.NodeName}, log)
-		sink = sender
-	}
-	a.events = recorder.NewHistory(sink)
+	a.events, sender = recorder.ForNode(client, cfg.NodeName, log)
 
 	// The pods: desired, as their sources list them, their workers' phases, statuses, allocations.
-	a.pods = podmanager.New()
-	a.statuses = status.NewManager(client, a.pods, log)
-	podConfig := config.NewPodConfig(log)
-	var runtimeClasses *config.RuntimeClassSet // the manifest folder's, standalone only
-	if client == nil && cfg.Kubelet.StaticPodPath != "" {
-		runtimeClasses = config.NewRuntimeClassSet()
-	}
-	sources, sourceNames := podSources(cfg, client, podConfig, runtimeClasses, log)
+	pods := podmanager.New()
+	statuses := status.NewManager(client, pods, log)
+	sources := podsource.New(cfg, client, log)
 	phases := podworkers.NewPhases()
 	allocs, err := allocation.OpenState(cfg.RootDir, log)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	a.state = podstate.New(a.pods, phases, a.statuses, podConfig, sourceNames, allocs)
+	a.state = podstate.New(pods, phases, statuses, sources.Merged, sources.Names, allocs)
 
 	// The node's resources, admission and eviction.
 	dns, err := kuberuntime.NewDNSConfigurer(cfg.Kubelet.ClusterDNS, cfg.Kubelet.ClusterDomain, *cfg.Kubelet.ResolverConfig)
@@ -180,7 +149,7 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 		SystemReservedCgroup: cfg.Kubelet.SystemReservedCgroup, KubeReservedCgroup: cfg.Kubelet.KubeReservedCgroup},
 		cm.Deps{Cgroups: deps.Cgroups, Recorder: a.events, Node: nodestatus.Ref(cfg.NodeName), Log: log})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cpus, err := cpumanager.NewForNode(cpumanager.NodeConfig{Policy: cfg.Kubelet.CPUManagerPolicy, Options: cfg.Kubelet.CPUManagerPolicyOptions,
 		ReconcilePeriod: cfg.Kubelet.CPUManagerReconcilePeriod.Duration, ReservedSystemCPUs: cfg.Kubelet.ReservedSystemCPUs,
@@ -188,7 +157,7 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 		StateDir: cfg.RootDir},
 		cpumanager.Deps{Topology: deps.CPUTopology, Runtime: runtime, Holds: a.state.HoldsCPUs, SourcesReady: a.state.SourcesReady, Log: log})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	staticCPUs := cpus.Policy() == cpumanager.PolicyStatic
 	vols := &volumemanager.Manager{Client: client, RootDir: cfg.RootDir, Recorder: a.events, Allocatable: nodeCM.Allocatable}
@@ -206,7 +175,7 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 	machine := &eviction.Machine{RootDir: cfg.RootDir, ImageFs: eviction.ImageFsMountpoint(imageService), PodsCgroup: cfg.PodsCgroup}
 	if cfg.Kubelet.KernelMemcgNotification {
 		if err := machine.CheckMemcgNotification(); err != nil {
-			return fmt.Errorf("kernelMemcgNotification: %w", err)
+			return nil, fmt.Errorf("kernelMemcgNotification: %w", err)
 		}
 	}
 	kills := syncloop.NewKills() // evictions reach the pod workers through the SyncLoop
@@ -233,14 +202,14 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 	alloc, err := allocation.New(allocation.Deps{State: allocs, Admit: a.admission.Admit, ActivePods: a.state.ActivePods,
 		Allocatable: nodeCM.AllocatableAbsolute, Recorder: a.events, Log: log, StaticCPUPolicy: func() bool { return staticCPUs }})
 	if err != nil {
-		return err
+		return nil, err
 	}
 
 	// The pods' containers: the runtime manager and what it asks.
 	probes := prober.New(runtime, a.events, log)
 	if a.userns, err = userns.New(userns.Config{RootDir: cfg.RootDir, MaxPods: int(cfg.Kubelet.MaxPods),
 		Handlers: userns.RuntimeHandlers{Runtime: runtime}, Log: log}); err != nil {
-		return fmt.Errorf("create user namespace manager: %w", err)
+		return nil, fmt.Errorf("create user namespace manager: %w", err)
 	}
 	var (
 		podQOS        *qos.Manager // nil when the runtime places pods (no cgroup root)
@@ -264,8 +233,8 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 		classes = kuberuntime.APIRuntimeClasses{Client: client}
 		serviceLister = services.New(client)
 		serviceEnv = serviceLister
-	case runtimeClasses != nil:
-		classes = runtimeClasses
+	case sources.RuntimeClasses != nil:
+		classes = sources.RuntimeClasses
 	}
 	reasons := kubecontainer.NewReasonCache()
 	serialize := *cfg.Kubelet.SerializeImagePulls
@@ -291,36 +260,37 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 	if client != nil && *cfg.Kubelet.RegisterNode {
 		nodeDeps.Client = client
 	}
-	a.nodes = nodestatus.New(nodeDeps)
+	nodes := nodestatus.New(nodeDeps)
 	oom := &oomwatcher.Watcher{Node: nodestatus.Ref(cfg.NodeName), CgroupRoot: cfg.PodsCgroup, Recorder: a.events, Log: log}
 	var syncMirrors podsync.MirrorClient
 	var loopMirrors syncloop.MirrorDeleter
 	if client != nil {
-		m := &podmanager.MirrorClient{Client: client, NodeName: cfg.NodeName, NodeUID: a.nodes.NodeUID}
+		m := &podmanager.MirrorClient{Client: client, NodeName: cfg.NodeName, NodeUID: nodes.NodeUID}
 		syncMirrors, loopMirrors = m, m
 	}
 
 	// The pod workers and the loop that wakes them.
 	runtimeName := kuberuntime.NewRuntimeName(runtime, cfg.Kubelet.ContainerRuntimeEndpoint, log)
-	syncer := &podsync.Syncer{Runtime: manager, Status: a.statuses, Pods: a.pods, Volumes: vols, Reasons: reasons,
+	syncer := &podsync.Syncer{Runtime: manager, Status: statuses, Pods: pods, Volumes: vols, Reasons: reasons,
 		Prober: probes, Recorder: a.events, RuntimeName: runtimeName.Get, NodeIPs: cfg.NodeIPs, Mirrors: syncMirrors,
 		Cgroups: syncCgroups, Allocation: alloc, RootDir: cfg.RootDir, Userns: a.userns, Log: log,
 		RecursiveReadOnly: manager.SupportsRecursiveReadOnlyMounts}
 	workers := podworkers.New(syncer, phases, log)
 	a.pleg = pleg.New(runtime, pleg.Options{Log: log, RelistPeriod: deps.RelistPeriod})
 	a.loop = syncloop.New(syncloop.Deps{
-		Updates: podConfig.Updates(), PLEG: a.pleg.Watch(), Probes: probes.Updates(), Pods: a.pods, Workers: workers,
-		Runtime: manager, Statuses: a.statuses, Mirrors: loopMirrors, Admit: alloc.AddPod, Recorder: a.events,
+		Updates: sources.Merged.Updates(), PLEG: a.pleg.Watch(), Probes: probes.Updates(), Pods: pods, Workers: workers,
+		Runtime: manager, Statuses: statuses, Mirrors: loopMirrors, Admit: alloc.AddPod, Recorder: a.events,
 		SourcesReady: a.state.SourcesReady, Kills: kills, Evicted: syncer,
-		BackOffs: manager, Events: a.events, Listed: podConfig, Resizes: alloc,
+		BackOffs: manager, Events: a.events, Listed: sources.Merged, Resizes: alloc,
 		SyncFrequency: cfg.Kubelet.SyncFrequency.Duration, HousekeepingPeriod: housekeeping, Log: log,
 	})
 	rotator, err := logs.NewRotator(runtime, cfg.Kubelet.ContainerLogMaxSize, *cfg.Kubelet.ContainerLogMaxFiles)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if a.api, err = newAPI(a, client, summary); err != nil {
-		return err
+	if a.api, err = server.NewServing(cfg, client, server.Deps{Pods: a.state, Events: a.events, Node: node{nodes, a.events},
+		Runtime: runtime, SyncLoopHealthy: a.Healthz, Summary: summary.Summary}, log); err != nil {
+		return nil, err
 	}
 
 	a.parts = []part{{"node allocatable", loop(nodeCM.Run)}, {"CPU manager", loop(cpus.Run)}}
@@ -339,55 +309,16 @@ func (a *Agent) build(deps Deps, sysctls *sysctl.Allowlist) error {
 		a.parts = append(a.parts, part{"node lister", loop(nodeLister.Run)})
 	}
 	a.parts = append(a.parts, part{"pleg", loop(a.pleg.Run)}, part{"garbage collectors", loop(collectors.Run)},
-		part{"eviction manager", loop(evictions.Run)}, part{"status", loop(a.statuses.Run)},
+		part{"eviction manager", loop(evictions.Run)}, part{"status", loop(statuses.Run)},
 		part{"log rotation", loop(func(ctx context.Context) { rotator.Run(ctx, cfg.Kubelet.ContainerLogMonitorInterval.Duration) })},
-		part{"node status", loop(a.nodes.Run)}, part{"oom watcher", oom.Run})
-	a.parts = append(a.parts, sources...)
+		part{"node status", loop(nodes.Run)}, part{"oom watcher", oom.Run})
+	for _, s := range sources.Runners {
+		a.parts = append(a.parts, part{s.Name, s.Run})
+	}
 	if *cfg.Kubelet.HealthzPort > 0 {
-		a.parts = append(a.parts, part{"healthz", a.serveHealthz})
+		a.parts = append(a.parts, part{"healthz", func(ctx context.Context) error {
+			return server.ServeHealthz(ctx, cfg.Kubelet.HealthzBindAddress, *cfg.Kubelet.HealthzPort, a.Healthz)
+		}})
 	}
-	return nil
-}
-
-// kubeClient is the apiserver client the configuration or deps name; nil standalone.
-func kubeClient(cfg agentconfig.Config, deps Deps) (KubeClient, error) {
-	if deps.KubeClient != nil || cfg.Kubeconfig == "" {
-		return deps.KubeClient, nil
-	}
-	rc, err := kubeconfig.Load(cfg.Kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig: %w", err)
-	}
-	rc.QPS, rc.Burst = cfg.KubeAPIQPS, int(cfg.Kubelet.KubeAPIBurst)
-	if cfg.Kubelet.ContentType != "" {
-		rc.ContentType = cfg.Kubelet.ContentType
-	}
-	c, err := kubeclient.New(rc)
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig: %w", err)
-	}
-	return c, nil
-}
-
-// podSources are the pod sources configured, as parts to run, and their names: housekeeping waits
-// until each has spoken.
-func podSources(cfg agentconfig.Config, client KubeClient, podConfig *config.PodConfig, classes *config.RuntimeClassSet,
-	log *slog.Logger) ([]part, []string) {
-	var parts []part
-	var names []string
-	if cfg.Kubelet.StaticPodPath != "" {
-		src := &config.ManifestDirSource{Path: cfg.Kubelet.StaticPodPath, NodeName: cfg.NodeName,
-			Period: cfg.Kubelet.FileCheckFrequency.Duration, Set: podConfig.Set, Log: log, RuntimeClasses: classes}
-		parts, names = append(parts, part{"manifest dir", src.Run}), append(names, config.FileSource)
-	}
-	if cfg.Kubelet.StaticPodURL != "" {
-		src := &config.ManifestURLSource{URL: cfg.Kubelet.StaticPodURL, Header: cfg.Kubelet.StaticPodURLHeader, NodeName: cfg.NodeName,
-			Period: cfg.Kubelet.HTTPCheckFrequency.Duration, Set: podConfig.Set, Log: log, RuntimeClasses: classes}
-		parts, names = append(parts, part{"manifest url", src.Run}), append(names, config.HTTPSource)
-	}
-	if client != nil {
-		src := &config.APISource{Client: client, NodeName: cfg.NodeName, Set: podConfig.Set}
-		parts, names = append(parts, part{"apiserver source", src.Run}), append(names, config.ApiserverSource)
-	}
-	return parts, names
+	return a, nil
 }

@@ -127,7 +127,7 @@ func TestStaticPodLifecycle(t *testing.T) {
 		t.Fatalf("labels %v", first.Labels)
 	}
 	h.eventually("status Running", func() bool {
-		for _, p := range h.agent.Pods() {
+		for _, p := range h.agent.PodState().Pods() {
 			if p.Name == "web-node1" && p.Status.Phase == v1.PodRunning && p.Status.ContainerStatuses[0].ContainerID == "fakecri://"+first.Id {
 				return true
 			}
@@ -186,7 +186,7 @@ func TestAgentRestartKeepsContainersAndRemovesOrphans(t *testing.T) {
 	}
 	// Let a few syncs pass; nothing may be created or started for a.
 	h.eventually("a status known", func() bool {
-		ps := h.agent.Pods()
+		ps := h.agent.PodState().Pods()
 		return len(ps) == 1 && ps[0].Status.Phase == v1.PodRunning
 	})
 	if got := h.cri.CallsWithPrefix("CreateContainer"); len(got) != 0 {
@@ -273,7 +273,7 @@ func TestLivenessProbeFailureRestartsContainer(t *testing.T) {
 	h.cri.SetExecExitCode(1)
 	// It is restarted once at once; failing again, its next restart waits out the crash-loop back-off.
 	h.eventually("CrashLoopBackOff", func() bool {
-		p, ok := h.agent.Pod("default", "web-node1")
+		p, ok := h.agent.PodState().Pod("default", "web-node1")
 		if !ok || len(p.Status.ContainerStatuses) == 0 {
 			return false
 		}
@@ -320,7 +320,7 @@ scheduling: {nodeSelector: {zone: mars}}
 		t.Errorf("no sandbox with the RuntimeClass's handler: %q", h.cri.Calls())
 	}
 	h.eventually("web with its overhead", func() bool {
-		for _, p := range h.agent.Pods() {
+		for _, p := range h.agent.PodState().Pods() {
 			if p.Name == "web-node1" {
 				return p.Spec.Overhead.Memory().Equal(resource.MustParse("32Mi")) && p.Status.Phase == v1.PodRunning
 			}

@@ -81,7 +81,7 @@ func TestAgentConfigzAndNodeLogs(t *testing.T) {
 		t.Cleanup(func() { a.conn.Close() }) // what Run would close
 		get := func(path string) (int, []byte) {
 			w := httptest.NewRecorder()
-			a.api.srv.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "http://n1"+path, nil))
+			a.api.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "http://n1"+path, nil))
 			return w.Code, w.Body.Bytes()
 		}
 		code, body := get("/configz")

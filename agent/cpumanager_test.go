@@ -87,7 +87,7 @@ func TestCPUManagerStaticPolicy(t *testing.T) {
 	big := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "big", Namespace: "default", UID: "big-uid"},
 		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "app", Resources: v1.ResourceRequirements{
 			Limits: v1.ResourceList{v1.ResourceCPU: resource.MustParse("3"), v1.ResourceMemory: resource.MustParse("64Mi")}}}}}}
-	err = h.agent.admission.Admit(big, h.agent.pods.GetPods())
+	err = h.agent.admission.Admit(big, h.agent.state.Pods())
 	var ae *admission.Error
 	if !errors.As(err, &ae) || ae.Reason != "UnexpectedAdmissionError" ||
 		ae.Message != "Allocate failed due to not enough cpus available to satisfy request: requested=3, available=2, which is unexpected" {

@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
-	"strconv"
 	"sync"
-	"time"
 
 	"github.com/nodelet/nodelet/agent/metrics"
+	"github.com/nodelet/nodelet/agent/nodestatus"
+	"github.com/nodelet/nodelet/agent/podstate"
+	"github.com/nodelet/nodelet/agent/recorder"
 )
 
 // part is one thing Run starts beside the SyncLoop.
@@ -46,7 +45,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := a.api.run(ctx); err != nil && ctx.Err() == nil {
+			if err := a.api.Run(ctx); err != nil && ctx.Err() == nil {
 				apiErr = fmt.Errorf("agent API: %w", err)
 			}
 			cancel()
@@ -61,32 +60,16 @@ func (a *Agent) Run(ctx context.Context) error {
 }
 
 // Healthz reports whether the SyncLoop and PLEG are alive.
-func (a *Agent) Healthz() error {
-	return errors.Join(a.loop.Healthy(), a.pleg.Healthy())
-}
+func (a *Agent) Healthz() error { return errors.Join(a.loop.Healthy(), a.pleg.Healthy()) }
 
-// HealthzHandler serves /healthz.
-func (a *Agent) HealthzHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		if err := a.Healthz(); err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		w.Write([]byte("ok"))
-	})
-}
+// PodState is the pods as the agent's API shows them (each desired pod with its kept status).
+func (a *Agent) PodState() *podstate.View { return a.state }
 
-func (a *Agent) serveHealthz(ctx context.Context) error {
-	mux := http.NewServeMux()
-	mux.Handle("/healthz", a.HealthzHandler())
-	srv := &http.Server{Addr: net.JoinHostPort(a.cfg.Kubelet.HealthzBindAddress, strconv.Itoa(int(*a.cfg.Kubelet.HealthzPort))), Handler: mux,
-		ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		<-ctx.Done()
-		srv.Close()
-	}()
-	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("healthz: %w", err)
-	}
-	return nil
+// Events are the events recorded about the pods and the node, kept for `nodelet describe`.
+func (a *Agent) Events() *recorder.History { return a.events }
+
+// node is the Node the API shows: as nodestatus keeps it, with the events recorded about it.
+type node struct {
+	*nodestatus.Manager
+	*recorder.History
 }

@@ -40,7 +40,7 @@ func TestHostUsersFalseStaticPods(t *testing.T) {
 	h.eventually("the orphan's range freed", func() bool { _, ok := h.agent.userns.Holds("gone-uid"); return !ok })
 
 	var uid types.UID
-	for _, p := range h.agent.Pods() {
+	for _, p := range h.agent.PodState().Pods() {
 		if p.Name == "isolated-node1" {
 			uid = p.UID
 		}
@@ -64,7 +64,7 @@ func TestHostUsersFalseStaticPods(t *testing.T) {
 	})
 	// As the kubelet shows it: Pending, the container waiting in ContainerCreating.
 	h.eventually("plain Pending, its container creating", func() bool {
-		for _, p := range h.agent.Pods() {
+		for _, p := range h.agent.PodState().Pods() {
 			if p.Name == "plain-node1" {
 				cs := p.Status.ContainerStatuses
 				return p.Status.Phase == v1.PodPending && len(cs) == 1 && cs[0].State.Waiting != nil &&

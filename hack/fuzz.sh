@@ -12,7 +12,7 @@ fuzztime=$1
 export GOFLAGS=${GOFLAGS:--buildvcs=false}
 
 # Every func FuzzXxx in a _test.go file, as "package-dir target".
-mapfile -t targets < <(grep -rl --include='*_test.go' '^func Fuzz' agent runtime internal test 2>/dev/null |
+mapfile -t targets < <(grep -rl --include='*_test.go' '^func Fuzz' agent runtime internal cmd test 2>/dev/null |
   xargs grep -h -o '^func Fuzz[A-Za-z0-9_]*' /dev/null --with-filename |
   sed -E 's|^(.*)/[^/]*_test.go:func (Fuzz[A-Za-z0-9_]*)$|\1 \2|' | sort -u)
 [ ${#targets[@]} -gt 0 ] || { echo "fuzz.sh: no fuzz targets found" >&2; exit 1; }

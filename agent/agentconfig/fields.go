@@ -1,6 +1,7 @@
 package agentconfig
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -329,6 +330,8 @@ func acceptable(fv reflect.Value, allowed []any) bool {
 	return false
 }
 
+// show prints a refused value for its error. A struct is printed as the file spells it (JSON under
+// the file's field names): Go's %+v would print the address of each optional field, not its value.
 func show(fv reflect.Value) string {
 	for fv.Kind() == reflect.Pointer && !fv.IsNil() {
 		fv = fv.Elem()
@@ -340,6 +343,9 @@ func show(fv reflect.Value) string {
 	case reflect.String:
 		return fmt.Sprintf("%q", fv.String())
 	case reflect.Struct:
+		if b, err := json.Marshal(fv.Interface()); err == nil {
+			return string(b)
+		}
 		return fmt.Sprintf("%+v", fv.Interface())
 	}
 	return fmt.Sprintf("%v", fv.Interface())

@@ -149,6 +149,21 @@ func TestKubeletConfigurationValues(t *testing.T) {
 	}
 }
 
+// A refused struct value is printed as the file spells it, with the values of its optional
+// fields: the same text on every run, which a user can search for in their file.
+func TestRefusedStructValuesPrintTheirValues(t *testing.T) {
+	for yaml, want := range map[string]string{
+		"userNamespaces: {idsPerPod: 131072}\n":               `userNamespaces: {"idsPerPod":131072}: not supported: `,
+		"crashLoopBackOff: {maxContainerRestartPeriod: 1m}\n": `crashLoopBackOff: {"maxContainerRestartPeriod":"1m0s"}: not supported: `,
+		"memorySwap: {swapBehavior: LimitedSwap}\n":           `memorySwap: {"swapBehavior":"LimitedSwap"}: not supported: `,
+	} {
+		_, err := configOf(t, header+yaml)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", yaml, err, want)
+		}
+	}
+}
+
 func TestKubeletConfigurationFieldsNowHonoured(t *testing.T) {
 	cfg, err := configOf(t, header+`kubeAPIQPS: 20
 kubeAPIBurst: 40

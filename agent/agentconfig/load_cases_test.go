@@ -1,7 +1,7 @@
 package agentconfig
 
 // loadCase is one command line, with or without a --config file, that testdata/load.golden holds
-// the outcome of: every (file, flags) pair the package's tests and internal/cli's use, and the
+// the outcome of: every (file, flags) pair the package's tests and cmd/nodelet/app's use, and the
 // corners of the pipeline (repeated flags, flags over the file, values the file leaves out).
 type loadCase struct {
 	name string
@@ -145,7 +145,7 @@ var loadCases = []loadCase{
 	{name: "log interval 1s", file: header + "containerLogMonitorInterval: 1s\n"},
 	{name: "enableServer false with port", file: header + "enableServer: false\nport: 10250\n"},
 
-	// internal/cli's agent_test.go, and agent/integration's command line
+	// cmd/nodelet/app's agent_test.go, and agent/integration's command line
 	{name: "cli bad node ip", args: []string{"--node-ip=not-an-ip"}},
 	{name: "cli standalone HTTPS", args: []string{"--container-runtime-endpoint", "unix:///tmp/t/no-runtime.sock",
 		"--root-dir", "/tmp/t/root", "--pod-logs-dir", "/tmp/t/logs", "--hostname-override", "n1", "--node-ip", "127.0.0.1",

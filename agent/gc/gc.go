@@ -16,9 +16,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	kubecontainer "github.com/nodelet/nodelet/agent/container"
 	"github.com/nodelet/nodelet/agent/containergc"
 	"github.com/nodelet/nodelet/agent/images"
+	"github.com/nodelet/nodelet/agent/kubecontainer"
 )
 
 // The kubelet's periods for its garbage collectors.

@@ -85,7 +85,7 @@ func BenchmarkPodStartup(b *testing.B) {
 }
 
 func (e *env) statusRunning(name string) bool {
-	p, ok := e.agent.Pod("default", name+"-e2e")
+	p, ok := e.agent.PodState().Pod("default", name+"-e2e")
 	return ok && p.Status.Phase == v1.PodRunning
 }
 

@@ -131,14 +131,14 @@ func resizeScenario(t *testing.T, e *env) {
 	e.killAgent()
 	e.startAgent()
 	e.eventually("the restarted agent synced the pod", func() bool {
-		p, ok := e.agent.Pod("default", "rz")
+		p, ok := e.agent.PodState().Pod("default", "rz")
 		if !ok || p.Status.Phase != v1.PodRunning || len(p.Status.ContainerStatuses) != 2 {
 			return false
 		}
 		cs := p.Status.ContainerStatuses[0]
 		return cs.AllocatedResources.Memory().String() == "48Mi" && cs.Resources != nil
 	})
-	p, _ := e.agent.Pod("default", "rz")
+	p, _ := e.agent.PodState().Pod("default", "rz")
 	if c := resizeConditions(p); c != "" {
 		t.Errorf("resize condition %q after the agent restarted", c)
 	}

@@ -73,7 +73,7 @@ func podFeatures(t testing.TB, e *env, hostNetwork bool) {
 	})
 	// The readiness probe runs through the runtime's ExecSync.
 	e.eventually("pod Ready", func() bool {
-		p, ok := e.agent.Pod("default", "features-e2e")
+		p, ok := e.agent.PodState().Pod("default", "features-e2e")
 		if !ok {
 			return false
 		}

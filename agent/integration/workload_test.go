@@ -99,7 +99,7 @@ func (e *env) runningNamed(pod, name string) string {
 }
 
 func (e *env) podReady(name string) (bool, int32) {
-	p, ok := e.agent.Pod("default", name+"-e2e")
+	p, ok := e.agent.PodState().Pod("default", name+"-e2e")
 	if !ok {
 		return false, 0
 	}
@@ -144,7 +144,7 @@ func workloadScenarioOn(t testing.TB, e *env, spec, addr string, port int, handl
 		t.Fatalf("want one sandbox on %s: %v", handler, sbs)
 	}
 	host := "127.0.0.1"
-	if p, _ := e.agent.Pod("default", "shop-e2e"); p != nil && !p.Spec.HostNetwork {
+	if p, _ := e.agent.PodState().Pod("default", "shop-e2e"); p != nil && !p.Spec.HostNetwork {
 		host = p.Status.PodIP
 	}
 	resp, err := http.Get("http://" + net.JoinHostPort(host, strconv.Itoa(port)) + "/index.html")
@@ -189,7 +189,7 @@ func workloadScenarioOn(t testing.TB, e *env, spec, addr string, port int, handl
 	}
 	e.exec(web, "sh", "-c", "echo ok > /www/ready && rm /www/healthz")
 	e.eventually("web restarted by its liveness probe", func() bool { return e.runningNamed("shop", "web") != web && e.runningNamed("shop", "web") != "" })
-	events := e.agent.PodEvents("default", "shop-e2e")
+	events := e.agent.Events().PodEvents("default", "shop-e2e")
 	var unhealthy, killing bool
 	for _, ev := range events {
 		unhealthy = unhealthy || ev.Reason == "Unhealthy"

@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 
+	"github.com/nodelet/nodelet/agent/kubeconfig"
 	"github.com/nodelet/nodelet/internal/lazy"
 )
 
@@ -56,6 +57,24 @@ var (
 	codecs     = lazy.Value[serializer.CodecFactory]{New: func() serializer.CodecFactory { return serializer.NewCodecFactory(Scheme()) }}
 	parameters = lazy.Value[runtime.ParameterCodec]{New: func() runtime.ParameterCodec { return runtime.NewParameterCodec(Scheme()) }}
 )
+
+// Interface is a Client's accessors, as client-go's kubernetes.Interface is a clientset's: what
+// the agent is handed, so that a test can hand in a fake clientset (test/harness/kubefake adapts
+// one). Each part declares the few accessors it uses.
+type Interface interface {
+	Pods(namespace string) PodInterface
+	Nodes() NodeInterface
+	Leases(namespace string) LeaseInterface
+	Services(namespace string) ServiceInterface
+	Secrets(namespace string) SecretInterface
+	ConfigMaps(namespace string) ConfigMapInterface
+	ServiceAccounts(namespace string) ServiceAccountInterface
+	Events(namespace string) EventInterface
+	RuntimeClasses() RuntimeClassInterface
+	TokenReviews() TokenReviewInterface
+	SubjectAccessReviews() SubjectAccessReviewInterface
+	CertificateSigningRequests() CertificateSigningRequestInterface
+}
 
 // Client reaches the apiserver of one kubeconfig. All groups share one HTTP client (so one
 // connection pool) and one rate limiter, as the clientset's do.
@@ -96,6 +115,24 @@ func New(c *rest.Config) (*Client, error) {
 		}
 	}
 	return cl, nil
+}
+
+// Load makes the client of the kubeconfig file at path with the agent's request rate (kubeAPIQPS,
+// negative for no limit, and kubeAPIBurst) and content type ("" keeps the file's).
+func Load(path string, qps float32, burst int, contentType string) (*Client, error) {
+	rc, err := kubeconfig.Load(path)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	rc.QPS, rc.Burst = qps, burst
+	if contentType != "" {
+		rc.ContentType = contentType
+	}
+	c, err := New(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	return c, nil
 }
 
 func groupClient(cfg rest.Config, hc *http.Client, gv schema.GroupVersion) (rest.Interface, error) {

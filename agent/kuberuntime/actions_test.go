@@ -8,8 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	kubecontainer "github.com/nodelet/nodelet/agent/container"
 	"github.com/nodelet/nodelet/agent/internal/backoff"
+	"github.com/nodelet/nodelet/agent/kubecontainer"
 )
 
 func testPod(policy v1.RestartPolicy, inits []string, apps ...string) *v1.Pod {

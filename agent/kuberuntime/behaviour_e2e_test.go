@@ -10,8 +10,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	kubecontainer "github.com/nodelet/nodelet/agent/container"
 	"github.com/nodelet/nodelet/agent/internal/podpath"
+	"github.com/nodelet/nodelet/agent/kubecontainer"
 	"github.com/nodelet/nodelet/test/harness/crirt"
 )
 

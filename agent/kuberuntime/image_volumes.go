@@ -10,8 +10,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	kubecontainer "github.com/nodelet/nodelet/agent/container"
 	"github.com/nodelet/nodelet/agent/images"
+	"github.com/nodelet/nodelet/agent/kubecontainer"
 )
 
 // imageVolumes are the pulled images of a container's image volumes, by volume name: what its CRI

@@ -9,8 +9,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
 
-	kubecontainer "github.com/nodelet/nodelet/agent/container"
 	"github.com/nodelet/nodelet/agent/images"
+	"github.com/nodelet/nodelet/agent/kubecontainer"
 )
 
 // imageVolumePod mounts the image volume "data" (reference ref) in container a at /data.

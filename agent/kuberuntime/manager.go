@@ -16,9 +16,9 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/agent/cm"
-	kubecontainer "github.com/nodelet/nodelet/agent/container"
 	"github.com/nodelet/nodelet/agent/images"
 	"github.com/nodelet/nodelet/agent/internal/backoff"
+	"github.com/nodelet/nodelet/agent/kubecontainer"
 	"github.com/nodelet/nodelet/agent/lifecycle"
 )
 
@@ -102,7 +102,7 @@ type VolumePaths interface {
 }
 
 // RuntimeClasses resolves RuntimeClass names: the apiserver's RuntimeClass objects in a cluster, the
-// manifest folder's standalone (config.RuntimeClassSet).
+// manifest folder's standalone (podsource.RuntimeClassSet).
 type RuntimeClasses interface {
 	Handler(ctx context.Context, runtimeClassName string) (string, error)
 }

@@ -9,7 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	kubecontainer "github.com/nodelet/nodelet/agent/container"
+	"github.com/nodelet/nodelet/agent/kubecontainer"
 )
 
 // handlerRefresh is how long the runtime's list of handlers is trusted before it is asked again:

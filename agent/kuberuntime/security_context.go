@@ -16,8 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	kubecontainer "github.com/nodelet/nodelet/agent/container"
 	"github.com/nodelet/nodelet/agent/internal/apparmor"
+	"github.com/nodelet/nodelet/agent/kubecontainer"
 )
 
 // ConfigError is a container the agent will not create as specified; the pod's status shows

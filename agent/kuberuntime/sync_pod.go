@@ -8,9 +8,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	kubecontainer "github.com/nodelet/nodelet/agent/container"
 	"github.com/nodelet/nodelet/agent/containergc"
 	"github.com/nodelet/nodelet/agent/internal/podpath"
+	"github.com/nodelet/nodelet/agent/kubecontainer"
 )
 
 // SyncPod brings the pod in the runtime to its spec, in steps:

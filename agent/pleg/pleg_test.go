@@ -11,7 +11,7 @@ import (
 
 	"github.com/nodelet/nodelet/test/harness/fakecri"
 
-	kubecontainer "github.com/nodelet/nodelet/agent/container"
+	"github.com/nodelet/nodelet/agent/kubecontainer"
 )
 
 func startContainer(t *testing.T, rt runtimeapi.RuntimeServiceClient, uid, name string) string {

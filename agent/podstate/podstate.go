@@ -1,18 +1,23 @@
 // Package podstate answers what the agent's parts ask about the pods' lives — which are active,
 // which have finished, which may still run containers or hold CPUs, which are gone for good — from
 // the desired pods, the pod workers' phases, the kept statuses and the pod sources. The parts get
-// this one narrow view instead of reaching into the agent or into each other.
+// this one narrow view instead of reaching into the agent or into each other; the agent's API reads
+// the pods through it too, each with its kept status.
 package podstate
 
 import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodelet/nodelet/agent/kubecontainer"
 )
 
 // Desired are the pods the node should run (*podmanager.Manager).
 type Desired interface {
 	GetPods() []*v1.Pod
 	GetPodByUID(types.UID) (*v1.Pod, bool)
+	// GetPodByFullName finds a pod by kubecontainer.BuildPodFullName.
+	GetPodByFullName(string) (*v1.Pod, bool)
 }
 
 // Phases are where each pod's worker is (*podworkers.Phases).
@@ -28,7 +33,7 @@ type Statuses interface {
 	GetPodStatus(types.UID) (v1.PodStatus, bool)
 }
 
-// Sources are the pod sources merged (*config.PodConfig).
+// Sources are the pod sources merged (*podsource.PodConfig).
 type Sources interface {
 	Has(types.UID) bool
 	SeenAllSources(names []string) bool
@@ -57,6 +62,34 @@ func New(pods Desired, phases Phases, statuses Statuses, sources Sources, names 
 
 // Sources are the names of the sources configured.
 func (v *View) Sources() []string { return v.names }
+
+// Pods are the desired pods, each a copy carrying its kept status: what the agent's API lists.
+func (v *View) Pods() []*v1.Pod {
+	var out []*v1.Pod
+	for _, p := range v.pods.GetPods() {
+		out = append(out, v.withStatus(p))
+	}
+	return out
+}
+
+// Pod is one desired pod by namespace and name, a copy carrying its kept status.
+func (v *View) Pod(namespace, name string) (*v1.Pod, bool) {
+	p, ok := v.pods.GetPodByFullName(kubecontainer.BuildPodFullName(name, namespace))
+	if !ok {
+		return nil, false
+	}
+	return v.withStatus(p), true
+}
+
+// withStatus copies p, which its owner may change, and gives it the status kept for it (a pod
+// whose worker has not yet written one keeps the status it came with).
+func (v *View) withStatus(p *v1.Pod) *v1.Pod {
+	p = p.DeepCopy()
+	if s, ok := v.statuses.GetPodStatus(p.UID); ok {
+		p.Status = s
+	}
+	return p
+}
 
 // SourcesReady reports whether every source configured has delivered its first set since the
 // start: until then a pod not yet announced again may still be wanted.

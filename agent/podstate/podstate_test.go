@@ -39,6 +39,15 @@ func (f fakePods) GetPodByUID(u types.UID) (*v1.Pod, bool) {
 	return nil, false
 }
 
+func (f fakePods) GetPodByFullName(full string) (*v1.Pod, bool) {
+	for _, p := range f {
+		if p.Name+"_"+p.Namespace == full {
+			return p, true
+		}
+	}
+	return nil, false
+}
+
 type fakeStatuses map[types.UID]v1.PodPhase
 
 func (f fakeStatuses) GetPodStatus(u types.UID) (v1.PodStatus, bool) {
@@ -123,4 +132,27 @@ func (renamed) AllocatedPods(pods []*v1.Pod) []*v1.Pod {
 		out = append(out, p)
 	}
 	return out
+}
+
+// The API's pods are copies carrying their kept statuses; a pod with none keeps its own.
+func TestViewPodsCarryTheirStatus(t *testing.T) {
+	pods := fakePods{pod("run"), pod("new")}
+	pods[0].Namespace, pods[1].Namespace = "ns", "ns"
+	pods[1].Status.Phase = v1.PodPending
+	v := New(pods, fakePhases{}, fakeStatuses{"run": v1.PodRunning}, fakeSources{}, nil, nil)
+
+	got := v.Pods()
+	if len(got) != 2 || got[0].Status.Phase != v1.PodRunning || got[1].Status.Phase != v1.PodPending {
+		t.Fatalf("pods %v", got)
+	}
+	got[0].Name = "changed"
+	if pods[0].Name != "run" || pods[0].Status.Phase != "" {
+		t.Error("the view handed out the desired pod itself")
+	}
+	if p, ok := v.Pod("ns", "run"); !ok || p.Status.Phase != v1.PodRunning || p == pods[0] {
+		t.Errorf("Pod(ns, run) = %v, %v: want a copy with its status", p, ok)
+	}
+	if _, ok := v.Pod("other", "run"); ok {
+		t.Error("Pod found a pod in another namespace")
+	}
 }

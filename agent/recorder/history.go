@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/nodelet/nodelet/agent/kubeclient"
 )
 
 // Slog turns events into log lines when there is no apiserver to send them to.
@@ -52,6 +54,22 @@ type History struct {
 }
 
 const eventsPerPod = 50
+
+// EventClient is the apiserver's events (a *kubeclient.Client is one).
+type EventClient interface {
+	Events(namespace string) kubeclient.EventInterface
+}
+
+// ForNode records a node agent's events as the kubelet does: kept for describe, and in a cluster
+// (client set) posted by the Recorder returned, whose Run sends them, signed by the kubelet on
+// node; standalone (client nil) logged to log, and no Recorder.
+func ForNode(client EventClient, node string, log *slog.Logger) (*History, *Recorder) {
+	if client == nil {
+		return NewHistory(NewSlog(log)), nil
+	}
+	r := New(func(ns string) Sink { return client.Events(ns) }, kubeclient.Scheme(), v1.EventSource{Component: "kubelet", Host: node}, log)
+	return NewHistory(r), r
+}
 
 // NewHistory keeps the events it passes on to next.
 func NewHistory(next Interface) *History {

@@ -8,6 +8,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodelet/nodelet/test/harness/kubefake"
 )
 
 // The node's events are kept apart from pods': forgetting every pod must not drop them, a repeat
@@ -78,5 +80,22 @@ func TestHistoryKeepsEachPodsLastEvents(t *testing.T) {
 	l.Forget(map[string]bool{})
 	if len(l.PodEvents("default", "web")) != 0 {
 		t.Fatal("Forget kept a pod no longer known")
+	}
+}
+
+// Standalone a node's events are only logged and kept: there is no Recorder to run. In a cluster
+// a Recorder posts them.
+func TestForNode(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if _, r := ForNode(kubefake.New(), "n1", log); r == nil {
+		t.Fatal("no Recorder with an apiserver")
+	}
+	h, r := ForNode(nil, "n1", log)
+	if r != nil {
+		t.Fatal("a Recorder without an apiserver")
+	}
+	h.Event(&v1.ObjectReference{Kind: "Node", Name: "n1", UID: "n1"}, v1.EventTypeNormal, "Starting", "Starting kubelet.")
+	if got := h.NodeEvents(); len(got) != 1 || got[0].Reason != "Starting" {
+		t.Fatalf("node events %+v", got)
 	}
 }

@@ -3,8 +3,11 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -61,6 +64,29 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fmt.Fprint(w, "ok")
+}
+
+// ServeHealthz serves /healthz alone on host:port until ctx ends: "ok", or what healthy reports
+// with a 500. It is the kubelet's healthzPort, plain HTTP without credentials for the machine's
+// own liveness checks, apart from the API so that it answers even where the API is not served.
+func ServeHealthz(ctx context.Context, host string, port int32, healthy func() error) error {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := healthy(); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Write([]byte("ok"))
+	})
+	srv := &http.Server{Addr: net.JoinHostPort(host, strconv.Itoa(int(port))), Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("healthz: %w", err)
+	}
+	return nil
 }
 
 func (s *Server) runtimeHealthy(ctx context.Context) error {

@@ -4,7 +4,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// PodList adapts a "list my pods with their status" function (the Agent's Pods) to PodSource.
+// PodList adapts a function listing pods with their statuses to PodSource, finding one by a scan.
 type PodList func() []*v1.Pod
 
 func (f PodList) Pods() []*v1.Pod { return f() }

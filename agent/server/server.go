@@ -1,7 +1,9 @@
 // Package server is the agent's HTTP API, the kubelet's port-10250 surface: /healthz, /pods,
 // /node (nodelet's own: the Node and its events), /runningpods, /containerLogs, /exec, /attach, /portForward, /stats/summary, /metrics,
 // /metrics/resource, /logs/ and /configz. It depends on the agent only through the small interfaces below, and on the
-// runtime only through CRI, so tests run it on fakes and any CRI runtime serves its streams.
+// runtime only through CRI, so tests run it on fakes and any CRI runtime serves its streams. NewServing
+// (serving.go) serves it where the agent's configuration asks, with what HTTPS takes; ServeHealthz
+// serves the healthz port.
 package server
 
 import (

@@ -3,7 +3,7 @@ package status
 import (
 	v1 "k8s.io/api/core/v1"
 
-	kubecontainer "github.com/nodelet/nodelet/agent/container"
+	"github.com/nodelet/nodelet/agent/kubecontainer"
 )
 
 // The smallest cpu figures a cgroup expresses (2 shares, a 10m quota): below them the runtime's

@@ -3,7 +3,7 @@ package status
 import (
 	v1 "k8s.io/api/core/v1"
 
-	kubecontainer "github.com/nodelet/nodelet/agent/container"
+	"github.com/nodelet/nodelet/agent/kubecontainer"
 )
 
 // volumeMountStatuses are a container's status.volumeMounts as the kubelet reports them: every

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/nodelet/nodelet/agent/admission"
-	"github.com/nodelet/nodelet/agent/config"
+	"github.com/nodelet/nodelet/agent/podsource"
 )
 
 func TestRejectCarriesTheAdmitReason(t *testing.T) {
@@ -32,7 +32,7 @@ func TestRejectCarriesTheAdmitReason(t *testing.T) {
 			rec, statuses := &eventRecorder{}, &statusRecorder{fakeStatuses: fakeStatuses{}}
 			l.Admit = func(*v1.Pod, []*v1.Pod) error { return c.err }
 			l.Recorder, l.Statuses = rec, statuses
-			updates <- config.PodUpdate{Op: config.ADD, Pods: []*v1.Pod{pod("a")}}
+			updates <- podsource.PodUpdate{Op: podsource.ADD, Pods: []*v1.Pod{pod("a")}}
 			never := make(chan time.Time)
 			l.iteration(context.Background(), never, never)
 			if rec.reason != c.reason || rec.message != c.message || rec.eventtype != v1.EventTypeWarning {

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/nodelet/nodelet/agent/config"
+	"github.com/nodelet/nodelet/agent/podsource"
 	"github.com/nodelet/nodelet/agent/podworkers"
 )
 
@@ -63,7 +63,7 @@ func TestHousekeepingPassWakesPodsPastTheirDeadline(t *testing.T) {
 	l.Workers, l.Statuses = w, statuses
 	never := make(chan time.Time)
 	ctx := context.Background()
-	updates <- config.PodUpdate{Op: config.ADD, Pods: []*v1.Pod{past, pastAPI, future, noDeadline, finished, terminating}}
+	updates <- podsource.PodUpdate{Op: podsource.ADD, Pods: []*v1.Pod{past, pastAPI, future, noDeadline, finished, terminating}}
 	l.iteration(ctx, never, never)
 	w.take()
 

@@ -7,7 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodelet/nodelet/agent/config"
+	"github.com/nodelet/nodelet/agent/podsource"
 	"github.com/nodelet/nodelet/agent/podworkers"
 )
 
@@ -35,19 +35,19 @@ func TestReconcileWakesWorkerOnReadinessGateChange(t *testing.T) {
 	step := func() { l.iteration(context.Background(), never, never) }
 
 	notReady := `the status of pod readiness gate "example.com/lb" is not "True", but False`
-	updates <- config.PodUpdate{Op: config.ADD, Pods: []*v1.Pod{gatedPod(v1.ConditionFalse, v1.ConditionFalse, notReady)}}
+	updates <- podsource.PodUpdate{Op: podsource.ADD, Pods: []*v1.Pod{gatedPod(v1.ConditionFalse, v1.ConditionFalse, notReady)}}
 	step()
 	w.take()
 
 	// The agent's own write read back: nothing to do.
-	updates <- config.PodUpdate{Op: config.RECONCILE, Pods: []*v1.Pod{gatedPod(v1.ConditionFalse, v1.ConditionFalse, notReady)}}
+	updates <- podsource.PodUpdate{Op: podsource.RECONCILE, Pods: []*v1.Pod{gatedPod(v1.ConditionFalse, v1.ConditionFalse, notReady)}}
 	step()
 	if got := w.take(); len(got) != 0 {
 		t.Fatalf("consistent status woke the worker: %+v", got)
 	}
 
 	flipped := gatedPod(v1.ConditionTrue, v1.ConditionFalse, notReady)
-	updates <- config.PodUpdate{Op: config.RECONCILE, Pods: []*v1.Pod{flipped}}
+	updates <- podsource.PodUpdate{Op: podsource.RECONCILE, Pods: []*v1.Pod{flipped}}
 	step()
 	got := w.take()
 	if len(got) != 1 || got[0].UpdateType != podworkers.SyncPodSync || got[0].Pod != flipped {

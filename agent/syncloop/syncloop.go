@@ -17,10 +17,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodelet/nodelet/agent/admission"
-	"github.com/nodelet/nodelet/agent/config"
-	kubecontainer "github.com/nodelet/nodelet/agent/container"
+	"github.com/nodelet/nodelet/agent/kubecontainer"
 	"github.com/nodelet/nodelet/agent/pleg"
 	"github.com/nodelet/nodelet/agent/podmanager"
+	"github.com/nodelet/nodelet/agent/podsource"
 	"github.com/nodelet/nodelet/agent/podsync"
 	"github.com/nodelet/nodelet/agent/podworkers"
 	"github.com/nodelet/nodelet/agent/prober"
@@ -92,7 +92,7 @@ type EventHistory interface {
 	Forget(keep map[string]bool)
 }
 
-// Listed names ("namespace/name") every pod a source lists (*config.PodConfig).
+// Listed names ("namespace/name") every pod a source lists (*podsource.PodConfig).
 type Listed interface {
 	Listed() map[string]bool
 }
@@ -103,7 +103,7 @@ type Admit func(pod *v1.Pod, active []*v1.Pod) error
 
 // Deps are what the loop routes between.
 type Deps struct {
-	Updates <-chan config.PodUpdate
+	Updates <-chan podsource.PodUpdate
 	PLEG    <-chan *pleg.PodLifecycleEvent
 	// Probes are the prober's flipped results; nil when nothing probes.
 	Probes   <-chan prober.Update
@@ -206,10 +206,10 @@ func (l *SyncLoop) iteration(ctx context.Context, syncCh, housekeepingCh <-chan 
 	return true
 }
 
-func (l *SyncLoop) handleUpdate(u config.PodUpdate) {
+func (l *SyncLoop) handleUpdate(u podsource.PodUpdate) {
 	l.Log.Debug("pod update", "op", u.Op, "source", u.Source, "pods", len(u.Pods))
 	switch u.Op {
-	case config.ADD:
+	case podsource.ADD:
 		for _, p := range u.Pods {
 			if podmanager.IsMirrorPod(p) {
 				l.Pods.AddPod(p)
@@ -231,7 +231,7 @@ func (l *SyncLoop) handleUpdate(u config.PodUpdate) {
 			l.Pods.AddPod(p)
 			l.dispatch(p, podworkers.SyncPodCreate)
 		}
-	case config.UPDATE, config.DELETE:
+	case podsource.UPDATE, podsource.DELETE:
 		for _, p := range u.Pods {
 			l.Pods.UpdatePod(p)
 			if podmanager.IsMirrorPod(p) {
@@ -240,7 +240,7 @@ func (l *SyncLoop) handleUpdate(u config.PodUpdate) {
 			}
 			l.dispatch(p, podworkers.SyncPodUpdate)
 		}
-	case config.REMOVE:
+	case podsource.REMOVE:
 		for _, p := range u.Pods {
 			l.Pods.RemovePod(p)
 			if podmanager.IsMirrorPod(p) {
@@ -249,7 +249,7 @@ func (l *SyncLoop) handleUpdate(u config.PodUpdate) {
 			}
 			l.Workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: p})
 		}
-	case config.RECONCILE:
+	case podsource.RECONCILE:
 		for _, p := range u.Pods {
 			l.Pods.UpdatePod(p)
 			// A readiness gate's condition, set by someone else, reaches Ready through the pod's

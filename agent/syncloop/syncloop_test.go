@@ -12,10 +12,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/nodelet/nodelet/agent/config"
-	kubecontainer "github.com/nodelet/nodelet/agent/container"
+	"github.com/nodelet/nodelet/agent/kubecontainer"
 	"github.com/nodelet/nodelet/agent/pleg"
 	"github.com/nodelet/nodelet/agent/podmanager"
+	"github.com/nodelet/nodelet/agent/podsource"
 	"github.com/nodelet/nodelet/agent/podworkers"
 	"github.com/nodelet/nodelet/agent/prober"
 )
@@ -52,8 +52,8 @@ func pod(name string) *v1.Pod {
 	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name)}}
 }
 
-func newLoop(w *fakeWorkers, rt fakeRuntime, ready *bool) (*SyncLoop, chan config.PodUpdate, chan *pleg.PodLifecycleEvent) {
-	updates := make(chan config.PodUpdate, 10)
+func newLoop(w *fakeWorkers, rt fakeRuntime, ready *bool) (*SyncLoop, chan podsource.PodUpdate, chan *pleg.PodLifecycleEvent) {
+	updates := make(chan podsource.PodUpdate, 10)
 	events := make(chan *pleg.PodLifecycleEvent, 10)
 	l := New(Deps{Updates: updates, PLEG: events, Pods: podmanager.New(), Workers: w, Runtime: rt,
 		SourcesReady: func() bool { return *ready }})
@@ -69,7 +69,7 @@ func TestRoutesUpdatesAndEvents(t *testing.T) {
 	step := func() { l.iteration(ctx, never, never) }
 
 	a := pod("a")
-	updates <- config.PodUpdate{Op: config.ADD, Pods: []*v1.Pod{a}}
+	updates <- podsource.PodUpdate{Op: podsource.ADD, Pods: []*v1.Pod{a}}
 	step()
 	events <- &pleg.PodLifecycleEvent{ID: a.UID, Type: pleg.ContainerDied}
 	step()
@@ -78,9 +78,9 @@ func TestRoutesUpdatesAndEvents(t *testing.T) {
 	deleting := a.DeepCopy()
 	now, grace := metav1.Now(), int64(7)
 	deleting.DeletionTimestamp, deleting.DeletionGracePeriodSeconds = &now, &grace
-	updates <- config.PodUpdate{Op: config.DELETE, Pods: []*v1.Pod{deleting}}
+	updates <- podsource.PodUpdate{Op: podsource.DELETE, Pods: []*v1.Pod{deleting}}
 	step()
-	updates <- config.PodUpdate{Op: config.REMOVE, Pods: []*v1.Pod{deleting}}
+	updates <- podsource.PodUpdate{Op: podsource.REMOVE, Pods: []*v1.Pod{deleting}}
 	step()
 
 	got := w.take()
@@ -109,7 +109,7 @@ func TestHousekeepingKillsOrphansOnlyOnceSourcesSpoke(t *testing.T) {
 	never := make(chan time.Time)
 	tick := make(chan time.Time, 1)
 	ctx := context.Background()
-	updates <- config.PodUpdate{Op: config.ADD, Pods: []*v1.Pod{pod("a")}}
+	updates <- podsource.PodUpdate{Op: podsource.ADD, Pods: []*v1.Pod{pod("a")}}
 	l.iteration(ctx, never, never)
 	w.take()
 
@@ -140,7 +140,7 @@ func TestProbeUpdateSyncsItsPod(t *testing.T) {
 	never := make(chan time.Time)
 	step := func() { l.iteration(context.Background(), never, never) }
 	a := pod("a")
-	updates <- config.PodUpdate{Op: config.ADD, Pods: []*v1.Pod{a}}
+	updates <- podsource.PodUpdate{Op: podsource.ADD, Pods: []*v1.Pod{a}}
 	step()
 	w.take()
 	probes <- prober.Update{PodUID: a.UID, Container: "app", Probe: prober.Liveness, Result: prober.Failure}
@@ -175,7 +175,7 @@ func TestReadinessFlipReachesTheStatusAtOnce(t *testing.T) {
 	never := make(chan time.Time)
 	step := func() { l.iteration(context.Background(), never, never) }
 	a := pod("a")
-	updates <- config.PodUpdate{Op: config.ADD, Pods: []*v1.Pod{a}}
+	updates <- podsource.PodUpdate{Op: podsource.ADD, Pods: []*v1.Pod{a}}
 	step()
 	probes <- prober.Update{PodUID: a.UID, ContainerID: "c1", Probe: prober.Readiness, Result: prober.Failure}
 	step()

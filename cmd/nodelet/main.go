@@ -4,10 +4,10 @@ package main
 import (
 	"os"
 
-	"github.com/nodelet/nodelet/internal/cli"
+	"github.com/nodelet/nodelet/cmd/nodelet/app"
 	_ "github.com/nodelet/nodelet/internal/initstack" // grows the stack before the other inits run
 )
 
 func main() {
-	os.Exit(cli.Execute())
+	os.Exit(app.Execute())
 }

@@ -15,14 +15,14 @@ func metaArea() area {
 	return area{title: "Object metadata and annotations", rows: []row{
 		h("metadata.name", "the pod's name in the CRI sandbox metadata and labels, its log folder and its status; "+
 			"a static pod's gets the node name appended (<name>-<node>), as the kubelet's",
-			"agent/kuberuntime.TestSyncPodStartsSandboxAndContainers", "agent/config.TestManifestDirSource"),
+			"agent/kuberuntime.TestSyncPodStartsSandboxAndContainers", "agent/podsource.TestManifestDirSource"),
 		na("metadata.generateName", "the API server makes a name from it; a static pod is named by metadata.name"),
 		h("metadata.namespace", "the pod's namespace in CRI, logs and status (static pods: `default` when left out)",
 			"agent/kuberuntime.TestSyncPodStartsSandboxAndContainers"),
 		na("metadata.selfLink", "deprecated; the API server no longer sets it"),
 		h("metadata.uid", "the sandbox's UID and the pods/<uid> folders; a static pod's is derived from its content, "+
 			"or, when given, must be one safe path element",
-			"agent/kuberuntime.TestSyncPodStartsSandboxAndContainers", "agent/config.TestUIDIsStableAcrossReads",
+			"agent/kuberuntime.TestSyncPodStartsSandboxAndContainers", "agent/podsource.TestUIDIsStableAcrossReads",
 			"agent/podvalidation.TestValidateUIDAcceptsSafeElements", "agent/kuberuntime.TestUnsafePodNamesCreateNothing"),
 		na("metadata.resourceVersion", "the API server's concurrency token; status patches do not depend on it"),
 		h("metadata.generation", "reported as status.observedGeneration (never lowered by a sync from an older copy) "+
@@ -46,7 +46,7 @@ func metaArea() area {
 
 		h(annotationPrefix+"kubernetes.io/config.source]", "set by the agent on every pod it receives (file, http, "+
 			"api); file and http mark a static pod: critical at admission and eviction, mirrored to the API server",
-			"agent/config.TestManifestDirSource", "agent/config.TestManifestURLSource", "agent/config.TestAPISource"),
+			"agent/podsource.TestManifestDirSource", "agent/podsource.TestManifestURLSource", "agent/podsource.TestAPISource"),
 		h(annotationPrefix+"kubernetes.io/config.mirror]", "a mirror pod is never run: it shows a static pod in the "+
 			"API server, which the agent creates with this annotation (the static pod's hash)",
 			"agent.TestClusterPodsMirrorsAndNode"),

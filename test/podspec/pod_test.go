@@ -52,7 +52,7 @@ func podArea() area {
 		h("spec.runtimeClassName", "the sandbox's CRI runtime handler, from the RuntimeClass (the API server's, or the "+
 			"manifest folder's standalone); its overhead and scheduling are admitted into static pods",
 			"agent/kuberuntime.TestRuntimeClassPicksHandler", "agent/kuberuntime.TestSandboxRuntimeHandler",
-			"agent/config.TestManifestDirSourceAdmitsPodsAgainstItsRuntimeClasses", "test/e2e.TestUpRuntimeClassFromTheFolder"),
+			"agent/podsource.TestManifestDirSourceAdmitsPodsAgainstItsRuntimeClasses", "test/e2e.TestUpRuntimeClassFromTheFolder"),
 		h("spec.overhead", "counted at admission, added to the pod cgroup's limits and sent with the sandbox config",
 			"agent/kuberuntime.TestSandboxConfigCarriesPodResources", "agent/cm/qos.TestPodLimits", "agent/admission.TestResources"),
 		h("spec.readinessGates[].conditionType", "the pod is Ready only when each named condition in its status is True "+
@@ -73,7 +73,7 @@ func schedulingArea() area {
 	return area{title: "Scheduling", intro: "The kubelet re-checks at admission what would make a pod wrong on this node " +
 		"(its general predicates); the rest is the scheduler's.", rows: []row{
 		h("spec.nodeName", "a pod bound to another node is rejected (NodeName); the API source watches only pods bound "+
-			"here; fieldRef spec.nodeName", "agent/admission.TestNodeName", "agent/config.TestAPISource"),
+			"here; fieldRef spec.nodeName", "agent/admission.TestNodeName", "agent/podsource.TestAPISource"),
 		h("spec.nodeSelector", "every label must match the Node's at admission (NodeAffinity)", "agent/admission.TestNodeAffinity"),
 		h("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[].matchExpressions[].{key|operator|values}",
 			"terms are ORed, expressions ANDed, against the Node's labels at admission (NodeAffinity)", "agent/admission.TestNodeAffinity"),

@@ -18,7 +18,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
-	kubecontainer "github.com/nodelet/nodelet/agent/container"
+	"github.com/nodelet/nodelet/agent/kubecontainer"
 	"github.com/nodelet/nodelet/agent/volumemanager"
 	"github.com/nodelet/nodelet/test/harness/kubefake"
 	"github.com/nodelet/nodelet/test/harness/testutil"

@@ -22,7 +22,7 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/nodelet/nodelet/agent/cm"
-	kubecontainer "github.com/nodelet/nodelet/agent/container"
+	"github.com/nodelet/nodelet/agent/kubecontainer"
 )
 
 // Class is the QoS class the pod's cgroup is placed by: the one its status already records (a
