@@ -48,7 +48,7 @@ func packages(t *testing.T) map[string]bool {
 type section struct {
 	prefix string          // the folder the section's heading names, "" for the rest
 	named  map[string]bool // every backquoted token in the section
-	rows   []string        // backquoted tokens of the tables' first column
+	rows   []string        // backquoted tokens of the first column of its package tables
 }
 
 var (
@@ -66,6 +66,7 @@ func sections(t *testing.T) []section {
 	}
 	var out []section
 	cur := section{named: map[string]bool{}}
+	inMap := false
 	for _, line := range strings.Split(string(b), "\n") {
 		if m := heading.FindStringSubmatch(line); m != nil {
 			out = append(out, cur)
@@ -78,7 +79,16 @@ func sections(t *testing.T) []section {
 		for _, m := range quoted.FindAllStringSubmatch(line, -1) {
 			cur.named[strings.TrimSuffix(m[1], "/")] = true
 		}
-		if strings.HasPrefix(line, "| ") && !strings.HasPrefix(line, "| package") && !strings.HasPrefix(line, "| ---") {
+		// Only the map's own tables (headed "| package | job |") have one package per row; other
+		// tables, such as figures, may name packages that are gone.
+		if !strings.HasPrefix(line, "|") {
+			inMap = false
+		}
+		if strings.HasPrefix(line, "| package | job |") {
+			inMap = true
+			continue
+		}
+		if inMap && !strings.HasPrefix(line, "| ---") {
 			first := strings.SplitN(line[2:], " | ", 2)[0]
 			for _, m := range quoted.FindAllStringSubmatch(first, -1) {
 				cur.rows = append(cur.rows, strings.TrimSuffix(m[1], "/"))
