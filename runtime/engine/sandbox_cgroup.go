@@ -35,10 +35,15 @@ func cgroupRoots() ([]cgroupfs.Hierarchy, error) {
 	return cgroupRootsList, cgroupRootsErr
 }
 
-// missingCgroups lists the dirs of rel and its ancestors (parents first) absent from some
-// hierarchy: what creating rel will make, and so what removing the pod must delete. The daemon's
-// own parent (keep) and its ancestors are never listed: pods come and go below it, and removing it
-// with the last pod would race the next pod's creation.
+// missingCgroups lists the dirs of rel and its ancestors (parents first) that creating rel will
+// make, and so what removing the pod must delete. rel itself (the pod's cgroup, gone with the
+// pod) is listed when any hierarchy lacks it. An ancestor is listed only when every hierarchy
+// lacks it: one the client made in some hierarchies is the client's (the agent makes its QoS
+// cgroups, <root>/besteffort, in the hierarchies it writes limits to and keeps them while it
+// runs), and removing it with the last pod would take it from under the client in those too;
+// the runtime completes it in the others and leaves it. The daemon's own parent (keep) and its
+// ancestors are never listed: pods come and go below it, and removing it with the last pod would
+// race the next pod's creation.
 func missingCgroups(rel, keep string) ([]string, error) {
 	roots, err := cgroupRoots()
 	if err != nil {
@@ -53,11 +58,14 @@ func missingCgroups(rel, keep string) ([]string, error) {
 		chain = append([]string{p}, chain...)
 	}
 	for _, p := range chain {
+		absent := 0
 		for _, r := range roots {
 			if _, err := os.Stat(filepath.Join(r.Path, p)); os.IsNotExist(err) {
-				out = append(out, p)
-				break
+				absent++
 			}
+		}
+		if (p == rel && absent > 0) || absent == len(roots) {
+			out = append(out, p)
 		}
 	}
 	return out, nil

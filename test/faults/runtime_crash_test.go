@@ -57,7 +57,7 @@ func (l *ledger) failed(what string, err error) {
 	l.errs = append(l.errs, fmt.Sprintf("%s: %v", what, err))
 }
 
-// TestRuntimeSIGKILLDuringChurn kills `nodelet runtime` at a random moment of 20-way pod churn,
+// TestRuntimeSIGKILLDuringChurn kills `nodelet runtime` at a seeded moment of 20-way pod churn,
 // restarts it on the same dirs and holds it to what its clients were told; then removes
 // everything and checks that nothing is left. NODELET_FAULT_ROUNDS crashes in a row.
 func TestRuntimeSIGKILLDuringChurn(t *testing.T) {
@@ -67,8 +67,8 @@ func TestRuntimeSIGKILLDuringChurn(t *testing.T) {
 	d.pull()
 	base := d.baseline(t)
 	t.Logf("baseline: %s", base)
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	seed := faultSeed(t)
+	t.Logf("seed %d (NODELET_FAULT_SEED)", seed)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	var marker atomic.Int64
 	marker.Store(int64(rng.IntN(1000)) * 100000)

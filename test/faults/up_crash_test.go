@@ -60,7 +60,7 @@ func (m *manifests) remove(t *testing.T, name string) {
 	delete(m.present, name)
 }
 
-// churn adds and removes manifests n times at random moments.
+// churn adds and removes manifests n times at moments drawn from rng.
 func (m *manifests) churn(t *testing.T, rng *rand.Rand, n int) {
 	t.Helper()
 	for range n {
@@ -100,8 +100,8 @@ func TestUpSIGKILLDuringManifestChurn(t *testing.T) {
 	d.converge(t, m)
 	base := d.settled(t)
 	t.Logf("baseline: %s", base)
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	seed := faultSeed(t)
+	t.Logf("seed %d (NODELET_FAULT_SEED)", seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	for round := range rounds {
 		before := rng.IntN(12) + 1
