@@ -131,17 +131,26 @@ func (r *Runner) Run(ctx context.Context) {
 }
 
 // cleanupOrphanedPodDirs removes pods/<uid> of pods gone whose sandboxes the runtime no longer
-// has, and frees their user namespace ranges.
+// has, and frees their user namespace ranges. The runtime is asked only when some folder or range
+// belongs to a pod gone for good: on a node whose pods all live, a housekeeping pass lists nothing.
 func (r *Runner) cleanupOrphanedPodDirs(ctx context.Context) {
-	rps, err := r.deps.Runtime.GetPods(ctx)
-	if err != nil {
-		return // the runtime is away: nothing is known to be gone
+	var inRuntime map[types.UID]bool
+	listed, away := false, false
+	keep := func(uid types.UID) bool {
+		if !r.deps.Gone(uid) {
+			return true
+		}
+		if !listed {
+			listed = true
+			rps, err := r.deps.Runtime.GetPods(ctx)
+			away = err != nil // the runtime is away: nothing is known to be gone
+			inRuntime = make(map[types.UID]bool, len(rps))
+			for _, rp := range rps {
+				inRuntime[rp.ID] = true
+			}
+		}
+		return away || inRuntime[uid]
 	}
-	inRuntime := map[types.UID]bool{}
-	for _, rp := range rps {
-		inRuntime[rp.ID] = true
-	}
-	keep := func(uid types.UID) bool { return inRuntime[uid] || !r.deps.Gone(uid) }
 	removed, err := r.deps.PodDirs.CleanupOrphans(keep)
 	for _, uid := range removed {
 		r.deps.Log.Info("removed orphaned pod folder", "uid", uid)

@@ -12,11 +12,15 @@ import (
 )
 
 type fakeRuntime struct {
-	pods []types.UID
-	err  error
+	pods  []types.UID
+	err   error
+	calls *int
 }
 
 func (f fakeRuntime) GetPods(context.Context) ([]*kubecontainer.RuntimePod, error) {
+	if f.calls != nil {
+		*f.calls++
+	}
 	var out []*kubecontainer.RuntimePod
 	for _, uid := range f.pods {
 		out = append(out, &kubecontainer.RuntimePod{ID: uid})
@@ -70,5 +74,24 @@ func TestOrphanedPodDirs(t *testing.T) {
 				t.Errorf("removed folders %v, user namespaces %v; want %v", cl.dirs, cl.ns, c.want)
 			}
 		})
+	}
+}
+
+// While every pod with a folder or a user namespace lives, housekeeping never lists the runtime's
+// pods; once one is gone, one pass lists them once.
+func TestOrphanedPodDirsListsTheRuntimeOnlyForGonePods(t *testing.T) {
+	calls := 0
+	gone := map[types.UID]bool{}
+	cl := &cleanups{candidates: []types.UID{"a", "b"}}
+	r := New(Periods{}, Deps{Runtime: fakeRuntime{calls: &calls}, PodDirs: cl, Userns: nsCleanups{cl},
+		Gone: func(uid types.UID) bool { return gone[uid] }})
+	r.cleanupOrphanedPodDirs(context.Background())
+	if calls != 0 || len(cl.dirs) != 0 {
+		t.Fatalf("all pods live: runtime listed %d times, removed %v", calls, cl.dirs)
+	}
+	gone["a"], gone["b"] = true, true
+	r.cleanupOrphanedPodDirs(context.Background())
+	if calls != 1 || !slices.Equal(cl.dirs, []types.UID{"a", "b"}) {
+		t.Fatalf("two pods gone: runtime listed %d times, removed %v", calls, cl.dirs)
 	}
 }
