@@ -33,6 +33,17 @@ func (m *Manager) localStorageEviction(ctx context.Context) []*v1.Pod {
 	if m.deps.StorageStats == nil {
 		return nil
 	}
+	// Usage is measured only when some pod has a limit to be over: reading every container's
+	// writable layer, logs and cgroups every pass cost an idle node of 50 pods a fifth of its CPU.
+	var limited []*v1.Pod
+	for _, p := range m.deps.ActivePods() {
+		if hasStorageLimit(p) && !IsCriticalPod(p) {
+			limited = append(limited, p)
+		}
+	}
+	if len(limited) == 0 {
+		return nil
+	}
 	stats, err := m.deps.StorageStats(ctx)
 	if err != nil {
 		m.deps.Log.Warn("eviction manager: pod storage stats", "err", err)
@@ -43,9 +54,9 @@ func (m *Manager) localStorageEviction(ctx context.Context) []*v1.Pod {
 		byUID[types.UID(s.PodRef.UID)] = s
 	}
 	var evicted []*v1.Pod
-	for _, p := range m.deps.ActivePods() {
+	for _, p := range limited {
 		s, ok := byUID[p.UID]
-		if !ok || IsCriticalPod(p) {
+		if !ok {
 			continue
 		}
 		signal, msg := storageOverLimit(p, s)
@@ -57,6 +68,18 @@ func (m *Manager) localStorageEviction(ctx context.Context) []*v1.Pod {
 		}
 	}
 	return evicted
+}
+
+// hasStorageLimit says whether the pod sets a limit storageOverLimit checks: an emptyDir's
+// sizeLimit, or an ephemeral-storage limit on the pod or any of its containers.
+func hasStorageLimit(p *v1.Pod) bool {
+	for _, v := range p.Spec.Volumes {
+		if ed := v.EmptyDir; ed != nil && ed.SizeLimit != nil && ed.SizeLimit.Sign() > 0 {
+			return true
+		}
+	}
+	_, ok := resourcehelper.PodLimits(p, resourcehelper.PodResourcesOptions{})[v1.ResourceEphemeralStorage]
+	return ok
 }
 
 // storageOverLimit names the first local storage limit the pod is over, and the message for it.

@@ -117,3 +117,34 @@ func TestLocalStorageEvictionInAPass(t *testing.T) {
 		t.Errorf("kubelet_evictions signals %v", signals)
 	}
 }
+
+// Usage is read only while some pod that may be evicted sets a local storage limit: a node of
+// pods without one, or whose only limited pod is critical, measures nothing each pass.
+func TestLocalStorageUsageReadOnlyForLimitedPods(t *testing.T) {
+	f := newFixture(t, map[string]string{"memory.available": "100Mi"}, nil, nil, 0)
+	f.memory(4000)
+	reads := 0
+	f.m.deps.StorageStats = func(context.Context) ([]statsapi.PodStats, error) {
+		reads++
+		return nil, nil
+	}
+	prio := int32(2000001000) // system-node-critical
+	critical := storagePod("critical", nil, "1Mi")
+	critical.Spec.Priority = &prio
+	f.pods = []*v1.Pod{storagePod("plain", []v1.Volume{emptyDir("cache", "", "")}), critical}
+	f.m.Synchronize(context.Background())
+	if reads != 0 {
+		t.Fatalf("no pod to evict has a limit: usage read %d times", reads)
+	}
+	for _, p := range []*v1.Pod{
+		storagePod("sized", []v1.Volume{emptyDir("cache", "1Mi", "")}),
+		storagePod("limited", nil, "1Mi"),
+	} {
+		reads = 0
+		f.pods = []*v1.Pod{p}
+		f.m.Synchronize(context.Background())
+		if reads != 1 {
+			t.Errorf("pod %s has a limit: usage read %d times, want 1", p.Name, reads)
+		}
+	}
+}
