@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -35,6 +36,11 @@ type Rotator struct {
 	maxSize  int64
 	maxFiles int
 	now      func() time.Time
+
+	mu sync.Mutex
+	// paths holds the log path of each running container seen: it is fixed when the container is
+	// created, so its status is asked once, not at every pass.
+	paths map[string]string
 }
 
 // NewRotator takes the KubeletConfiguration strings: maxSize as a quantity ("10Mi"), maxFiles >= 2.
@@ -76,14 +82,21 @@ func (r *Rotator) RotateOnce(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list containers: %w", err)
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	var errs []error
+	paths := make(map[string]string, len(resp.GetContainers()))
 	for _, c := range resp.GetContainers() {
-		st, err := r.rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.GetId()})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("container %s: status: %w", c.GetId(), err))
-			continue
+		path, ok := r.paths[c.GetId()]
+		if !ok {
+			st, err := r.rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.GetId()})
+			if err != nil {
+				errs = append(errs, fmt.Errorf("container %s: status: %w", c.GetId(), err))
+				continue
+			}
+			path = st.GetStatus().GetLogPath()
 		}
-		path := st.GetStatus().GetLogPath()
+		paths[c.GetId()] = path
 		if path == "" {
 			continue
 		}
@@ -91,13 +104,13 @@ func (r *Rotator) RotateOnce(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("container %s: %w", c.GetId(), err))
 		}
 	}
+	r.paths = paths
 	return errors.Join(errs...)
 }
 
+// rotate renames a log over maxSize and has the runtime reopen it. As in the kubelet, the rotated
+// files are pruned only when one more is made: a log under its size costs one stat.
 func (r *Rotator) rotate(ctx context.Context, id, path string) error {
-	if err := r.prune(path); err != nil {
-		return err
-	}
 	fi, err := os.Stat(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -109,6 +122,9 @@ func (r *Rotator) rotate(ctx context.Context, id, path string) error {
 	}
 	if fi.Size() < r.maxSize {
 		return nil
+	}
+	if err := r.prune(path); err != nil {
+		return err
 	}
 	rotated := path + "." + r.now().UTC().Format(rotatedTimeFormat)
 	if err := os.Rename(path, rotated); err != nil {

@@ -20,6 +20,7 @@ type fakeRuntime struct {
 	path      string
 	reopenErr error
 	reopens   int
+	statuses  int
 }
 
 func (f *fakeRuntime) ListContainers(context.Context, *runtimeapi.ListContainersRequest, ...grpc.CallOption) (*runtimeapi.ListContainersResponse, error) {
@@ -27,6 +28,7 @@ func (f *fakeRuntime) ListContainers(context.Context, *runtimeapi.ListContainers
 }
 
 func (f *fakeRuntime) ContainerStatus(context.Context, *runtimeapi.ContainerStatusRequest, ...grpc.CallOption) (*runtimeapi.ContainerStatusResponse, error) {
+	f.statuses++
 	return &runtimeapi.ContainerStatusResponse{Status: &runtimeapi.ContainerStatus{Id: "c1", LogPath: f.path}}, nil
 }
 
@@ -112,6 +114,25 @@ func TestRotatorKeepsMaxFiles(t *testing.T) {
 	older, _ := io.ReadAll(zr)
 	if len(older) != 2048 || older[0] != 'd' {
 		t.Fatalf("compressed file holds %d bytes of %q", len(older), older[:1])
+	}
+}
+
+// A container's log path is asked once: later passes stat the file they already know.
+func TestRotatorAsksEachContainerOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "0.log")
+	os.WriteFile(path, []byte("x"), 0o644)
+	rt := &fakeRuntime{path: path}
+	r, err := NewRotator(rt, "100", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := r.RotateOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rt.statuses != 1 {
+		t.Errorf("ContainerStatus asked %d times, want 1", rt.statuses)
 	}
 }
 
