@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -139,6 +140,13 @@ type Manager struct {
 	deps Deps
 	// mu orders writes to the burstable cgroup, which every pod's sync may refresh.
 	mu sync.Mutex
+
+	// applied holds the limits last written whole to each pod cgroup. A sync of a pod whose cgroup
+	// exists with its limits writes nothing: the kubelet touches a pod cgroup only when it is
+	// missing, and rewriting 50 pods' cgroups and the QoS tiers at each sync cost an idle node a
+	// tenth of its CPU. A partial write (a resize) or a removal forgets the entry.
+	appliedMu sync.Mutex
+	applied   map[string]cm.Limits
 }
 
 // New makes a manager; nothing is written until Start.
@@ -156,7 +164,7 @@ func New(cfg Config, d Deps) *Manager {
 	if cfg.CPUPeriod == 0 {
 		cfg.CPUPeriod = cm.QuotaPeriod
 	}
-	return &Manager{cfg: cfg, deps: d}
+	return &Manager{cfg: cfg, deps: d, applied: map[string]cm.Limits{}}
 }
 
 // names names the cgroups below the pods' root.
@@ -174,15 +182,34 @@ func (m *Manager) UpdateQoS() error {
 }
 
 // EnsurePod makes (or updates) the pod's cgroup with its limits, after refreshing the QoS shares
-// the pod now counts in. It runs at every sync of the pod, before its sandbox is made.
+// the pod now counts in. It runs at every sync of the pod, before its sandbox is made, and writes
+// only when the cgroup is missing or its limits changed.
 func (m *Manager) EnsurePod(pod *v1.Pod) error {
+	name, l := PodCgroup(m.cfg.Root, pod), PodLimits(pod, m.cfg.CPUPeriod, m.cfg.PodPidsLimit)
+	m.appliedMu.Lock()
+	prev, ok := m.applied[name]
+	m.appliedMu.Unlock()
+	if ok && reflect.DeepEqual(prev, l) && m.deps.Cgroups.Exists(name) {
+		return nil
+	}
 	if err := m.UpdateQoS(); err != nil {
 		return fmt.Errorf("QoS cgroups: %w", err)
 	}
-	if err := m.deps.Cgroups.Apply(PodCgroup(m.cfg.Root, pod), PodLimits(pod, m.cfg.CPUPeriod, m.cfg.PodPidsLimit)); err != nil {
+	m.forget(name)
+	if err := m.deps.Cgroups.Apply(name, l); err != nil {
 		return fmt.Errorf("pod cgroup: %w", err)
 	}
+	m.appliedMu.Lock()
+	m.applied[name] = l
+	m.appliedMu.Unlock()
 	return nil
+}
+
+// forget drops what EnsurePod knows of the cgroup, so its next call writes it whole.
+func (m *Manager) forget(name string) {
+	m.appliedMu.Lock()
+	delete(m.applied, name)
+	m.appliedMu.Unlock()
 }
 
 // podCgroups are the pod cgroups found under the root, by UID, in any hierarchy.
@@ -235,6 +262,7 @@ func (m *Manager) CleanupOrphans(ctx context.Context) error {
 			}
 			continue
 		}
+		m.forget(name)
 		if err := m.deps.Cgroups.Remove(name); err != nil {
 			errs = append(errs, err)
 			continue
@@ -272,7 +300,9 @@ func (m *Manager) PodLimits(pod *v1.Pod) cm.Limits {
 // SetPodLimits writes the set fields of l on the pod's cgroup: a resize raises or lowers one
 // limit at a time.
 func (m *Manager) SetPodLimits(pod *v1.Pod, l cm.Limits) error {
-	if err := m.deps.Cgroups.Apply(PodCgroup(m.cfg.Root, pod), l); err != nil {
+	name := PodCgroup(m.cfg.Root, pod)
+	m.forget(name)
+	if err := m.deps.Cgroups.Apply(name, l); err != nil {
 		return fmt.Errorf("pod cgroup: %w", err)
 	}
 	return nil

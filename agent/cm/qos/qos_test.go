@@ -316,3 +316,42 @@ func TestSetPodLimitsWritesOnlyWhatIsGiven(t *testing.T) {
 		t.Fatalf("PodMemoryUsage = %d, %v", got, err)
 	}
 }
+
+// A pod whose cgroup holds its limits is not written again at its next sync; a change of its
+// limits, a resize's partial write or the cgroup's removal makes the next sync write it whole.
+func TestEnsurePodWritesOnlyWhatChanged(t *testing.T) {
+	c := fakeV1(t)
+	b := pod("b", ctr{res("cpu", "500m", "memory", "64Mi"), res("cpu", "1", "memory", "128Mi")})
+	m := New(Config{Root: "/kubepods"}, Deps{Cgroups: c, ActivePods: func() []*v1.Pod { return []*v1.Pod{b} }})
+	memFile := filepath.Join(c.Mount, "memory/kubepods/burstable/podb/memory.limit_in_bytes")
+	mark := func() { // a value no write of EnsurePod makes, so a rewrite shows
+		if err := os.WriteFile(memFile, []byte("1"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ensure := func(p *v1.Pod, want string) {
+		t.Helper()
+		if err := m.EnsurePod(p); err != nil {
+			t.Fatal(err)
+		}
+		if got := readFile(t, memFile); got != want {
+			t.Errorf("memory.limit_in_bytes = %s, want %s", got, want)
+		}
+	}
+	ensure(b, fmt.Sprint(128<<20))
+	mark()
+	ensure(b, "1") // unchanged limits: nothing written
+	grown := b.DeepCopy()
+	grown.Spec.Containers[0].Resources.Limits = res("cpu", "1", "memory", "256Mi")
+	ensure(grown, fmt.Sprint(256<<20))
+	if err := m.SetPodLimits(grown, cm.Limits{CPUShares: m.PodLimits(grown).CPUShares}); err != nil {
+		t.Fatal(err)
+	}
+	mark()
+	ensure(grown, fmt.Sprint(256<<20)) // after a partial write, whole again
+	mark()
+	if err := os.RemoveAll(filepath.Join(c.Mount, "cpu/kubepods/burstable/podb")); err != nil {
+		t.Fatal(err)
+	}
+	ensure(grown, fmt.Sprint(256<<20)) // missing in one hierarchy: made again, all written
+}
