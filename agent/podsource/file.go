@@ -1,6 +1,7 @@
 package podsource
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -37,6 +38,15 @@ type ManifestDirSource struct {
 	RuntimeClasses *RuntimeClassSet
 
 	reported map[string]string // file → error last logged, so a bad file is reported once per change
+	// decoded holds each good file's bytes and what they decoded to: a re-read compares the bytes
+	// and copies the objects instead of parsing 50 unchanged manifests every Period.
+	decoded map[string]decodedFile
+}
+
+type decodedFile struct {
+	data []byte
+	pods []*v1.Pod
+	rcs  []*nodev1.RuntimeClass
 }
 
 // Run watches until ctx ends.
@@ -158,10 +168,12 @@ func (s *ManifestDirSource) read() []*v1.Pod {
 	}
 	var good []decoded
 	bad := map[string]error{}
+	prev := s.decoded
+	s.decoded = map[string]decodedFile{}
 	rcs := manifest.RuntimeClasses{}
 	definedIn := map[string]string{} // RuntimeClass name → the file defining it
 	for _, f := range files {
-		ps, rs, err := s.decodeFile(f, definedIn)
+		ps, rs, err := s.decodeFile(f, definedIn, prev)
 		if err != nil {
 			bad[f] = err
 			continue
@@ -208,14 +220,27 @@ func (s *ManifestDirSource) read() []*v1.Pod {
 // decodeFile reads and decodes one file of the folder. Its RuntimeClasses are refused when the agent
 // does not honour them (in a cluster), or when one of them is defined by an earlier file too: the
 // later definition is refused aloud rather than one of the two silently winning.
-func (s *ManifestDirSource) decodeFile(f string, definedIn map[string]string) ([]*v1.Pod, []*nodev1.RuntimeClass, error) {
+func (s *ManifestDirSource) decodeFile(f string, definedIn map[string]string, prev map[string]decodedFile) ([]*v1.Pod, []*nodev1.RuntimeClass, error) {
 	data, err := manifest.Read(f)
 	if err != nil {
 		return nil, nil, err
 	}
-	pods, rcs, err := manifest.DecodeAll(data)
-	if err != nil {
-		return nil, nil, err
+	d, ok := prev[f]
+	if !ok || !bytes.Equal(d.data, data) {
+		d.data = data
+		if d.pods, d.rcs, err = decodeAll(data); err != nil {
+			return nil, nil, err
+		}
+	}
+	s.decoded[f] = d
+	// Copies: the pods are defaulted and handed on, the cached objects stay as decoded.
+	pods := make([]*v1.Pod, len(d.pods))
+	for i, p := range d.pods {
+		pods[i] = p.DeepCopy()
+	}
+	rcs := make([]*nodev1.RuntimeClass, len(d.rcs))
+	for i, rc := range d.rcs {
+		rcs[i] = rc.DeepCopy()
 	}
 	seen := map[string]bool{}
 	for _, rc := range rcs {
@@ -231,6 +256,9 @@ func (s *ManifestDirSource) decodeFile(f string, definedIn map[string]string) ([
 	}
 	return pods, rcs, nil
 }
+
+// decodeAll is manifest.DecodeAll; a test counts the files parsed.
+var decodeAll = manifest.DecodeAll
 
 // ErrDuplicateRuntimeClass: a RuntimeClass name the manifest folder defines twice.
 var ErrDuplicateRuntimeClass = errors.New("already defined")
