@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
-	"os/user"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/nodelet/nodelet/internal/regularfile"
 )
 
 // The IDs pods may be given, as the kubelet finds them: the subordinate IDs of a "kubelet" user
@@ -24,11 +26,10 @@ const (
 
 // hostIDs returns the first ID and the number of IDs pods may be given.
 func hostIDs() (first, length uint32, err error) {
-	if _, err := user.Lookup(subIDsUser); err != nil {
-		if _, ok := errors.AsType[user.UnknownUserError](err); ok {
-			return defaultFirstID, defaultIDLength, nil
-		}
+	if ok, err := hasUser(passwdFile, subIDsUser); err != nil {
 		return 0, 0, fmt.Errorf("look up user %q: %w", subIDsUser, err)
+	} else if !ok {
+		return defaultFirstID, defaultIDLength, nil
 	}
 	cmd, err := exec.LookPath("getsubids")
 	if err != nil {
@@ -47,6 +48,31 @@ func hostIDs() (first, length uint32, err error) {
 		return 0, 0, fmt.Errorf("the subordinate uids and gids of user %q differ", subIDsUser)
 	}
 	return parseGetsubids(uids)
+}
+
+// passwdFile is where users are looked up, and passwdBound the most of it read.
+const (
+	passwdFile  = "/etc/passwd"
+	passwdBound = 16 << 20
+)
+
+// hasUser reports whether the passwd file names the user. It reads the file as the kubelet's
+// release build (static, no cgo) does, not through NSS: a cgo build's lookup loaded the NSS
+// modules into the agent for good, 0.7 MB of its resident memory, to ask this once.
+func hasUser(passwd, name string) (bool, error) {
+	data, err := regularfile.Read(passwd, passwdBound)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if n, _, ok := strings.Cut(line, ":"); ok && n == name {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 func runGetsubids(cmd string, args ...string) (string, error) {

@@ -342,3 +342,24 @@ func TestRuntimeHandlers(t *testing.T) {
 		t.Error("a runtime that is down supports user namespaces")
 	}
 }
+
+// The "kubelet" user is found by its name field only, as a static build's lookup finds it; a
+// missing passwd file is a host without the user, a file that is not regular an error.
+func TestHasUser(t *testing.T) {
+	dir := t.TempDir()
+	passwd := filepath.Join(dir, "passwd")
+	os.WriteFile(passwd, []byte("root:x:0:0:root:/root:/bin/sh\n#kubelet:x:1:1::/:/bin/false\nkubeletx:x:2:2::/:/bin/false\n"), 0o644)
+	if ok, err := hasUser(passwd, "kubelet"); ok || err != nil {
+		t.Fatalf("no kubelet line: %v, %v", ok, err)
+	}
+	os.WriteFile(passwd, []byte("root:x:0:0:root:/root:/bin/sh\nkubelet:x:999:999::/var/lib/kubelet:/usr/sbin/nologin\n"), 0o644)
+	if ok, err := hasUser(passwd, "kubelet"); !ok || err != nil {
+		t.Fatalf("kubelet line: %v, %v", ok, err)
+	}
+	if ok, err := hasUser(filepath.Join(dir, "missing"), "kubelet"); ok || err != nil {
+		t.Fatalf("missing file: %v, %v", ok, err)
+	}
+	if _, err := hasUser(dir, "kubelet"); err == nil {
+		t.Fatal("a folder read as a passwd file")
+	}
+}
