@@ -10,6 +10,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/runtime/errdefs"
+	"github.com/nodelet/nodelet/runtime/oci"
 	"github.com/nodelet/nodelet/runtime/store"
 )
 
@@ -46,6 +47,11 @@ func (s *Engine) removeContainer(ctx context.Context, c *store.Container) (retEr
 		}
 	}()
 	if err := s.ctr.stopContainer(ctx, c, 0); err != nil {
+		return err
+	}
+	// Its conmon outlives the container by the time it takes to write the exit and close the
+	// log: the files go only once it has gone, and no process of the container outlives this call.
+	if err := oci.WaitMonitorExit(ctx, c.Snapshot().ConmonPid, c.ID, oci.MonitorExitGrace); err != nil {
 		return err
 	}
 	rt, err := s.ctr.runtimeFor(c.Handler)

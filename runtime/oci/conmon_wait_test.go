@@ -1,0 +1,74 @@
+package oci
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// monitorLike starts a process whose command line carries "-c id" as conmon's does; it runs until
+// its stdin closes.
+func monitorLike(t *testing.T, id string) (*exec.Cmd, func()) {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", "read x; exit 0", "conmon", "-c", id)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	// Until the child has exec'd, its command line is the test binary's. conmon's PID is read
+	// from the pidfile it writes itself, so the runtime never sees that moment.
+	for !isMonitorOf(cmd.Process.Pid, id) {
+		runtime.Gosched()
+	}
+	return cmd, func() { in.Close() }
+}
+
+// The wait ends when the monitor leaves by itself, and nothing is sent to it.
+func TestWaitMonitorExitWaitsForTheExit(t *testing.T) {
+	cmd, finish := monitorLike(t, "ctr1")
+	done := make(chan error, 1)
+	go func() { done <- WaitMonitorExit(context.Background(), cmd.Process.Pid, "ctr1", time.Hour) }()
+	finish()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("the monitor did not leave by itself: %v", err)
+	}
+}
+
+// A monitor still there after the grace is killed.
+func TestWaitMonitorExitKillsAfterGrace(t *testing.T) {
+	cmd, _ := monitorLike(t, "ctr2")
+	if err := WaitMonitorExit(context.Background(), cmd.Process.Pid, "ctr2", 50*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	var ee *exec.ExitError
+	if err := cmd.Wait(); !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Errorf("monitor ended with %v, want SIGKILL", err)
+	}
+}
+
+// A PID that names another process (the monitor gone, its PID reused) is left alone, as is a
+// PID that is gone.
+func TestWaitMonitorExitLeavesOtherProcesses(t *testing.T) {
+	cmd, finish := monitorLike(t, "other")
+	if err := WaitMonitorExit(context.Background(), cmd.Process.Pid, "ctr3", 50*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	finish()
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("another container's monitor was touched: %v", err)
+	}
+	if err := WaitMonitorExit(context.Background(), cmd.Process.Pid, "other", time.Hour); err != nil {
+		t.Errorf("gone: %v", err)
+	}
+}
