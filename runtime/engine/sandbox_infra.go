@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -11,8 +12,9 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/runtime/internal/pidfd"
 )
 
 // A pod that shares one PID namespace among its containers needs a process to hold it and to reap
@@ -126,37 +128,18 @@ func killInfra(pid int, startTime uint64, exited <-chan struct{}) error {
 	if pid <= 0 {
 		return nil
 	}
-	// A pidfd pins the identity: once opened and checked, a signal through it cannot reach a
-	// process that later reuses the pid.
-	fd, err := unix.PidfdOpen(pid, 0)
-	if errors.Is(err, unix.ESRCH) {
-		return nil
+	p, err := pidfd.Open(pid, func(pid int) bool { return infraAlive(pid, startTime) })
+	if err != nil || p == nil {
+		return err
 	}
-	if err != nil {
-		return fmt.Errorf("pidfd of %d: %w", pid, err)
-	}
-	defer unix.Close(fd)
-	if !infraAlive(pid, startTime) {
-		return nil
-	}
-	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+	defer p.Close()
+	if err := p.Kill(); err != nil {
 		return fmt.Errorf("kill pod init %d: %w", pid, err)
 	}
 	// SIGKILL of a PID namespace's init cannot be ignored; the wait is bounded only in case the
 	// kernel is stuck on uninterruptible I/O of a process in the namespace.
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		n, err := unix.Poll(fds, 1000)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if n > 0 {
-			break
-		}
+	if _, err := p.Wait(context.Background(), 30*time.Second); err != nil {
+		return err
 	}
 	if exited != nil {
 		select {
