@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nodelet/nodelet/runtime/internal/pidfd"
+	"golang.org/x/sys/unix"
 )
 
 // MonitorExitGrace is how long WaitMonitorExit lets a container's conmon finish once its
@@ -38,8 +39,15 @@ func WaitMonitorExit(ctx context.Context, pid int, id string, grace time.Duratio
 	return nil
 }
 
-// isMonitorOf reports whether the process pid is conmon for container id (its "-c <id>" argument).
+// isMonitorOf reports whether the process pid is conmon for container id: its "-c <id>" argument,
+// and run by the runtime's own user. A command line is anyone's to choose, so a process of another
+// user that took a gone conmon's PID and named the container is not waited for or killed.
 func isMonitorOf(pid int, id string) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	dir := "/proc/" + strconv.Itoa(pid)
+	var st unix.Stat_t
+	if unix.Stat(dir, &st) != nil || int(st.Uid) != os.Geteuid() {
+		return false
+	}
+	b, err := os.ReadFile(dir + "/cmdline")
 	return err == nil && bytes.Contains(b, []byte("\x00-c\x00"+id+"\x00"))
 }

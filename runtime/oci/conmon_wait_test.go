@@ -1,10 +1,13 @@
 package oci
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -70,5 +73,39 @@ func TestWaitMonitorExitLeavesOtherProcesses(t *testing.T) {
 	}
 	if err := WaitMonitorExit(context.Background(), cmd.Process.Pid, "other", time.Hour); err != nil {
 		t.Errorf("gone: %v", err)
+	}
+}
+
+// A process of another user whose command line names the container (a gone conmon's PID taken by
+// a user who chose that command line) is neither waited for nor killed.
+func TestWaitMonitorExitLeavesOtherUsers(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("needs root: run the tests as root (sudo go test ./runtime/oci/)")
+	}
+	cmd := exec.Command("sh", "-c", "read x; exit 0", "conmon", "-c", "ctr4")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	// Wait for the exec: until then the command line is the test binary's.
+	cmdline := "/proc/" + strconv.Itoa(cmd.Process.Pid) + "/cmdline"
+	for {
+		b, _ := os.ReadFile(cmdline)
+		if bytes.Contains(b, []byte("\x00-c\x00ctr4\x00")) {
+			break
+		}
+		runtime.Gosched()
+	}
+	if err := WaitMonitorExit(context.Background(), cmd.Process.Pid, "ctr4", 50*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	in.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("another user's process was touched: %v", err)
 	}
 }
