@@ -83,26 +83,25 @@ func (s *Engine) CreateContainer(ctx context.Context, sandboxID string, cfg *run
 		}
 	}()
 	// Each step that makes something pushes its undo onto cc.undo.
-	for _, step := range []func() error{
-		cc.joinSandbox,
-		cc.resolveRuntime,
-		cc.reserveName,
-		cc.prepareRootfs,
-		cc.makeBundle,
-		cc.idmapRootfs,
-		cc.placeLogs,
-		cc.placeCgroup,
-		cc.prepareImageVolumes,
-		cc.idmapMounts,
-		cc.writeSpec,
-		cc.recordCreating,
-		cc.createUnderConmon,
-		cc.detachIdmappedClones,
-		cc.recordCreated,
-	} {
-		if err := step(); err != nil {
-			return "", err
-		}
+	err = s.runSteps(ctx, "create container", func() string { return cc.id }, []step{
+		{"joinSandbox", cc.joinSandbox},
+		{"resolveRuntime", cc.resolveRuntime},
+		{"reserveName", cc.reserveName},
+		{"prepareRootfs", cc.prepareRootfs},
+		{"makeBundle", cc.makeBundle},
+		{"idmapRootfs", cc.idmapRootfs},
+		{"placeLogs", cc.placeLogs},
+		{"placeCgroup", cc.placeCgroup},
+		{"prepareImageVolumes", cc.prepareImageVolumes},
+		{"idmapMounts", cc.idmapMounts},
+		{"writeSpec", cc.writeSpec},
+		{"recordCreating", cc.recordCreating},
+		{"createUnderConmon", cc.createUnderConmon},
+		{"detachIdmappedClones", cc.detachIdmappedClones},
+		{"recordCreated", cc.recordCreated},
+	})
+	if err != nil {
+		return "", err
 	}
 	s.containers.Add(cc.id, cc.c)
 	s.ctr.events.publish(cc.id, cc.sb.ID, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT)

@@ -53,25 +53,31 @@ func (s *Engine) RunSandbox(ctx context.Context, cfg *runtimeapi.PodSandboxConfi
 		}
 	}()
 	// Each step that makes something pushes its undo onto r.undo.
-	for _, step := range []func() error{
-		r.resolveHandler,
-		r.checkUserns,
-		r.plan,
-		r.reserveName,
-		r.recordCreating,
-		r.makePodFiles,
-		r.makeCgroups,
-		r.makeNamespaces,
-		r.mountShm,
-		r.setUpNetwork,
-		r.startGvisor,
-		r.recordReady,
-	} {
-		if err := step(); err != nil {
-			return "", err
-		}
+	if err := s.runSteps(ctx, "run sandbox", r.id, []step{
+		{"resolveHandler", r.resolveHandler},
+		{"checkUserns", r.checkUserns},
+		{"plan", r.plan},
+		{"reserveName", r.reserveName},
+		{"recordCreating", r.recordCreating},
+		{"makePodFiles", r.makePodFiles},
+		{"makeCgroups", r.makeCgroups},
+		{"makeNamespaces", r.makeNamespaces},
+		{"mountShm", r.mountShm},
+		{"setUpNetwork", r.setUpNetwork},
+		{"startGvisor", r.startGvisor},
+		{"recordReady", r.recordReady},
+	}); err != nil {
+		return "", err
 	}
 	return r.sb.ID, nil
+}
+
+// id is the sandbox's ID once plan has chosen it.
+func (r *sandboxRun) id() string {
+	if r.sb == nil {
+		return ""
+	}
+	return r.sb.ID
 }
 
 // sandboxRun is one RunSandbox in progress: the record it builds (sb, whose fields say what
