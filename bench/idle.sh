@@ -75,17 +75,6 @@ shims() {
     printf '%s %s ' "$s" "$(pgrep -P "$s" -x pause | tr '\n' ' ' || true)"
   done
 }
-# rm_cgroups NAME: what is still in our private cgroup tree (containers whose removal did not
-# finish before their runtime stopped) is ours: kill it, then remove the tree.
-rm_cgroups() {
-  local c p
-  for p in $(find /sys/fs/cgroup/*/"$1" -name cgroup.procs -exec cat {} + 2>/dev/null | sort -u); do
-    kill -KILL "$p" 2>/dev/null
-  done
-  sleep 1
-  for c in /sys/fs/cgroup/*/"$1"; do [ -d "$c" ] && find "$c" -depth -type d -exec rmdir {} + 2>/dev/null; done
-  true
-}
 # On any exit the manifests go first, so each agent stops its own pods before the runtimes stop.
 drain() {
   local m t0
@@ -134,26 +123,15 @@ run_pods() { # run_pods DIR NAME DAEMON_PIDS HELPER_LISTER: grow to each count, 
   done
 }
 
-mirrors=()
-for h in "${NL_MIRRORED[@]}"; do mirrors+=(--registry-mirror "$h=http://$NL_REGISTRY"); done
 for r in "${names[@]}"; do
   case "$r" in
   nodelet)
-    d=$NL_WORK/up
-    mkdir -p "$d/manifests"
+    # The cgo build, as a plain `go build` makes it (the RSS figures are of that build).
     (cd "$NL_ROOT" && go build -tags grpcnotrace -o "$NL_WORK/bin/nodelet" ./cmd/nodelet) || nl_die "go build ./cmd/nodelet failed"
-    nl_cni_conf "$d/net.d" nlidle nlidle0 10.94.0.0/16
-    cg=nodelet-idle-$$
-    NL_AFTER+=("rm_cgroups $cg")
-    "$NL_WORK/bin/nodelet" up --root "$d/root" --state "$d/state" --listen "unix://$d/cri.sock" \
-      --root-dir "$d/root/agent" --manifests "$d/manifests" --api-socket "$d/state/agent.sock" \
-      --healthz-port 0 --pod-logs-dir "$d/logs" --cgroup-root "/$cg" --cgroup-parent "/$cg/pods" \
-      --cni-conf-dir "$d/net.d" --no-default-network --max-pods "$maxpods" "${mirrors[@]}" >"$d/nodelet.log" 2>&1 &
-    NL_PIDS+=($!)
-    pid=$!
-    NL_PID_SOCK[$pid]=unix://$d/cri.sock
-    cri() { crictl --runtime-endpoint "unix://$NL_WORK/up/cri.sock" --image-endpoint "unix://$NL_WORK/up/cri.sock" "$@" 2>/dev/null; }
-    nl_wait 60 cri version || { tail -20 "$d/nodelet.log" >&2; nl_die "nodelet up did not come up"; }
+    NL_NODELET_BIN=$NL_WORK/bin/nodelet
+    nl_nodelet_up up 10.94.0.0/16 --max-pods "$maxpods"
+    d=$NL_WORK/up pid=$NL_UP_PID
+    cri() { crictl --runtime-endpoint "$NL_UP_SOCK" --image-endpoint "$NL_UP_SOCK" "$@" 2>/dev/null; }
     cri pull "$image" >/dev/null || nl_die "nodelet could not pull $image"
     measure nodelet 0 "$pid" conmons
     run_pods "$d/manifests" nodelet "$pid" conmons

@@ -19,6 +19,7 @@ NL_NETWORKS=()      # their network names (host-local keeps its leases under /va
 NL_NODELET_ARGS=()  # extra `nodelet runtime` flags a caller adds after sourcing
 NL_REGISTRY_ARGS=() # extra `images serve` flags (the conformance images)
 NL_AFTER=()         # commands nl_cleanup runs once every process is stopped
+NL_UP_DRAIN=()      # "MANIFESTS SOCKET" of each `nodelet up`, drained first at cleanup
 export PATH=$PATH:/usr/local/go/bin:/usr/local/bin:/usr/sbin:/sbin
 export GOFLAGS=${GOFLAGS:--buildvcs=false}
 
@@ -52,8 +53,17 @@ nl_wait() { # nl_wait SECONDS CMD... : retry CMD until it succeeds
 }
 
 nl_cleanup() {
-  local rc=$? s p i
+  local rc=$? s p i d
   set +e
+  # A `nodelet up`'s pods go first through its own agent: with its manifests removed it stops them,
+  # and the runtime's removal below does not race an agent starting them again.
+  for d in "${NL_UP_DRAIN[@]}"; do
+    rm -f "${d%% *}"/*.yaml
+    for _ in $(seq 600); do
+      [ -z "$(crictl --runtime-endpoint "${d#* }" pods -q 2>/dev/null)" ] && break
+      sleep 0.1
+    done
+  done
   # Reverse start order: clients (a kubelet) stop before the runtime they use, and a runtime's
   # pods are removed (its shims or conmons outlive it otherwise) before the runtime stops.
   for (( i=${#NL_PIDS[@]}-1; i>=0; i-- )); do
@@ -169,14 +179,58 @@ EOC
   NL_PID_SOCK[$NL_CONTAINERD_PID]=$NL_CONTAINERD_SOCK
 }
 
+nl_nodelet_bin() { # builds nodelet into NL_NODELET_BIN unless a caller set one
+  [ -z "${NL_NODELET_BIN:-}" ] || return 0
+  nl_say "building nodelet"
+  (cd "$NL_ROOT" && CGO_ENABLED=0 go build -tags grpcnotrace -o "$NL_WORK/bin/nodelet" ./cmd/nodelet) || nl_die "go build ./cmd/nodelet failed"
+  NL_NODELET_BIN=$NL_WORK/bin/nodelet
+}
+
+# nl_nodelet_up NAME CIDR [ARGS...]: `nodelet up`, agent and runtime in one process, on
+# NL_WORK/NAME: static pods from its manifests/ folder, its own socket, cgroup root (killed and
+# removed at exit) and CNI bridge on CIDR. Sets NL_UP_PID, NL_UP_SOCK, NL_UP_MANIFESTS.
+nl_nodelet_up() {
+  local name=$1 cidr=$2 dir=$NL_WORK/$1 h mirrors=() cg
+  shift 2
+  mkdir -p "$dir/manifests"
+  nl_nodelet_bin
+  for h in "${NL_MIRRORED[@]}"; do mirrors+=(--registry-mirror "$h=http://$NL_REGISTRY"); done
+  nl_cni_conf "$dir/net.d" "nodelet-$name" "nl${name:0:8}0" "$cidr"
+  cg=nodelet-$name-$$
+  NL_AFTER+=("nl_kill_cgroup /$cg")
+  nl_say "starting nodelet up ($dir)"
+  "$NL_NODELET_BIN" up --root "$dir/root" --state "$dir/state" --listen "unix://$dir/cri.sock" \
+    --root-dir "$dir/root/agent" --manifests "$dir/manifests" --api-socket "$dir/state/agent.sock" \
+    --healthz-port 0 --pod-logs-dir "$dir/logs" --cgroup-root "/$cg" --cgroup-parent "/$cg/pods" \
+    --cni-conf-dir "$dir/net.d" --no-default-network "${mirrors[@]}" "$@" >"$dir/nodelet.log" 2>&1 &
+  NL_PIDS+=($!)
+  NL_UP_PID=$!
+  NL_UP_SOCK=unix://$dir/cri.sock
+  NL_UP_MANIFESTS=$dir/manifests
+  NL_PID_SOCK[$NL_UP_PID]=$NL_UP_SOCK
+  NL_UP_DRAIN+=("$NL_UP_MANIFESTS $NL_UP_SOCK")
+  nl_wait 60 crictl --runtime-endpoint "$NL_UP_SOCK" version ||
+    { tail -20 "$dir/nodelet.log" >&2; nl_die "nodelet up did not come up"; }
+}
+
+# nl_kill_cgroup PATH: what still runs in a cgroup tree of ours (containers whose removal did not
+# finish before their daemon stopped) is killed, then the tree removed.
+nl_kill_cgroup() {
+  local p
+  local p procs
+  for _ in $(seq 50); do
+    procs=$(find /sys/fs/cgroup/*"$1" -name cgroup.procs -exec cat {} + 2>/dev/null | sort -u)
+    [ -n "$procs" ] || break
+    for p in $procs; do kill -KILL "$p" 2>/dev/null; done
+    sleep 0.1
+  done
+  nl_remove_cgroup "$1"
+}
+
 nl_nodelet() {
   local name=$1 dir=$NL_WORK/$1 h mirrors=()
   mkdir -p "$dir"
-  if [ -z "${NL_NODELET_BIN:-}" ]; then
-    nl_say "building nodelet"
-    (cd "$NL_ROOT" && CGO_ENABLED=0 go build -tags grpcnotrace -o "$NL_WORK/bin/nodelet" ./cmd/nodelet) || nl_die "go build ./cmd/nodelet failed"
-    NL_NODELET_BIN=$NL_WORK/bin/nodelet
-  fi
+  nl_nodelet_bin
   [[ "$("$NL_NODELET_BIN" runtime --help 2>&1)" == *--registry-mirror* ]] ||
     nl_die "this nodelet's runtime has no --registry-mirror flag yet: it cannot pull the stand-in images"
   for h in "${NL_MIRRORED[@]}"; do mirrors+=(--registry-mirror "$h=http://$NL_REGISTRY"); done
