@@ -85,9 +85,13 @@ func podName(arg string) (string, error) {
 	return arg, nil
 }
 
-// pod connects to the agent and fetches the named pod (a name podName has already parsed), with
+// pod connects to the agent and fetches the pod arg names ("NAME" or podName's "pod/NAME"), with
 // kubectl's message when there is no such pod: the opening of every verb that acts on one pod.
-func (c *clientFlags) pod(ctx context.Context, name string) (*apiclient.Client, *v1.Pod, error) {
+func (c *clientFlags) pod(ctx context.Context, arg string) (*apiclient.Client, *v1.Pod, error) {
+	name, err := podName(arg)
+	if err != nil {
+		return nil, nil, err
+	}
 	cl, err := c.client()
 	if err != nil {
 		return nil, nil, err
@@ -97,6 +101,20 @@ func (c *clientFlags) pod(ctx context.Context, name string) (*apiclient.Client, 
 		return nil, nil, notFound(err, name)
 	}
 	return cl, pod, nil
+}
+
+// container is pod, then the container of it the verb acts on (pickContainer): the opening of
+// attach, exec and logs.
+func (c *clientFlags) container(cmd *cobra.Command, arg, container string) (*apiclient.Client, *v1.Pod, string, error) {
+	cl, pod, err := c.pod(cmd.Context(), arg)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	ctr, err := pickContainer(cmd, pod, container)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	return cl, pod, ctr, nil
 }
 
 // bindContainer adds -c/--container, for the verbs that act on one container of a pod.

@@ -16,15 +16,7 @@ func newAttachCmd() *cobra.Command {
 		Short: "Attach to a running container's stdio (like kubectl attach)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, err := podName(args[0])
-			if err != nil {
-				return err
-			}
-			c, pod, err := cf.pod(cmd.Context(), name)
-			if err != nil {
-				return err
-			}
-			ctr, err := pickContainer(cmd, pod, container)
+			c, pod, ctr, err := cf.container(cmd, args[0], container)
 			if err != nil {
 				return err
 			}
@@ -41,9 +33,6 @@ func newAttachCmd() *cobra.Command {
 	}
 	cf.bind(cmd, false)
 	bindContainer(cmd, &container)
-	f := cmd.Flags()
-	f.BoolVarP(&stdin, "stdin", "i", false, "pass stdin to the container")
-	f.BoolVarP(&tty, "tty", "t", false, "the container's stdio is a terminal (needs -i and a terminal)")
-	f.BoolVarP(&quiet, "quiet", "q", false, "print only what the container prints")
+	bindStreamFlags(cmd, "container", &stdin, &tty, &quiet)
 	return cmd
 }

@@ -35,11 +35,7 @@ func newDescribeCmd() *cobra.Command {
 			if len(args) != 2 {
 				return fmt.Errorf("describe pod needs the pod's name")
 			}
-			name, err := podName(args[1])
-			if err != nil {
-				return err
-			}
-			c, pod, err := cf.pod(cmd.Context(), name)
+			c, pod, err := cf.pod(cmd.Context(), args[1])
 			if err != nil {
 				return err
 			}

@@ -31,16 +31,8 @@ func newExecCmd() *cobra.Command {
 			if dash < 0 || dash != 1 || len(args) < 2 {
 				return errors.New("you must give one pod and then the command after --, e.g. nodelet exec POD -- COMMAND")
 			}
-			name, err := podName(args[0])
-			if err != nil {
-				return err
-			}
 			command := args[1:]
-			c, pod, err := cf.pod(cmd.Context(), name)
-			if err != nil {
-				return err
-			}
-			ctr, err := pickContainer(cmd, pod, container)
+			c, pod, ctr, err := cf.container(cmd, args[0], container)
 			if err != nil {
 				return err
 			}
@@ -58,11 +50,16 @@ func newExecCmd() *cobra.Command {
 	}
 	cf.bind(cmd, false)
 	bindContainer(cmd, &container)
-	f := cmd.Flags()
-	f.BoolVarP(&stdin, "stdin", "i", false, "pass stdin to the command")
-	f.BoolVarP(&tty, "tty", "t", false, "give the command a terminal (needs -i and a terminal)")
-	f.BoolVarP(&quiet, "quiet", "q", false, "print only what the command prints")
+	bindStreamFlags(cmd, "command", &stdin, &tty, &quiet)
 	return cmd
+}
+
+// bindStreamFlags adds kubectl's -i, -t and -q for a verb streaming to what ("command", "container").
+func bindStreamFlags(cmd *cobra.Command, what string, stdin, tty, quiet *bool) {
+	f := cmd.Flags()
+	f.BoolVarP(stdin, "stdin", "i", false, "pass stdin to the "+what)
+	f.BoolVarP(tty, "tty", "t", false, "give the "+what+" a terminal (needs -i and a terminal)")
+	f.BoolVarP(quiet, "quiet", "q", false, "print only what the "+what+" prints")
 }
 
 // streamOptions wires the verb's stdio to the stream, with a terminal when -t is given and kubectl's

@@ -29,8 +29,7 @@ func newLogsCmd() *cobra.Command {
   nodelet logs --previous web`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, err := podName(args[0])
-			if err != nil {
+			if _, err := podName(args[0]); err != nil {
 				return err
 			}
 			opts := v1.PodLogOptions{Follow: follow, Previous: previous, Timestamps: ts}
@@ -55,11 +54,7 @@ func newLogsCmd() *cobra.Command {
 				mt := metav1.NewTime(t)
 				opts.SinceTime = &mt
 			}
-			c, pod, err := cf.pod(cmd.Context(), name)
-			if err != nil {
-				return err
-			}
-			ctr, err := pickContainer(cmd, pod, container)
+			c, pod, ctr, err := cf.container(cmd, args[0], container)
 			if err != nil {
 				return err
 			}

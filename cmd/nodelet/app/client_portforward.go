@@ -18,11 +18,7 @@ func newPortForwardCmd() *cobra.Command {
   nodelet port-forward web :80 --address 0.0.0.0`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, err := podName(args[0])
-			if err != nil {
-				return err
-			}
-			c, pod, err := cf.pod(cmd.Context(), name)
+			c, pod, err := cf.pod(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
