@@ -80,7 +80,9 @@ func (s *Store) PrepareRootfs(ctx context.Context, containerID, image string) (_
 			}
 		}()
 		b, _ := json.Marshal(rec)
-		if err := atomicfile.Write(filepath.Join(dir, "rootfs.json"), b, 0o600); err != nil {
+		// Not synced to the folder: a power loss may undo it, but it ends the container too, and
+		// a rootfs dir with no record holds no layer in use and goes with its container.
+		if err := atomicfile.Replace(filepath.Join(dir, "rootfs.json"), b, 0o600); err != nil {
 			return nil, err
 		}
 	default:

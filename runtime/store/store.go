@@ -40,8 +40,11 @@ func OpenDir[T any](path string) (*Dir[T], error) {
 	return &Dir[T]{path: path}, nil
 }
 
-// Put writes v as the record of id: to a temp file, fsynced, renamed over the old one, and the
-// directory fsynced, so the record is either wholly old or wholly new after a crash.
+// Put writes v as the record of id: to a temp file, fsynced, renamed over the old one, so the
+// record is either wholly old or wholly new after a crash. A daemon killed at any point leaves the
+// new one. The folder is not fsynced: after a power loss the old record (or none) may come back,
+// which recovery and the orphan sweep already meet, since the containers and pods it described
+// did not survive the reboot either; it saves a journal commit on each of a pod start's writes.
 func (d *Dir[T]) Put(id string, v *T) error {
 	if err := ValidID(id); err != nil {
 		return err
@@ -50,10 +53,11 @@ func (d *Dir[T]) Put(id string, v *T) error {
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(filepath.Join(d.path, id+".json"), data, 0o600)
+	return atomicfile.Replace(filepath.Join(d.path, id+".json"), data, 0o600)
 }
 
-// Delete removes the record of id; a missing record is not an error.
+// Delete removes the record of id; a missing record is not an error. As with Put, a power loss
+// may bring the record back; recovery finds its processes gone and the sweep its files.
 func (d *Dir[T]) Delete(id string) error {
 	if err := ValidID(id); err != nil {
 		return err
@@ -61,7 +65,7 @@ func (d *Dir[T]) Delete(id string) error {
 	if err := os.Remove(filepath.Join(d.path, id+".json")); err != nil && !os.IsNotExist(err) {
 		return err
 	}
-	return syncDir(d.path)
+	return nil
 }
 
 // Load reads every record. Records that do not parse are returned as errors in bad (keyed by
@@ -118,15 +122,6 @@ func (d *Dir[T]) IDs() (map[string]bool, error) {
 // or the new content, never a mix.
 func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
 	return atomicfile.Write(path, data, mode)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // ValidID accepts the IDs this runtime makes (hex) and refuses anything that could be a path.
