@@ -7,17 +7,23 @@
 # then the RSS of each runtime idle and with 10 and 50 running pods, counting every process the
 # runtime keeps per pod (containerd's shims and pause processes, nodelet's conmon/catatonit).
 #
-#   sudo bench/cri.sh [--rounds N] [--runtimes nodelet,containerd] [--no-rss] [--keep]
+# --handler NAME runs nodelet's pods on that OCI runtime handler (runc, crun) instead of its default;
+# --steps also prints, from nodelet's debug log, the median time of each step of RunPodSandbox and
+# CreateContainer over the timed rounds.
+#
+#   sudo bench/cri.sh [--rounds N] [--runtimes nodelet,containerd] [--handler NAME] [--steps] [--no-rss] [--keep]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../hack/kube/lib.sh
 . "$here/../hack/kube/lib.sh"
 
-rounds=20 runtimes=nodelet,containerd rss=1
+rounds=20 runtimes=nodelet,containerd rss=1 steps=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) rounds=$2; shift 2 ;;
     --runtimes) runtimes=$2; shift 2 ;;
+    --handler) NL_NODELET_ARGS+=(--default-runtime-handler "$2"); shift 2 ;;
+    --steps) steps=1; NL_NODELET_ARGS+=(--log-level debug); shift ;;
     --no-rss) rss=0; shift ;;
     --keep) export NL_KEEP=1; shift ;;
     *) nl_die "unknown argument $1" ;;
@@ -80,6 +86,8 @@ lifecycle() { # lifecycle RUNTIME N: one pod through every call, timing each
 
 # One warm-up lifecycle each (first CNI setup, first rootfs of the image), not recorded.
 for r in "${names[@]}"; do lifecycle "$r" warm; rm -f "$NL_WORK"/t."$r".*; done
+steps_from=0
+[ -f "$NL_WORK/nodelet/nodelet.log" ] && steps_from=$(wc -l <"$NL_WORK/nodelet/nodelet.log")
 nl_say "timing $rounds rounds of runp, create, start, exec, stop+rm, stopp+rmp on: ${names[*]}"
 for i in $(seq 1 "$rounds"); do
   # Alternate which runtime goes first, so neither always runs on a warmer machine.
@@ -107,6 +115,40 @@ for op in runp create start create+start exec stop+rm stopp+rmp lifecycle; do
   [ ${#names[@]} = 2 ] && printf '%s' "$(ratio "${meds[0]}" "${meds[1]}")"
   echo
 done
+
+if [ "$steps" = 1 ] && [ -f "$NL_WORK/nodelet/nodelet.log" ]; then
+  # The step lines are slog text: msg="create container steps" id=… total=41.2ms joinSandbox=3µs …
+  echo
+  echo "nodelet steps, median ms over the timed rounds"
+  tail -n +"$((steps_from + 1))" "$NL_WORK/nodelet/nodelet.log" | awk '
+    function ms(v) {
+      if (v ~ /ns$/) return substr(v, 1, length(v) - 2) / 1e6
+      if (v ~ /µs$/) return substr(v, 1, length(v) - 3) / 1e3
+      if (v ~ /ms$/) return substr(v, 1, length(v) - 2) + 0
+      if (v ~ /s$/) return substr(v, 1, length(v) - 1) * 1e3
+      return -1
+    }
+    match($0, /msg="[a-z ]+ steps"/) {
+      what = substr($0, RSTART + 5, RLENGTH - 12)
+      for (i = 1; i <= NF; i++) {
+        n = split($i, kv, "=")
+        if (n != 2 || kv[1] == "time" || kv[1] == "level" || kv[1] == "id" || kv[1] == "msg" || kv[1] == "failedAt") continue
+        v = ms(kv[2]); if (v < 0) continue
+        key = what SUBSEP kv[1]
+        if (!(key in count)) order[++norder] = key
+        vals[key, ++count[key]] = v
+      }
+    }
+    END {
+      for (o = 1; o <= norder; o++) {
+        key = order[o]; c = count[key]
+        for (i = 1; i <= c; i++) a[i] = vals[key, i]
+        for (i = 2; i <= c; i++) { x = a[i]; for (j = i - 1; j >= 1 && a[j] > x; j--) a[j + 1] = a[j]; a[j + 1] = x }
+        split(key, w, SUBSEP)
+        printf "%-18s %-22s %8.2f\n", w[1], w[2], a[int((c + 1) / 2)]
+      }
+    }'
+fi
 
 [ "$rss" = 1 ] || exit 0
 
