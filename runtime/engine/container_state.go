@@ -244,6 +244,7 @@ func (m *containerManager) runtimeFor(handler string) (*oci.Runtime, error) {
 		if rt.CgroupPath, err = oci.HybridWrapper(m.handlersDir, h.Path); err != nil {
 			return nil, err
 		}
+		rt.HideUnified = true
 	}
 	if rt.Sandboxed() {
 		// conmon must wait for a gVisor subcontainer's exit through runsc (see oci/gvisor.go).

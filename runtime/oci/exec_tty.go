@@ -66,10 +66,10 @@ func (r *Runtime) ExecTTY(ctx context.Context, id, bundle string, p *specs.Proce
 	if first != nil {
 		setSize(master, *first) // the runtime copies it on SIGWINCH; keep the outer one in step
 	}
-	cmd := exec.Command(r.cgroupBinary(), append(r.GlobalArgs(), r.execArgs(id, procFile, pidFile, r.ttyFlag()...)...)...)
+	cmd := exec.Command(r.verbBinary("exec"), append(r.GlobalArgs(), r.execArgs(id, procFile, pidFile, r.ttyFlag()...)...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	err = cmd.Start()
+	err = r.start(cmd, "exec")
 	slave.Close() // the runtime holds it now; the master reads EIO once every holder is gone
 	if err != nil {
 		return -1, err

@@ -30,8 +30,12 @@ type Runtime struct {
 	Root string   // --root
 	Args []string // extra global arguments
 	// CgroupPath, when set, replaces Path for the verbs that create, change or join cgroups
-	// (create, update, exec, delete): see HybridWrapper.
+	// (create, update, exec, delete): see HybridWrapper. With HideUnified the daemon runs those
+	// verbs itself from a thread that hides the v2 hierarchy, and only conmon uses CgroupPath.
 	CgroupPath string
+	// HideUnified starts the cgroup verbs the daemon runs from a thread whose mount namespace
+	// hides the v2 hierarchy, as HybridWrapper's script does, without its five processes.
+	HideUnified bool
 	// MonitorPath, when set, is what conmon runs in place of the runtime: see GvisorWaitWrapper.
 	MonitorPath string
 }
@@ -55,13 +59,33 @@ func (r *Runtime) GlobalArgs() []string {
 	return append([]string{"--root", r.Root}, r.Args...)
 }
 
-func (r *Runtime) command(ctx context.Context, args ...string) *exec.Cmd {
-	bin := r.Path
-	switch args[0] {
+// cgroupVerb reports whether verb creates, changes or joins cgroups.
+func cgroupVerb(verb string) bool {
+	switch verb {
 	case "create", "update", "exec", "delete":
-		bin = r.cgroupBinary()
+		return true
 	}
-	return exec.CommandContext(ctx, bin, append(r.GlobalArgs(), args...)...)
+	return false
+}
+
+// verbBinary is what the daemon runs for verb.
+func (r *Runtime) verbBinary(verb string) string {
+	if cgroupVerb(verb) && !r.HideUnified {
+		return r.cgroupBinary()
+	}
+	return r.Path
+}
+
+// start starts cmd, which runs verb.
+func (r *Runtime) start(cmd *exec.Cmd, verb string) error {
+	if r.HideUnified && cgroupVerb(verb) {
+		return startHidingUnified(cmd)
+	}
+	return cmd.Start()
+}
+
+func (r *Runtime) command(ctx context.Context, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, r.verbBinary(args[0]), append(r.GlobalArgs(), args...)...)
 }
 
 // run executes a verb and returns its stdout; the error carries the runtime's stderr, which is
@@ -71,7 +95,11 @@ func (r *Runtime) run(ctx context.Context, stdin io.Reader, args ...string) ([]b
 	var stdout, stderr bytes.Buffer
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &stdout, &stderr
 	cmd.WaitDelay = 5 * time.Second
-	if err := cmd.Run(); err != nil {
+	err := r.start(cmd, args[0])
+	if err == nil {
+		err = cmd.Wait()
+	}
+	if err != nil {
 		msg := bytes.TrimSpace(stderr.Bytes())
 		if len(msg) > 4096 {
 			msg = msg[len(msg)-4096:]
@@ -202,10 +230,10 @@ func (r *Runtime) Exec(ctx context.Context, id, bundle string, p *specs.Process,
 	}
 	// Not CommandContext: on timeout the exec'd process must die, not only the runtime's
 	// front process, whose SIGKILL it would not forward.
-	cmd := exec.Command(r.cgroupBinary(), append(r.GlobalArgs(), r.execArgs(id, procFile, pidFile)...)...)
+	cmd := exec.Command(r.verbBinary("exec"), append(r.GlobalArgs(), r.execArgs(id, procFile, pidFile)...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 	cmd.WaitDelay = 2 * time.Second
-	if err := cmd.Start(); err != nil {
+	if err := r.start(cmd, "exec"); err != nil {
 		return -1, err
 	}
 	var waitErr error
