@@ -76,18 +76,25 @@ type sizes chan *remotecommand.TerminalSize
 
 func (q sizes) Next() *remotecommand.TerminalSize { return <-q }
 
-func runSleeper(e *runtimetest.Env, name string) (string, string) {
+func runSleeper(e *runtimetest.Env, name string, handler ...string) (string, string) {
 	pod := runtimetest.PodConfig(name)
-	sb := e.RunPod(pod, "")
+	sb := e.RunPod(pod, strings.Join(handler, ""))
 	return sb, e.RunContainer(sb, pod, runtimetest.ContainerConfig("sleeper", "sleep", "1000"))
 }
 
 // waitForResize prints the terminal's size once it differs from the first one waitForSize saw.
 const waitForResize = `for i in $(seq 1200); do r=$(busybox stty size); [ "$r" != "$s" ] && break; sleep 0.05; done; echo "resized $r"`
 
+// On runc and crun: they make the exec's terminal, and only runc passes later sizes on by itself.
 func TestExecStreams(t *testing.T) {
+	for _, handler := range []string{"runc", "crun"} {
+		t.Run(handler, func(t *testing.T) { testExecStreams(t, handler) })
+	}
+}
+
+func testExecStreams(t *testing.T, handler string) {
 	e := runtimetest.Start(t)
-	_, id := runSleeper(e, "exec")
+	_, id := runSleeper(e, "exec", handler)
 
 	t.Run("stdin, stdout, stderr and exit code", func(t *testing.T) {
 		resp, err := e.Runtime.Exec(e.Ctx(), &runtimeapi.ExecRequest{

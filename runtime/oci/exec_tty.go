@@ -9,11 +9,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
+
+	"github.com/nodelet/nodelet/runtime/internal/pidfd"
 )
 
 // TermSize is a terminal's size in characters.
@@ -100,6 +103,7 @@ func (r *Runtime) ExecTTY(ctx context.Context, id, bundle string, p *specs.Proce
 					return
 				}
 				setSize(master, sz)
+				resizeExecTTY(pidFile, sz)
 			}
 		}
 	}()
@@ -178,6 +182,43 @@ func setSize(master *os.File, sz TermSize) {
 	_ = ptyControl(master, func(fd int) error {
 		return unix.IoctlSetWinsize(fd, unix.TIOCSWINSZ, &unix.Winsize{Row: sz.Height, Col: sz.Width})
 	})
+}
+
+// resizeExecTTY sets sz on the exec'd process's own terminal (its stdin: the container side of
+// the terminal the runtime made). runc passes a size change of the outer terminal on to it, crun
+// 1.8 does not; set here too, the process gets its one SIGWINCH either way (the kernel signals
+// only a change). The PID is the runtime's pid file's; it must still hold a pseudo-terminal on
+// stdin once its pidfd is open, so a PID reused meanwhile by a process without one is left alone.
+func resizeExecTTY(pidFile string, sz TermSize) {
+	b, err := os.ReadFile(pidFile)
+	if err != nil || len(b) > 32 {
+		return
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return
+	}
+	var tty *os.File
+	p, err := pidfd.Open(pid, func(pid int) bool {
+		f, err := os.OpenFile("/proc/"+strconv.Itoa(pid)+"/fd/0", os.O_RDWR|unix.O_NOCTTY|unix.O_NONBLOCK, 0)
+		if err != nil {
+			return false
+		}
+		var st unix.Stat_t
+		// Pseudo-terminal slaves are character devices of majors 136 to 143.
+		if unix.Fstat(int(f.Fd()), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR || unix.Major(st.Rdev) < 136 || unix.Major(st.Rdev) > 143 {
+			f.Close()
+			return false
+		}
+		tty = f
+		return true
+	})
+	if err != nil || p == nil {
+		return
+	}
+	p.Close()
+	defer tty.Close()
+	_ = unix.IoctlSetWinsize(int(tty.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: sz.Height, Col: sz.Width})
 }
 
 // ttyFlag: runc and crun want --tty besides the process's terminal field; runsc has no such
