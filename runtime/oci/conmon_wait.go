@@ -43,11 +43,15 @@ func WaitMonitorExit(ctx context.Context, pid int, id string, grace time.Duratio
 // and run by the runtime's own user. A command line is anyone's to choose, so a process of another
 // user that took a gone conmon's PID and named the container is not waited for or killed.
 func isMonitorOf(pid int, id string) bool {
-	dir := "/proc/" + strconv.Itoa(pid)
 	var st unix.Stat_t
-	if unix.Stat(dir, &st) != nil || int(st.Uid) != os.Geteuid() {
+	if unix.Stat("/proc/"+strconv.Itoa(pid), &st) != nil || int(st.Uid) != os.Geteuid() {
 		return false
 	}
-	b, err := os.ReadFile(dir + "/cmdline")
+	return namesContainer(pid, id)
+}
+
+// namesContainer reports whether the command line of process pid carries "-c <id>".
+func namesContainer(pid int, id string) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 	return err == nil && bytes.Contains(b, []byte("\x00-c\x00"+id+"\x00"))
 }

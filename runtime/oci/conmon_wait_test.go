@@ -1,23 +1,24 @@
 package oci
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os"
 	"os/exec"
 	"runtime"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// monitorLike starts a process whose command line carries "-c id" as conmon's does; it runs until
-// its stdin closes.
-func monitorLike(t *testing.T, id string) (*exec.Cmd, func()) {
+// monitorLike starts a process whose command line carries "-c id" as conmon's does, as user uid
+// when one is given; it runs until its stdin closes.
+func monitorLike(t *testing.T, id string, uid ...uint32) (*exec.Cmd, func()) {
 	t.Helper()
 	cmd := exec.Command("sh", "-c", "read x; exit 0", "conmon", "-c", id)
+	if len(uid) > 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid[0], Gid: uid[0]}}
+	}
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -28,7 +29,7 @@ func monitorLike(t *testing.T, id string) (*exec.Cmd, func()) {
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	// Until the child has exec'd, its command line is the test binary's. conmon's PID is read
 	// from the pidfile it writes itself, so the runtime never sees that moment.
-	for !isMonitorOf(cmd.Process.Pid, id) {
+	for !namesContainer(cmd.Process.Pid, id) {
 		runtime.Gosched()
 	}
 	return cmd, func() { in.Close() }
@@ -82,29 +83,11 @@ func TestWaitMonitorExitLeavesOtherUsers(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("needs root: run the tests as root (sudo go test ./runtime/oci/)")
 	}
-	cmd := exec.Command("sh", "-c", "read x; exit 0", "conmon", "-c", "ctr4")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	// Wait for the exec: until then the command line is the test binary's.
-	cmdline := "/proc/" + strconv.Itoa(cmd.Process.Pid) + "/cmdline"
-	for {
-		b, _ := os.ReadFile(cmdline)
-		if bytes.Contains(b, []byte("\x00-c\x00ctr4\x00")) {
-			break
-		}
-		runtime.Gosched()
-	}
+	cmd, finish := monitorLike(t, "ctr4", 65534)
 	if err := WaitMonitorExit(context.Background(), cmd.Process.Pid, "ctr4", 50*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	in.Close()
+	finish()
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("another user's process was touched: %v", err)
 	}
