@@ -16,6 +16,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
+	"github.com/nodelet/nodelet/internal/regularfile"
 	"github.com/nodelet/nodelet/runtime/internal/pidfd"
 )
 
@@ -190,8 +191,8 @@ func setSize(master *os.File, sz TermSize) {
 // only a change). The PID is the runtime's pid file's; it must still hold a pseudo-terminal on
 // stdin once its pidfd is open, so a PID reused meanwhile by a process without one is left alone.
 func resizeExecTTY(pidFile string, sz TermSize) {
-	b, err := os.ReadFile(pidFile)
-	if err != nil || len(b) > 32 {
+	b, err := regularfile.Read(pidFile, 32)
+	if err != nil {
 		return
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
@@ -200,13 +201,19 @@ func resizeExecTTY(pidFile string, sz TermSize) {
 	}
 	var tty *os.File
 	p, err := pidfd.Open(pid, func(pid int) bool {
-		f, err := os.OpenFile("/proc/"+strconv.Itoa(pid)+"/fd/0", os.O_RDWR|unix.O_NOCTTY|unix.O_NONBLOCK, 0)
+		// The process is the container's to arrange: its stdin may be any file or device it
+		// holds. Only a pseudo-terminal is opened (opening some devices does something), and the
+		// check is made again on what was opened, in case stdin changed in between.
+		fd0 := "/proc/" + strconv.Itoa(pid) + "/fd/0"
+		var st unix.Stat_t
+		if unix.Stat(fd0, &st) != nil || !isPTY(&st) {
+			return false
+		}
+		f, err := os.OpenFile(fd0, os.O_RDWR|unix.O_NOCTTY|unix.O_NONBLOCK, 0)
 		if err != nil {
 			return false
 		}
-		var st unix.Stat_t
-		// Pseudo-terminal slaves are character devices of majors 136 to 143.
-		if unix.Fstat(int(f.Fd()), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR || unix.Major(st.Rdev) < 136 || unix.Major(st.Rdev) > 143 {
+		if unix.Fstat(int(f.Fd()), &st) != nil || !isPTY(&st) {
 			f.Close()
 			return false
 		}
@@ -219,6 +226,11 @@ func resizeExecTTY(pidFile string, sz TermSize) {
 	p.Close()
 	defer tty.Close()
 	_ = unix.IoctlSetWinsize(int(tty.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: sz.Height, Col: sz.Width})
+}
+
+// isPTY reports whether st is a pseudo-terminal slave: a character device of major 136 to 143.
+func isPTY(st *unix.Stat_t) bool {
+	return st.Mode&unix.S_IFMT == unix.S_IFCHR && unix.Major(st.Rdev) >= 136 && unix.Major(st.Rdev) <= 143
 }
 
 // ttyFlag: runc and crun want --tty besides the process's terminal field; runsc has no such
