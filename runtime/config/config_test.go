@@ -133,8 +133,32 @@ func TestResolve(t *testing.T) {
 		},
 		{
 			name:    "default handler not installed",
+			edit:    func(s *Settings) { s.DefaultHandler = "runc" },
 			look:    fakeMachine(t, "crun", "conmon"),
 			wantErr: `default runtime handler "runc" is not installed or configured (apt-get install -y runc, or hack/install.sh)`,
+		},
+		{
+			name:    "no OCI runtime installed",
+			look:    fakeMachine(t, "runsc", "conmon"),
+			wantErr: "no default runtime handler: neither crun nor runc is installed or configured",
+		},
+		{
+			name: "crun is the default where installed",
+			look: fakeMachine(t, "runc", "crun", "conmon"),
+			check: func(t *testing.T, cfg Config) {
+				if cfg.Engine.DefaultHandler != "crun" {
+					t.Errorf("default handler %q, want crun", cfg.Engine.DefaultHandler)
+				}
+			},
+		},
+		{
+			name: "runc where crun is not",
+			look: fakeMachine(t, "runc", "conmon"),
+			check: func(t *testing.T, cfg Config) {
+				if cfg.Engine.DefaultHandler != "runc" {
+					t.Errorf("default handler %q, want runc", cfg.Engine.DefaultHandler)
+				}
+			},
 		},
 		{
 			name:    "no conmon",

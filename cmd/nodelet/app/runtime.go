@@ -24,7 +24,7 @@ func (r *runtimeFlags) register(cmd *cobra.Command) {
 	f.StringVar(&s.Listen, "listen", d.Listen, "CRI endpoint to serve")
 	f.StringArrayVar(&s.Handlers, "runtime-handler", nil,
 		"runtime handler NAME=PATH[,ARG...] (repeatable); defaults: runc, crun and runsc where installed")
-	f.StringVar(&s.DefaultHandler, "default-runtime-handler", d.DefaultHandler, "handler for pods that name none")
+	f.StringVar(&s.DefaultHandler, "default-runtime-handler", d.DefaultHandler, "handler for pods that name none (default: crun where installed, else runc)")
 	f.StringVar(&s.Conmon, "conmon", "", "conmon binary (default: found in PATH)")
 	f.StringVar(&s.Catatonit, "catatonit", "", "catatonit binary, the init of pods that share a PID namespace (default: found in PATH)")
 	f.StringVar(&s.CgroupParent, "cgroup-parent", d.CgroupParent, "cgroup parent of pods whose config names none")

@@ -7,7 +7,7 @@ import "testing"
 func TestRuntimeAndUpFlagDefaults(t *testing.T) {
 	want := map[string]string{
 		"listen":                  "unix:///run/nodelet/runtime.sock",
-		"default-runtime-handler": "runc",
+		"default-runtime-handler": "", // crun where installed, else runc: runtime/config
 		"cgroup-parent":           "/nodelet",
 		"streaming-address":       "127.0.0.1:0",
 		"cni-conf-dir":            "/etc/cni/net.d",
