@@ -101,6 +101,9 @@ func Start(t testing.TB, opts ...Option) *Env {
 	set.Conmon, set.Catatonit = testutil.LookPath("conmon"), testutil.LookPath("catatonit")
 	set.CgroupParent = "/nodelet-test-" + randomHex(6)
 	set.NoNetwork = true // pods get WithNetwork's network, or loopback only
+	// The tests' pods that name no handler run on runc, as they were written for; a test that
+	// means crun names it. The daemon's own default (crun where installed) is runtime/config's.
+	set.DefaultHandler = "runc"
 	rcfg, err := set.Resolve(filepath.Join(dir, "root"), filepath.Join(dir, "state"),
 		slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err != nil {
