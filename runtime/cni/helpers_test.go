@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -14,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nodelet/nodelet/runtime/internal/lockedthread"
 	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
@@ -35,22 +35,17 @@ func pinNetNS(p string) error {
 		return err
 	}
 	f.Close()
-	errc := make(chan error, 1)
-	go func() {
-		// The thread ends with the goroutine (never unlocked), taking the new namespace with it.
-		runtime.LockOSThread()
+	// The thread ends with the call, taking the new namespace with it.
+	return lockedthread.Run(func() error {
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("unshare netns: %w", err)
-			return
+			return fmt.Errorf("unshare netns: %w", err)
 		}
 		src := fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid())
 		if err := unix.Mount(src, p, "", unix.MS_BIND, ""); err != nil {
-			errc <- fmt.Errorf("pin netns at %s: %w", p, err)
-			return
+			return fmt.Errorf("pin netns at %s: %w", p, err)
 		}
-		errc <- nil
-	}()
-	return <-errc
+		return nil
+	})
 }
 
 func removeNetNS(t testing.TB, p string) {

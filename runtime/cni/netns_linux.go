@@ -4,34 +4,30 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nodelet/nodelet/runtime/internal/lockedthread"
 )
 
 // InNetNS runs fn on an OS thread that has joined the network namespace pinned at nsPath.
 //
-// The thread is locked and never unlocked: when the goroutine ends, the Go runtime retires the
-// thread instead of handing a thread that sits in a foreign namespace to other goroutines. That
-// costs a thread per call, which is cheap next to the bug it rules out.
+// The thread ends with the call (lockedthread) instead of going back to other goroutines while
+// it sits in a foreign namespace. That costs a thread per call, which is cheap next to the bug
+// it rules out.
 func InNetNS(nsPath string, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
+	return lockedthread.Run(func() error {
 		fd, err := unix.Open(nsPath, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
-			errc <- fmt.Errorf("open netns %s: %w", nsPath, err)
-			return
+			return fmt.Errorf("open netns %s: %w", nsPath, err)
 		}
 		err = unix.Setns(fd, unix.CLONE_NEWNET)
 		unix.Close(fd)
 		if err != nil {
-			errc <- fmt.Errorf("join netns %s: %w", nsPath, err)
-			return
+			return fmt.Errorf("join netns %s: %w", nsPath, err)
 		}
-		errc <- fn()
-	}()
-	return <-errc
+		return fn()
+	})
 }
 
 // IsNetNS tells whether path is a pinned network namespace (a bind mount of an nsfs inode), as
@@ -86,8 +82,7 @@ func withStandInNetNS(ifName string, addrs []string, fn func(path string) error)
 	}
 	readyc := make(chan ready, 1)
 	done := make(chan struct{})
-	go func() {
-		runtime.LockOSThread()
+	lockedthread.Go(func() {
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 			readyc <- ready{err: fmt.Errorf("unshare stand-in netns: %w", err)}
 			return
@@ -104,7 +99,7 @@ func withStandInNetNS(ifName string, addrs []string, fn func(path string) error)
 		}
 		readyc <- ready{path: fmt.Sprintf("/proc/%d/task/%d/ns/net", os.Getpid(), unix.Gettid())}
 		<-done
-	}()
+	})
 	r := <-readyc
 	if r.err != nil {
 		return r.err

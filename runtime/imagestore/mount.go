@@ -9,7 +9,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"github.com/nodelet/nodelet/internal/atomicfile"
 	"github.com/nodelet/nodelet/runtime/errdefs"
 	"github.com/nodelet/nodelet/runtime/internal/fileid"
+	"github.com/nodelet/nodelet/runtime/internal/lockedthread"
 )
 
 // rootfsRecord is rootfs/<id>/rootfs.json. It exists before the mount does and outlives it until
@@ -191,25 +191,20 @@ func (s *Store) mountOverlay(rec *rootfsRecord) error {
 // them after one anyway, since containers do not survive a reboot and the kubelet makes new ones
 // with new rootfs. A daemon crash keeps the page cache, so nothing changes there.
 func (s *Store) mountOverlayOpts(target, opts string) error {
-	errc := make(chan error, 1)
-	go func() {
-		// The thread gets its own cwd (CLONE_FS) and is never returned to the Go scheduler, so the
-		// chdir cannot leak into other goroutines.
-		runtime.LockOSThread()
+	// The thread gets its own cwd (CLONE_FS) and ends with the call, so the chdir cannot leak
+	// into other goroutines.
+	return lockedthread.Run(func() error {
 		if err := unix.Unshare(unix.CLONE_FS); err != nil {
-			errc <- err
-			return
+			return err
 		}
 		if err := unix.Chdir(s.root); err != nil {
-			errc <- err
-			return
+			return err
 		}
 		// nodev: device files an image carries cannot be opened through the container's rootfs.
 		// Not nosuid: setuid programs of the image must work inside the container; the private
 		// rootfs dir (makeRootfsDirs) keeps host users from running them through this mount.
-		errc <- unix.Mount("overlay", target, "overlay", unix.MS_NODEV, opts)
-	}()
-	return <-errc
+		return unix.Mount("overlay", target, "overlay", unix.MS_NODEV, opts)
+	})
 }
 
 // makeVolumeDirs creates each image volume as a directory inside the container's own rootfs and

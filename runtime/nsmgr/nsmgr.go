@@ -9,11 +9,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nodelet/nodelet/runtime/internal/lockedthread"
 )
 
 // Kind is a namespace type, named as in /proc/<pid>/ns.
@@ -113,14 +114,9 @@ func (m *Manager) Pin(req Request) (map[Kind]string, error) {
 	for _, k := range req.Kinds {
 		paths[k] = m.Path(k, req.ID)
 	}
-	errc := make(chan error, 1)
-	go func() {
-		// The thread is never unlocked: when this goroutine returns, Go ends the thread
-		// instead of handing a thread in foreign namespaces to other goroutines.
-		runtime.LockOSThread()
-		errc <- pinOnThread(flags, req, paths)
-	}()
-	if err := <-errc; err != nil {
+	// The thread ends with the call instead of going back to other goroutines in foreign
+	// namespaces.
+	if err := lockedthread.Run(func() error { return pinOnThread(flags, req, paths) }); err != nil {
 		for _, p := range paths {
 			_ = unpin(p)
 		}
@@ -301,25 +297,20 @@ func IsPinned(path string) bool {
 // Do runs fn on a fresh OS thread that has joined the namespaces at paths (pins or
 // /proc/<pid>/ns/* files). The thread dies afterwards, so nothing else ever runs in them.
 func Do(paths []string, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		errc <- func() error {
-			for _, p := range paths {
-				fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-				if err != nil {
-					return err
-				}
-				err = unix.Setns(fd, 0)
-				unix.Close(fd)
-				if err != nil {
-					return fmt.Errorf("setns %s: %w", p, err)
-				}
+	return lockedthread.Run(func() error {
+		for _, p := range paths {
+			fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return err
 			}
-			return fn()
-		}()
-	}()
-	return <-errc
+			err = unix.Setns(fd, 0)
+			unix.Close(fd)
+			if err != nil {
+				return fmt.Errorf("setns %s: %w", p, err)
+			}
+		}
+		return fn()
+	})
 }
 
 // WriteSysctl writes /proc/sys for key ("net.ipv4.ip_forward"; a '/' inside a component stands

@@ -5,13 +5,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/nodelet/nodelet/internal/atomicfile"
 	"github.com/nodelet/nodelet/internal/cgroupfs"
+	"github.com/nodelet/nodelet/runtime/internal/lockedthread"
 )
 
 // crun (1.8) refuses to run on a hybrid cgroup host whose v2 hierarchy holds any controller
@@ -63,29 +63,23 @@ func installScript(dir, name, script string) (string, error) {
 // thread of this process instead of five processes: the thread leaves the filesystem context
 // (cwd, root) it shares with the others and takes a copy of the mount namespace, makes
 // /sys/fs/cgroup private in it and hides the v2 hierarchy under an empty tmpfs; cmd, forked from
-// that thread, starts there. The thread is never given back to the Go scheduler: its goroutine
-// ends locked, and the runtime ends the thread with it.
+// that thread, starts there. The thread ends with the call (lockedthread).
 func startHidingUnified(cmd *exec.Cmd) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		errc <- func() error {
-			if err := unix.Unshare(unix.CLONE_FS | unix.CLONE_NEWNS); err != nil {
-				return fmt.Errorf("own mount namespace for the OCI runtime: %w", err)
-			}
-			if err := unix.Mount("", "/sys/fs/cgroup", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-				return fmt.Errorf("make /sys/fs/cgroup private: %w", err)
-			}
-			if err := unix.Mount("nodelet-no-cgroup2", "/sys/fs/cgroup/unified", "tmpfs", 0, "size=64k,mode=755"); err != nil {
-				return fmt.Errorf("hide /sys/fs/cgroup/unified: %w", err)
-			}
-			fd, err := unix.Open("/sys/fs/cgroup/unified/cgroup.controllers", unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o444)
-			if err != nil {
-				return fmt.Errorf("hide /sys/fs/cgroup/unified: %w", err)
-			}
-			unix.Close(fd)
-			return cmd.Start()
-		}()
-	}()
-	return <-errc
+	return lockedthread.Run(func() error {
+		if err := unix.Unshare(unix.CLONE_FS | unix.CLONE_NEWNS); err != nil {
+			return fmt.Errorf("own mount namespace for the OCI runtime: %w", err)
+		}
+		if err := unix.Mount("", "/sys/fs/cgroup", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			return fmt.Errorf("make /sys/fs/cgroup private: %w", err)
+		}
+		if err := unix.Mount("nodelet-no-cgroup2", "/sys/fs/cgroup/unified", "tmpfs", 0, "size=64k,mode=755"); err != nil {
+			return fmt.Errorf("hide /sys/fs/cgroup/unified: %w", err)
+		}
+		fd, err := unix.Open("/sys/fs/cgroup/unified/cgroup.controllers", unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o444)
+		if err != nil {
+			return fmt.Errorf("hide /sys/fs/cgroup/unified: %w", err)
+		}
+		unix.Close(fd)
+		return cmd.Start()
+	})
 }

@@ -4,10 +4,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nodelet/nodelet/runtime/internal/lockedthread"
 )
 
 // newNetNS pins a fresh network namespace with lo up under dir, removed with the test.
@@ -19,20 +20,16 @@ func newNetNS(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	f.Close()
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
+	err = lockedthread.Run(func() error {
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			errc <- err
-			return
+			return err
 		}
 		if err := unix.Mount(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()), p, "", unix.MS_BIND, ""); err != nil {
-			errc <- err
-			return
+			return err
 		}
-		errc <- loUp()
-	}()
-	if err := <-errc; err != nil {
+		return loUp()
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
