@@ -26,6 +26,7 @@ func benchSetUpPod(b *testing.B, hostPort bool) {
 	tn := newTestNet(b)
 	ctx := ctxT(b)
 	var add, del []time.Duration
+	port := freePort(b)
 	for i := 0; b.Loop(); i++ {
 		b.StopTimer()
 		name := fmt.Sprintf("bench-%d", i)
@@ -36,7 +37,7 @@ func benchSetUpPod(b *testing.B, hostPort bool) {
 		}
 		if hostPort {
 			p.PortMappings = []*runtimeapi.PortMapping{
-				{Protocol: runtimeapi.Protocol_TCP, ContainerPort: 80, HostPort: int32(41000 + i%1000)},
+				{Protocol: runtimeapi.Protocol_TCP, ContainerPort: 80, HostPort: port},
 			}
 		}
 		if err := pinNetNS(p.NetNSPath); err != nil {

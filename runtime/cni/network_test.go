@@ -10,6 +10,8 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 func ping(t *testing.T, nsPath, ip string) {
@@ -91,24 +93,12 @@ func listenInPod(t *testing.T, nsPath string, port int) {
 	}()
 }
 
-func freePort(t *testing.T) int32 {
+// freePort is a port for a hostPort mapping, which carries TCP and UDP: below the kernel's
+// ephemeral range, so no listen(":0") or outgoing connection of another test can hold it and
+// have its connections taken by the mapping's DNAT.
+func freePort(t testing.TB) int32 {
 	t.Helper()
-	// A port free for both protocols: the hostPort mapping carries both.
-	for range 20 {
-		l, err := net.Listen("tcp4", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp4", fmt.Sprintf("127.0.0.1:%d", port))
-		l.Close()
-		if err == nil {
-			u.Close()
-			return int32(port)
-		}
-	}
-	t.Fatal("no free port")
-	return 0
+	return int32(testutil.FreePort(t))
 }
 
 // hostIPv4 is an address of the machine other than loopback, to reach a hostPort the way another

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nodelet/nodelet/runtime/cni"
 	"github.com/nodelet/nodelet/test/harness/runtimetest"
+	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
 // These tests run the real runtime server with the CNI manager as its network plugin, as the
@@ -61,14 +62,11 @@ func assertNoLeaks(t testing.TB, tn *cni.TestNet, ids []string) {
 	}
 }
 
+// freePort is a hostPort outside the kernel's ephemeral range (see testutil.FreePort): a
+// mapping's DNAT would take the connections of any other test that listened on it.
 func freePort(t testing.TB) int32 {
 	t.Helper()
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return int32(l.Addr().(*net.TCPAddr).Port)
+	return int32(testutil.FreePort(t))
 }
 
 // TestPodsPingEachOtherAndServeAHostPort: two pods on the default-shaped bridge network; one pings
@@ -170,9 +168,11 @@ func TestSandboxCyclesLeaveNothing(t *testing.T) {
 	e := runtimetest.Start(t, runtimetest.WithNetwork(tn.Manager))
 	n := sandboxCycles(t)
 	var ids []string
+	// One port for every cycle: each cycle's mapping is gone before the next one's is made.
+	hostPort := freePort(t)
 	for i := range n {
 		cfg := runtimetest.PodConfig(fmt.Sprintf("cycle-%d", i))
-		cfg.PortMappings = []*runtimeapi.PortMapping{{Protocol: runtimeapi.Protocol_TCP, ContainerPort: 80, HostPort: int32(42000 + i%1000)}}
+		cfg.PortMappings = []*runtimeapi.PortMapping{{Protocol: runtimeapi.Protocol_TCP, ContainerPort: 80, HostPort: hostPort}}
 		id := e.RunPod(cfg, "")
 		ids = append(ids, id)
 		podIP(t, e, id)

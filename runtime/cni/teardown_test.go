@@ -62,13 +62,15 @@ func TestAddDelCyclesLeaveNothing(t *testing.T) {
 	n := cycles(t)
 	var ids []string
 	seen := map[string]bool{}
+	// One port for every cycle: each cycle's mapping is gone before the next one's is made.
+	hostPort := freePort(t)
 	for i := range n {
 		name := fmt.Sprintf("cycle-%d", i)
 		p := PodNetwork{
 			Namespace: "test", Name: name, UID: "uid-" + name,
 			SandboxID: fmt.Sprintf("%xcycle%d", os.Getpid(), i),
 			PortMappings: []*runtimeapi.PortMapping{
-				{Protocol: runtimeapi.Protocol_TCP, ContainerPort: 80, HostPort: int32(40000 + i%1000)},
+				{Protocol: runtimeapi.Protocol_TCP, ContainerPort: 80, HostPort: hostPort},
 			},
 		}
 		p.NetNSPath = filepath.Join(tn.NSDir, name)
