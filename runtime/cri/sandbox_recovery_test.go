@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -231,12 +230,7 @@ func TestSandboxRestartRecovery(t *testing.T) {
 	if err := syscall.Kill(sharedInfo.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 1000; i++ {
-		if b, err := os.ReadFile("/proc/" + strconv.Itoa(sharedInfo.PID) + "/stat"); err != nil || strings.Contains(string(b), ") Z ") {
-			break
-		}
-		unix.Nanosleep(&unix.Timespec{Nsec: 1e6}, nil)
-	}
+	waitGone(t, sharedInfo.PID)
 	// A RunPodSandbox cut short: its record still says creating.
 	recPath := filepath.Join(e.Config.Root, "sandboxes", plain+".json")
 	b, err := os.ReadFile(recPath)

@@ -7,9 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -91,25 +89,6 @@ func (m *sandboxManager) killInit(sb *store.Sandbox) error {
 	delete(m.infraExited, sb.ID)
 	m.mu.Unlock()
 	return nil
-}
-
-// killProcessesIn SIGKILLs every process whose namespace of kind is the one pinned at pin.
-func killProcessesIn(pin string, kind nsmgr.Kind) {
-	var want unix.Stat_t
-	if unix.Stat(pin, &want) != nil {
-		return
-	}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		var st unix.Stat_t
-		if unix.Stat("/proc/"+e.Name()+"/ns/"+string(kind), &st) == nil && st.Dev == want.Dev && st.Ino == want.Ino {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
 }
 
 // releaseSandbox removes everything of a sandbox but its containers (removed before), its record

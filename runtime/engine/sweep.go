@@ -15,9 +15,6 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/nodelet/nodelet/internal/cgroupfs"
@@ -197,18 +194,6 @@ func removeCgroupTree(roots []cgroupfs.Hierarchy, rel string) error {
 	return errors.Join(errs...)
 }
 
-func killCgroupTree(dir string) {
-	for _, child := range dirNames(dir, true) {
-		killCgroupTree(filepath.Join(dir, child))
-	}
-	b, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-	for _, f := range strings.Fields(string(b)) {
-		if pid, err := strconv.Atoi(f); err == nil && pid > 0 && pid != os.Getpid() {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
-}
-
 func rmdirTree(dir string) error {
 	for _, child := range dirNames(dir, true) {
 		if err := rmdirTree(filepath.Join(dir, child)); err != nil {
@@ -231,22 +216,4 @@ func dirNames(dir string, dirsOnly bool) []string {
 		}
 	}
 	return out
-}
-
-// killProcessesMentioning SIGKILLs every process whose command line names p: an orphaned
-// container's conmon and an OCI runtime call hung under it (both name the bundle). Container IDs
-// are random, so nothing else names the bundle.
-func killProcessesMentioning(p string) {
-	ents, _ := os.ReadDir("/proc")
-	self := os.Getpid()
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err == nil && strings.Contains(string(b), p) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
 }
