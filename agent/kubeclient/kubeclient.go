@@ -180,14 +180,18 @@ type ServiceInterface interface {
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 }
 
-// SecretInterface reads Secrets.
+// SecretInterface reads and watches Secrets.
 type SecretInterface interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.Secret, error)
+	List(ctx context.Context, opts metav1.ListOptions) (*v1.SecretList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 }
 
-// ConfigMapInterface reads ConfigMaps.
+// ConfigMapInterface reads and watches ConfigMaps.
 type ConfigMapInterface interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.ConfigMap, error)
+	List(ctx context.Context, opts metav1.ListOptions) (*v1.ConfigMapList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 }
 
 // ServiceAccountInterface requests service account tokens (TokenRequest).

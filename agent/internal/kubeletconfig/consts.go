@@ -11,6 +11,8 @@ const (
 	KubeletAuthorizationModeAlwaysAllow KubeletAuthorizationMode               = "AlwaysAllow"
 	KubeletAuthorizationModeWebhook     KubeletAuthorizationMode               = "Webhook"
 	GetChangeDetectionStrategy          ResourceChangeDetectionStrategy        = "Get"
+	TTLCacheChangeDetectionStrategy     ResourceChangeDetectionStrategy        = "Cache"
+	WatchChangeDetectionStrategy        ResourceChangeDetectionStrategy        = "Watch"
 	NeverVerify                         ImagePullCredentialsVerificationPolicy = "NeverVerify"
 	NoneMemoryReservationPolicy         MemoryReservationPolicy                = "None"
 	// NoneMemoryManagerPolicy is untyped upstream: memoryManagerPolicy is a plain string.

@@ -17,6 +17,8 @@ func TestConstantsAreUpstreams(t *testing.T) {
 		{string(KubeletAuthorizationModeAlwaysAllow), string(upstream.KubeletAuthorizationModeAlwaysAllow)},
 		{string(KubeletAuthorizationModeWebhook), string(upstream.KubeletAuthorizationModeWebhook)},
 		{string(GetChangeDetectionStrategy), string(upstream.GetChangeDetectionStrategy)},
+		{string(TTLCacheChangeDetectionStrategy), string(upstream.TTLCacheChangeDetectionStrategy)},
+		{string(WatchChangeDetectionStrategy), string(upstream.WatchChangeDetectionStrategy)},
 		{string(NeverVerify), string(upstream.NeverVerify)},
 		{string(NoneMemoryReservationPolicy), string(upstream.NoneMemoryReservationPolicy)},
 		{NoneMemoryManagerPolicy, upstream.NoneMemoryManagerPolicy},
