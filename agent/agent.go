@@ -40,6 +40,7 @@ import (
 	"github.com/nodelet/nodelet/agent/oomwatcher"
 	"github.com/nodelet/nodelet/agent/pleg"
 	"github.com/nodelet/nodelet/agent/podmanager"
+	"github.com/nodelet/nodelet/agent/podobjects"
 	"github.com/nodelet/nodelet/agent/podsource"
 	"github.com/nodelet/nodelet/agent/podstate"
 	"github.com/nodelet/nodelet/agent/podsync"
@@ -188,10 +189,20 @@ func New(cfg agentconfig.Config, deps Deps) (_ *Agent, err error) {
 			Recorder: a.events, Evicted: metrics.Evicted, Log: log, PodCleanedUp: a.state.PodCleanedUp,
 			StorageStats: summary.PodStats})
 	var nodeLister *admission.NodeLister
-	var ownNode admission.NodeFunc // standalone: the Node this machine would register
+	var ownNode admission.NodeFunc  // standalone: the Node this machine would register
+	var objects *podobjects.Manager // the Secrets and ConfigMaps of pods, from the apiserver
+	if err := podobjects.CheckStrategy(string(cfg.Kubelet.ConfigMapAndSecretChangeDetectionStrategy)); err != nil {
+		return nil, err
+	}
 	if client != nil {
 		nodeLister = admission.NewNodeLister(client, cfg.NodeName)
 		ownNode = nodeLister.Get
+		objects, err = podobjects.New(client, podobjects.Config{Strategy: string(cfg.Kubelet.ConfigMapAndSecretChangeDetectionStrategy),
+			SyncFrequency: cfg.Kubelet.SyncFrequency.Duration, Node: ownNode, Log: log})
+		if err != nil {
+			return nil, err
+		}
+		vols.Objects = objects
 	}
 	a.admission = admission.NewChain(admission.Parts{Eviction: evictions, Sysctls: sysctls, MaxPods: int(cfg.Kubelet.MaxPods),
 		Predicates: admission.New(admission.AnyWay(ownNode, admission.LocalNode(cfg.NodeName, cfg.NodeLabels, cfg.Kubelet.RegisterWithTaints)),
@@ -275,6 +286,9 @@ func New(cfg agentconfig.Config, deps Deps) (_ *Agent, err error) {
 		Prober: probes, Recorder: a.events, RuntimeName: runtimeName.Get, NodeIPs: cfg.NodeIPs, Mirrors: syncMirrors,
 		Cgroups: syncCgroups, Allocation: alloc, RootDir: cfg.RootDir, Userns: a.userns, Log: log,
 		RecursiveReadOnly: manager.SupportsRecursiveReadOnlyMounts}
+	if objects != nil {
+		syncer.Objects = objects
+	}
 	workers := podworkers.New(syncer, phases, log)
 	a.pleg = pleg.New(runtime, pleg.Options{Log: log, RelistPeriod: deps.RelistPeriod})
 	a.loop = syncloop.New(syncloop.Deps{
@@ -306,7 +320,7 @@ func New(cfg agentconfig.Config, deps Deps) (_ *Agent, err error) {
 		a.parts = append(a.parts, part{"services", loop(serviceLister.Run)})
 	}
 	if nodeLister != nil {
-		a.parts = append(a.parts, part{"node lister", loop(nodeLister.Run)})
+		a.parts = append(a.parts, part{"node lister", loop(nodeLister.Run)}, part{"pod objects", loop(objects.Run)})
 	}
 	a.parts = append(a.parts, part{"pleg", loop(a.pleg.Run)}, part{"garbage collectors", loop(collectors.Run)},
 		part{"eviction manager", loop(evictions.Run)}, part{"status", loop(statuses.Run)},

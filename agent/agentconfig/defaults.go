@@ -25,6 +25,9 @@ func setDefaults(kc *kubeletv1beta1.KubeletConfiguration) {
 		kc.MaxPods = DefaultMaxPods
 	}
 	durFloor(&kc.SyncFrequency, time.Minute)
+	if kc.ConfigMapAndSecretChangeDetectionStrategy == "" {
+		kc.ConfigMapAndSecretChangeDetectionStrategy = kubeletv1beta1.WatchChangeDetectionStrategy
+	}
 	// A file that sets only the update frequency reports at it, as the kubelet's defaults have it.
 	if kc.NodeStatusReportFrequency.Duration <= 0 {
 		kc.NodeStatusReportFrequency = dur(5 * time.Minute)

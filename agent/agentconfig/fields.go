@@ -182,8 +182,11 @@ var kubeletConfigFields = lazy.Value[map[string]fieldRule]{New: func() map[strin
 		// Volumes.
 		"volumeStatsAggPeriod": only("volume usage is measured when asked for (stats, eviction); a cache period is not implemented"),
 		"volumePluginDir":      only("FlexVolume plugins are not supported"),
-		"configMapAndSecretChangeDetectionStrategy": only("config map and secret volumes are read from the apiserver at "+
-			"every sync of their pod (the Get strategy)", kubeletv1beta1.GetChangeDetectionStrategy),
+		"configMapAndSecretChangeDetectionStrategy": honoured("how the Secrets and ConfigMaps pods use (volumes, env, image pull " +
+			"secrets) are kept: Watch (the default) watches each referenced object, and stops watching immutable ones once read " +
+			"and idle ones after five syncFrequency periods (at least a minute) until read again; Cache keeps each for the TTL " +
+			"of the Node's node.alpha.kubernetes.io/ttl annotation (else a minute), fetched again when a pod that uses it starts; " +
+			"Get reads them at every use. Standalone, they are read from the manifest folder whatever the value"),
 
 		// Eviction.
 		"evictionHard":                     honoured("hard eviction thresholds"),

@@ -96,6 +96,13 @@ type UserNamespaces interface {
 	Release(uid types.UID)
 }
 
+// PodObjects serves the Secrets and ConfigMaps of registered pods (*podobjects.Manager); nil
+// reads them without registration.
+type PodObjects interface {
+	RegisterPod(pod *v1.Pod)
+	UnregisterPod(uid types.UID)
+}
+
 // Pods finds mirror pods (*podmanager.Manager).
 type Pods interface {
 	GetMirrorPodByPod(pod *v1.Pod) (*v1.Pod, bool)
@@ -108,6 +115,9 @@ type Syncer struct {
 	Mirrors MirrorClient
 	Pods    Pods
 	Volumes Volumes
+	// Objects, when set, has a pod registered before its volumes and env are made, and
+	// unregistered once its volumes are gone.
+	Objects PodObjects
 	Prober  Prober
 	Cgroups PodCgroups
 	// Allocation, when set, has pods synced as allocated (in-place resize).
@@ -186,6 +196,9 @@ func (s *Syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, mirr
 		return true, nil
 	}
 	s.syncMirror(ctx, pod)
+	if s.Objects != nil {
+		s.Objects.RegisterPod(pod)
+	}
 	if s.Volumes != nil {
 		if err := s.Volumes.Prepare(ctx, pod); err != nil {
 			return false, fmt.Errorf("mount volumes: %w", err)
@@ -298,6 +311,7 @@ func (s *Syncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, deleted boo
 				return err
 			}
 		}
+		s.unregister(pod.UID)
 		s.releaseUserns(pod.UID)
 		return nil
 	}
@@ -311,6 +325,7 @@ func (s *Syncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, deleted boo
 	if err := s.removePodDir(pod.UID); err != nil {
 		return err
 	}
+	s.unregister(pod.UID)
 	s.releaseUserns(pod.UID)
 	if s.Volumes != nil {
 		s.Volumes.Forget(pod.UID)
@@ -391,5 +406,13 @@ func terminal(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.PodFa
 func (s *Syncer) releaseUserns(uid types.UID) {
 	if s.Userns != nil {
 		s.Userns.Release(uid)
+	}
+}
+
+// unregister drops the pod's Secrets and ConfigMaps once its volumes are gone: nothing reads
+// them for it any more.
+func (s *Syncer) unregister(uid types.UID) {
+	if s.Objects != nil {
+		s.Objects.UnregisterPod(uid)
 	}
 }

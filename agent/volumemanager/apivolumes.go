@@ -398,7 +398,7 @@ func (m *Manager) serviceAccountToken(ctx context.Context, pod *v1.Pod, p *v1.Se
 
 // SecretData reads a secret.
 func (m *Manager) SecretData(ctx context.Context, namespace, name string) (map[string][]byte, error) {
-	if m.Client == nil && m.Objects != nil {
+	if m.Objects != nil {
 		s, err := m.Objects.Secret(ctx, namespace, name)
 		if err != nil {
 			return nil, err
@@ -416,7 +416,7 @@ func (m *Manager) SecretData(ctx context.Context, namespace, name string) (map[s
 }
 
 func (m *Manager) configMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {
-	if m.Client == nil && m.Objects != nil {
+	if m.Objects != nil {
 		return m.Objects.ConfigMap(ctx, namespace, name)
 	}
 	if m.Client == nil {

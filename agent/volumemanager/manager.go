@@ -46,7 +46,8 @@ type Manager struct {
 	RootDir string
 	// Client reads secrets and config maps and requests service account tokens; nil standalone.
 	Client APIObjects
-	// Objects serves secrets and config maps when there is no Client (the manifest folder).
+	// Objects serves secrets and config maps: the pod objects manager with an apiserver, the
+	// manifest folder without; nil reads them from Client at each use.
 	Objects ObjectSource
 	// Allocatable is the node's, for resourceFieldRef limits a container leaves unset; nil makes
 	// such a file an error (ErrNoAllocatable) rather than a made-up 0.
@@ -68,7 +69,7 @@ type APIObjects interface {
 	ServiceAccounts(namespace string) kubeclient.ServiceAccountInterface
 }
 
-// ObjectSource gives secrets and config maps without an apiserver (*DirObjects).
+// ObjectSource gives secrets and config maps (*podobjects.Manager, *DirObjects).
 type ObjectSource interface {
 	ConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error)
 	Secret(ctx context.Context, namespace, name string) (*v1.Secret, error)
