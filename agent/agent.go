@@ -237,11 +237,13 @@ func New(cfg agentconfig.Config, deps Deps) (_ *Agent, err error) {
 		cpuSets = cpus
 	}
 	var classes kuberuntime.RuntimeClasses
+	var apiClasses *kuberuntime.APIRuntimeClasses
 	var serviceEnv kuberuntime.ServiceLister
 	var serviceLister *services.Lister // containers get the cluster's Service variables; only a cluster has Services
 	switch {
 	case client != nil:
-		classes = kuberuntime.APIRuntimeClasses{Client: client}
+		apiClasses = kuberuntime.NewAPIRuntimeClasses(client)
+		classes = apiClasses
 		serviceLister = services.New(client)
 		serviceEnv = serviceLister
 	case sources.RuntimeClasses != nil:
@@ -317,7 +319,7 @@ func New(cfg agentconfig.Config, deps Deps) (_ *Agent, err error) {
 		a.parts = append(a.parts, part{"events", loop(sender.Run)})
 	}
 	if serviceLister != nil {
-		a.parts = append(a.parts, part{"services", loop(serviceLister.Run)})
+		a.parts = append(a.parts, part{"services", loop(serviceLister.Run)}, part{"runtime classes", loop(apiClasses.Run)})
 	}
 	if nodeLister != nil {
 		a.parts = append(a.parts, part{"node lister", loop(nodeLister.Run)}, part{"pod objects", loop(objects.Run)})

@@ -205,9 +205,11 @@ type EventInterface interface {
 	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*v1.Event, error)
 }
 
-// RuntimeClassInterface reads RuntimeClasses.
+// RuntimeClassInterface reads and watches RuntimeClasses.
 type RuntimeClassInterface interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*nodev1.RuntimeClass, error)
+	List(ctx context.Context, opts metav1.ListOptions) (*nodev1.RuntimeClassList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 }
 
 // TokenReviewInterface asks the apiserver who a bearer token belongs to.

@@ -1,12 +1,14 @@
 package kuberuntime
 
 import (
+	"context"
 	"slices"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nodelet/nodelet/test/harness/kubefake"
@@ -16,7 +18,11 @@ import (
 // judging (the runtime refuses one it lacks); a RuntimeClass the apiserver does not have fails the
 // sandbox with the kubelet's event, and nothing is run.
 func TestSandboxRuntimeHandler(t *testing.T) {
-	api := APIRuntimeClasses{Client: kubefake.New(&nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "kata"}, Handler: "kata-qemu"})}
+	client := kubefake.New(&nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "kata"}, Handler: "kata-qemu"})
+	api := NewAPIRuntimeClasses(client)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go api.Run(ctx)
 	for _, tc := range []struct {
 		name        string
 		classes     RuntimeClasses
@@ -28,7 +34,7 @@ func TestSandboxRuntimeHandler(t *testing.T) {
 		{name: "no resolver: the name is the handler", class: "runsc", wantHandler: "runsc"},
 		{name: "the apiserver's RuntimeClass", classes: api, class: "kata", wantHandler: "kata-qemu"},
 		{name: "a RuntimeClass the apiserver lacks", classes: api, class: "gvisor",
-			wantEvent: `Warning FailedCreatePodSandBox Failed to create pod sandbox: runtime class "gvisor": runtimeclasses.node.k8s.io "gvisor" not found`},
+			wantEvent: `Warning FailedCreatePodSandBox Failed to create pod sandbox: runtimeclass.node.k8s.io "gvisor" not found`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
@@ -64,5 +70,11 @@ func TestSandboxRuntimeHandler(t *testing.T) {
 				t.Fatalf("sandbox handlers %q, want %q", handlers, want)
 			}
 		})
+	}
+	// Every lookup was served from the watch: no GET of a RuntimeClass.
+	for _, a := range client.Interface.(interface{ Actions() []k8stesting.Action }).Actions() {
+		if a.GetVerb() == "get" {
+			t.Errorf("a lookup asked the apiserver: %v", a)
+		}
 	}
 }

@@ -202,9 +202,7 @@ func (m *Manager) runtimeHandler(ctx context.Context, pod *v1.Pod) (string, erro
 	if m.RuntimeClasses == nil {
 		return *name, nil
 	}
-	h, err := m.RuntimeClasses.Handler(ctx, *name)
-	if err != nil {
-		return "", fmt.Errorf("runtime class %q: %w", *name, err)
-	}
-	return h, nil
+	// The error goes out as it is: the kubelet's event names the RuntimeClass only through it
+	// (`runtimeclass.node.k8s.io "x" not found`).
+	return m.RuntimeClasses.Handler(ctx, *name)
 }
