@@ -208,29 +208,7 @@ func (m *Manager) Run(ctx context.Context) {
 		case <-time.After(time.Second):
 		}
 	}
-	statusT := time.NewTicker(m.StatusUpdateFrequency)
-	defer statusT.Stop()
-	leaseT := time.NewTicker(m.LeaseRenewInterval)
-	defer leaseT.Stop()
-	if err := m.RenewLease(ctx); err != nil {
-		m.Log.Warn("renew lease", "err", err)
-	}
-	m.syncPodCIDR(ctx)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-statusT.C:
-			if err := m.UpdateStatus(ctx); err != nil {
-				m.Log.Warn("update node status", "err", err)
-			}
-			m.syncPodCIDR(ctx)
-		case <-leaseT.C:
-			if err := m.RenewLease(ctx); err != nil {
-				m.Log.Warn("renew lease", "err", err)
-			}
-		}
-	}
+	m.keepCurrent(ctx)
 }
 
 func (m *Manager) runStandalone(ctx context.Context) {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodelet/nodelet/agent/kubeclient"
 	"github.com/nodelet/nodelet/test/harness/kubefake"
 
 	v1 "k8s.io/api/core/v1"
@@ -213,4 +214,62 @@ func TestUnchangedStatusIsReportedInfrequently(t *testing.T) {
 	if c := ready(t, n); !c.LastHeartbeatTime.Time.Equal(now) {
 		t.Fatalf("heartbeat %v, want %v", c.LastHeartbeatTime, now)
 	}
+}
+
+// TestLeaseIsRenewedWhileAStatusUpdateHangs: the Lease has a loop of its own, so a status update
+// stuck on a slow apiserver does not let the Lease lapse (which marks the node NotReady).
+func TestLeaseIsRenewedWhileAStatusUpdateHangs(t *testing.T) {
+	cri := fakecri.Start(t)
+	client := fake.NewSimpleClientset()
+	m := New(Deps{Client: kubefake.Wrap(client), Runtime: cri.Runtime(), Images: cri.Images(), NodeName: "n1", MaxPods: 10})
+	if err := m.Register(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// From here every read of the Node hangs until the test ends.
+	hung := &hangingNodes{Client: kubefake.Wrap(client), release: make(chan struct{}), entered: make(chan struct{}, 1)}
+	m.Client = hung
+	m.StatusUpdateFrequency, m.LeaseRenewInterval = time.Millisecond, time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.keepCurrent(ctx); close(done) }()
+	defer func() { cancel(); close(hung.release); <-done }()
+	renewals := func() int {
+		n := 0
+		for _, a := range client.Actions() {
+			if a.GetResource().Resource == "leases" && (a.GetVerb() == "update" || a.GetVerb() == "create") {
+				n++
+			}
+		}
+		return n
+	}
+	<-hung.entered // a status update is stuck
+	from := renewals()
+	for renewals() < from+3 {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// hangingNodes is a client whose reads of the Node block until release is closed.
+type hangingNodes struct {
+	*kubefake.Client
+	release chan struct{}
+	entered chan struct{}
+}
+
+func (h *hangingNodes) Nodes() kubeclient.NodeInterface {
+	return hangingNodeClient{h.Client.Nodes(), h}
+}
+
+type hangingNodeClient struct {
+	kubeclient.NodeInterface
+	h *hangingNodes
+}
+
+func (c hangingNodeClient) Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.Node, error) {
+	select {
+	case c.h.entered <- struct{}{}:
+	default:
+	}
+	<-c.h.release
+	return c.NodeInterface.Get(ctx, name, opts)
 }
