@@ -66,18 +66,5 @@ func (m *Manager) setUpEmptyDir(pod *v1.Pod, v *v1.Volume) error {
 
 // isMountPoint reports whether dir itself is mounted on.
 func (m *Manager) isMountPoint(dir string) (bool, error) {
-	mps, err := m.mounter().MountPoints(dir)
-	if err != nil {
-		return false, err
-	}
-	real, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		real = dir
-	}
-	for _, mp := range mps {
-		if mp == dir || mp == real {
-			return true, nil
-		}
-	}
-	return false, nil
+	return m.mounter().IsMountPoint(dir)
 }

@@ -57,6 +57,8 @@ func (kernelMounter) Unmount(target string) error {
 	return err
 }
 
+func (kernelMounter) IsMountPoint(path string) (bool, error) { return isMountRoot(path) }
+
 func (kernelMounter) MountPoints(dir string) ([]string, error) {
 	real, err := filepath.EvalSymlinks(dir)
 	if errors.Is(err, os.ErrNotExist) {

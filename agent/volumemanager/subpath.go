@@ -80,9 +80,9 @@ func (m *Manager) SubPath(pod *v1.Pod, container string, index int, volume, volu
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return "", err
 	}
-	if mps, err := m.mounter().MountPoints(target); err != nil {
+	if mounted, err := m.mounter().IsMountPoint(target); err != nil {
 		return "", err
-	} else if len(mps) > 0 {
+	} else if mounted {
 		var cur unix.Stat_t
 		if err := unix.Stat(target, &cur); err == nil && cur.Dev == st.Dev && cur.Ino == st.Ino {
 			return target, nil
