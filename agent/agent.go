@@ -162,6 +162,9 @@ func New(cfg agentconfig.Config, deps Deps) (_ *Agent, err error) {
 	}
 	staticCPUs := cpus.Policy() == cpumanager.PolicyStatic
 	vols := &volumemanager.Manager{Client: client, RootDir: cfg.RootDir, Recorder: a.events, Allocatable: nodeCM.Allocatable}
+	if client != nil {
+		vols.Claims = client
+	}
 	if client == nil && cfg.Kubelet.StaticPodPath != "" {
 		// Standalone: secrets and config maps sit beside the static pod manifests.
 		vols.Objects = &volumemanager.DirObjects{Dir: cfg.Kubelet.StaticPodPath}

@@ -68,6 +68,8 @@ type Interface interface {
 	Services(namespace string) ServiceInterface
 	Secrets(namespace string) SecretInterface
 	ConfigMaps(namespace string) ConfigMapInterface
+	PersistentVolumeClaims(namespace string) PersistentVolumeClaimInterface
+	PersistentVolumes() PersistentVolumeInterface
 	ServiceAccounts(namespace string) ServiceAccountInterface
 	Events(namespace string) EventInterface
 	RuntimeClasses() RuntimeClassInterface
@@ -194,6 +196,16 @@ type ConfigMapInterface interface {
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 }
 
+// PersistentVolumeClaimInterface reads the claims of pods' volumes.
+type PersistentVolumeClaimInterface interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.PersistentVolumeClaim, error)
+}
+
+// PersistentVolumeInterface reads the volumes claims are bound to.
+type PersistentVolumeInterface interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.PersistentVolume, error)
+}
+
 // ServiceAccountInterface requests service account tokens (TokenRequest).
 type ServiceAccountInterface interface {
 	CreateToken(ctx context.Context, serviceAccountName string, tr *authnv1.TokenRequest, opts metav1.CreateOptions) (*authnv1.TokenRequest, error)
@@ -250,6 +262,15 @@ func (c *Client) Secrets(namespace string) SecretInterface {
 func (c *Client) ConfigMaps(namespace string) ConfigMapInterface {
 	return resource[*v1.ConfigMap, *v1.ConfigMapList]{c.core, "configmaps", namespace,
 		func() *v1.ConfigMap { return &v1.ConfigMap{} }, func() *v1.ConfigMapList { return &v1.ConfigMapList{} }}
+}
+func (c *Client) PersistentVolumeClaims(namespace string) PersistentVolumeClaimInterface {
+	return resource[*v1.PersistentVolumeClaim, *v1.PersistentVolumeClaimList]{c.core, "persistentvolumeclaims", namespace,
+		func() *v1.PersistentVolumeClaim { return &v1.PersistentVolumeClaim{} },
+		func() *v1.PersistentVolumeClaimList { return &v1.PersistentVolumeClaimList{} }}
+}
+func (c *Client) PersistentVolumes() PersistentVolumeInterface {
+	return resource[*v1.PersistentVolume, *v1.PersistentVolumeList]{c.core, "persistentvolumes", "",
+		func() *v1.PersistentVolume { return &v1.PersistentVolume{} }, func() *v1.PersistentVolumeList { return &v1.PersistentVolumeList{} }}
 }
 func (c *Client) ServiceAccounts(namespace string) ServiceAccountInterface {
 	return serviceAccounts{c.core, namespace}

@@ -282,13 +282,23 @@ func (m *Manager) makeMounts(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 					return nil, fmt.Errorf("volume %q: %w", vol.Name, err)
 				}
 			}
+		case vol.PersistentVolumeClaim != nil:
+			p, readOnly, ok := "", false, false
+			if m.Volumes != nil {
+				p, readOnly, ok = m.Volumes.ClaimPath(pod, vol.Name)
+			}
+			if !ok {
+				return nil, fmt.Errorf("volume %q: claim %q is not set up", vol.Name, vol.PersistentVolumeClaim.ClaimName)
+			}
+			host = p
+			vm.ReadOnly = vm.ReadOnly || readOnly
 		default:
 			p, ok := "", false
 			if m.Volumes != nil {
 				p, ok = m.Volumes.Path(pod, vol.Name)
 			}
 			if !ok {
-				return nil, fmt.Errorf("volume %q: unsupported volume type (emptyDir, hostPath, image, secret, configMap, downwardAPI and projected are)", vol.Name)
+				return nil, fmt.Errorf("volume %q: unsupported volume type (emptyDir, hostPath, persistentVolumeClaim, image, secret, configMap, downwardAPI and projected are)", vol.Name)
 			}
 			host = p
 			// API-backed volumes are read-only in the container, as with the kubelet.

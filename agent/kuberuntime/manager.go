@@ -98,7 +98,11 @@ type CPUSets interface {
 
 // VolumePaths finds the host folder of a pod's volume made by the volume manager.
 type VolumePaths interface {
+	// Path is where an API-backed volume is (read-only in containers).
 	Path(pod *v1.Pod, volumeName string) (string, bool)
+	// ClaimPath is where a persistentVolumeClaim volume's PV is, and whether the pod claims it
+	// read-only.
+	ClaimPath(pod *v1.Pod, volumeName string) (path string, readOnly, ok bool)
 }
 
 // RuntimeClasses resolves RuntimeClass names: the apiserver's RuntimeClass objects in a cluster, the

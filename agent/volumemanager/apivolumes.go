@@ -173,10 +173,11 @@ func (m *Manager) apiVolumeDir(pod *v1.Pod, v *v1.Volume, size int64) (string, e
 	return dir, nil
 }
 
-// Forget drops cached tokens of a pod that is gone.
+// Forget drops the cached tokens and resolved claims of a pod that is gone.
 func (m *Manager) Forget(uid types.UID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	delete(m.claims, uid)
 	for k := range m.tokens {
 		if strings.HasPrefix(k, string(uid)+"/") {
 			delete(m.tokens, k)

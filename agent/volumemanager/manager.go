@@ -47,6 +47,8 @@ type Manager struct {
 	RootDir string
 	// Client reads secrets and config maps and requests service account tokens; nil standalone.
 	Client APIObjects
+	// Claims resolves persistentVolumeClaim volumes to their PVs; nil refuses them (standalone).
+	Claims ClaimClient
 	// Objects serves secrets and config maps: the pod objects manager with an apiserver, the
 	// manifest folder without; nil reads them from Client at each use.
 	Objects ObjectSource
@@ -61,6 +63,7 @@ type Manager struct {
 
 	mu     sync.Mutex
 	tokens map[string]token
+	claims map[types.UID]map[string]claimed // by pod, by volume name
 }
 
 // APIObjects is the apiserver as volumes read it (a *kubeclient.Client is one).
@@ -174,7 +177,7 @@ func (m *Manager) pluginDir(uid types.UID, plugin string) (string, error) {
 	return dir, nil
 }
 
-// SetUp makes the pod's emptyDir volumes and checks its hostPath volumes. It is idempotent, so
+// SetUp makes the pod's emptyDir volumes, checks its hostPath volumes and resolves its claims. It is idempotent, so
 // every sync may call it; an error names the volume and keeps the pod's containers from starting.
 func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod) error {
 	if err := checkNames(pod); err != nil {
@@ -188,6 +191,8 @@ func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod) error {
 			err = m.setUpEmptyDir(pod, v)
 		case v.HostPath != nil:
 			err = CheckHostPath(v.HostPath)
+		case v.PersistentVolumeClaim != nil:
+			err = m.setUpClaim(ctx, pod, v)
 		}
 		if err != nil {
 			return fmt.Errorf("volume %q: %w", v.Name, err)

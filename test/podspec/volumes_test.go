@@ -8,7 +8,7 @@ const (
 	downward = vol + ".{downwardAPI|projected.sources[].downwardAPI}"
 
 	unsupportedVolume = "a container mounting it does not start: CreateContainerConfigError \"volume \\\"<name>\\\": " +
-		"unsupported volume type (emptyDir, hostPath, image, secret, configMap, downwardAPI and projected are)\"; " +
+		"unsupported volume type (emptyDir, hostPath, persistentVolumeClaim, image, secret, configMap, downwardAPI and projected are)\"; " +
 		"a volume no container mounts is not set up"
 )
 
@@ -70,7 +70,17 @@ func volumesArea() area {
 			"agent/kuberuntime.TestImageVolumeOnTheRealRuntime", "agent/kuberuntime.TestImageVolumePullFailures", "agent/images.TestImageGCKeepsImageVolumes"),
 		h(vol+".image.pullPolicy", "Always, IfNotPresent, Never (default Always for :latest or no tag), when a container "+
 			"mounting the volume starts", "agent/kuberuntime.TestImageVolumePullPolicies"),
-		ref(vol+".{persistentVolumeClaim|ephemeral|csi|nfs|iscsi|fc|rbd|cephfs|glusterfs|flexVolume|cinder|"+
+		h(vol+".persistentVolumeClaim.claimName", "the claim in the pod's namespace, resolved to the PersistentVolume it is "+
+			"bound to as the kubelet does, with its messages: a claim missing, not bound or being deleted, or a PV bound to "+
+			"another claim, fails the mount (FailedMount \"MountVolume.SetUp failed: volume \\\"<name>\\\": error processing "+
+			"PVC <namespace>/<claim>: PVC is not bound\"). hostPath and local PVs are bound into the containers (a writable "+
+			"local PV is given to the pod's fsGroup as the kubelet's local plugin does, fsGroupChangePolicy honoured); a PV of "+
+			"any other kind, or of volumeMode Block, fails the mount naming the PV",
+			"agent/volumemanager.TestClaimsResolveToTheirPV", "agent/volumemanager.TestLocalClaimTakesTheFSGroup",
+			"agent/kuberuntime.TestClaimVolumeMount"),
+		h(vol+".persistentVolumeClaim.readOnly", "the PV is mounted read-only in every container",
+			"agent/volumemanager.TestClaimsResolveToTheirPV", "agent/kuberuntime.TestClaimVolumeMount"),
+		ref(vol+".{ephemeral|csi|nfs|iscsi|fc|rbd|cephfs|glusterfs|flexVolume|cinder|"+
 			"azureFile|azureDisk|awsElasticBlockStore|gcePersistentDisk|vsphereVolume|photonPersistentDisk|portworxVolume|"+
 			"scaleIO|storageos|quobyte|flocker|gitRepo}", unsupportedVolume, refusalProof, "agent/kuberuntime.TestGenerateConfigs"),
 	}}

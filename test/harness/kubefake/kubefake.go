@@ -37,6 +37,12 @@ func (c *Client) Leases(ns string) kubeclient.LeaseInterface {
 }
 func (c *Client) Services(ns string) kubeclient.ServiceInterface { return c.CoreV1().Services(ns) }
 func (c *Client) Secrets(ns string) kubeclient.SecretInterface   { return c.CoreV1().Secrets(ns) }
+func (c *Client) PersistentVolumeClaims(ns string) kubeclient.PersistentVolumeClaimInterface {
+	return c.CoreV1().PersistentVolumeClaims(ns)
+}
+func (c *Client) PersistentVolumes() kubeclient.PersistentVolumeInterface {
+	return c.CoreV1().PersistentVolumes()
+}
 func (c *Client) ConfigMaps(ns string) kubeclient.ConfigMapInterface {
 	return c.CoreV1().ConfigMaps(ns)
 }

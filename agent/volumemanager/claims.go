@@ -1,0 +1,172 @@
+package volumemanager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodelet/nodelet/agent/kubeclient"
+)
+
+// ClaimClient reads the claims of pods' volumes and the PersistentVolumes they are bound to (a
+// *kubeclient.Client is one).
+type ClaimClient interface {
+	PersistentVolumeClaims(namespace string) kubeclient.PersistentVolumeClaimInterface
+	PersistentVolumes() kubeclient.PersistentVolumeInterface
+}
+
+// ErrClaim: a persistentVolumeClaim volume cannot be used (not bound, being deleted, a PV of a
+// kind not supported).
+var ErrClaim = errors.New("persistent volume claim")
+
+// claimed is where a pod's persistentVolumeClaim volume is on the host.
+type claimed struct {
+	path     string
+	readOnly bool
+}
+
+// setUpClaim resolves a persistentVolumeClaim volume to its bound PV, as the kubelet's desired
+// state populator does (and with its messages), and makes the PV ready for the pod: the
+// hostPath and local PVs this node supports are folders of the host that containers bind.
+func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, v *v1.Volume) error {
+	src := v.PersistentVolumeClaim
+	pv, err := m.boundPV(ctx, pod.Namespace, src.ClaimName)
+	if err != nil {
+		return fmt.Errorf("error processing PVC %s/%s: %w", pod.Namespace, src.ClaimName, err)
+	}
+	if pv.Spec.VolumeMode != nil && *pv.Spec.VolumeMode == v1.PersistentVolumeBlock {
+		return fmt.Errorf("PV %s has volumeMode Block: raw block volumes are not supported: %w", pv.Name, ErrClaim)
+	}
+	readOnly := src.ReadOnly
+	var path string
+	switch {
+	case pv.Spec.HostPath != nil:
+		if err := CheckHostPath(&v1.HostPathVolumeSource{Path: pv.Spec.HostPath.Path, Type: pv.Spec.HostPath.Type}); err != nil {
+			return fmt.Errorf("PV %s: %w", pv.Name, err)
+		}
+		path = pv.Spec.HostPath.Path
+	case pv.Spec.Local != nil:
+		path = pv.Spec.Local.Path
+		st, err := os.Stat(path)
+		if err != nil {
+			return fmt.Errorf("PV %s: local path: %w", pv.Name, err)
+		}
+		if !st.IsDir() {
+			return fmt.Errorf("PV %s: local path %s is not a folder (a block device needs volumeMode Block): %w", pv.Name, path, ErrClaim)
+		}
+		// As the kubelet's local volume plugin: a writable local volume is given to the pod's fsGroup.
+		if g := fsGroup(pod); g != nil && !readOnly {
+			if err := ownTree(path, *g, fsGroupChangePolicy(pod)); err != nil {
+				return fmt.Errorf("PV %s: fsGroup: %w", pv.Name, err)
+			}
+		}
+	default:
+		return fmt.Errorf("PV %s: only hostPath and local PersistentVolumes are supported on this node: %w", pv.Name, ErrClaim)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.claims == nil {
+		m.claims = map[types.UID]map[string]claimed{}
+	}
+	if m.claims[pod.UID] == nil {
+		m.claims[pod.UID] = map[string]claimed{}
+	}
+	m.claims[pod.UID][v.Name] = claimed{path: path, readOnly: readOnly}
+	return nil
+}
+
+// boundPV is the PV the claim is bound to, checked to be bound to it in turn.
+func (m *Manager) boundPV(ctx context.Context, namespace, claim string) (*v1.PersistentVolume, error) {
+	if m.Claims == nil {
+		return nil, fmt.Errorf("a persistentVolumeClaim needs an API server: %w", ErrClaim)
+	}
+	pvc, err := m.Claims.PersistentVolumeClaims(namespace).Get(ctx, claim, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("failed to fetch PVC from API server: %w", err)
+	}
+	switch {
+	case pvc.DeletionTimestamp != nil:
+		return nil, fmt.Errorf("PVC is being deleted: %w", ErrClaim)
+	case pvc.Status.Phase != v1.ClaimBound:
+		return nil, fmt.Errorf("PVC is not bound: %w", ErrClaim)
+	case pvc.Spec.VolumeName == "":
+		return nil, fmt.Errorf("PVC has empty pvc.Spec.VolumeName: %w", ErrClaim)
+	}
+	pv, err := m.Claims.PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("failed to fetch PV %s from API server: %w", pvc.Spec.VolumeName, err)
+	}
+	switch {
+	case pv.Spec.ClaimRef == nil:
+		return nil, fmt.Errorf("found PV object %s but it has a nil pv.Spec.ClaimRef indicating it is not yet bound to the claim: %w", pv.Name, ErrClaim)
+	case pv.Spec.ClaimRef.UID != pvc.UID:
+		return nil, fmt.Errorf("found PV object %s but its pv.Spec.ClaimRef.UID %s does not point to claim.UID %s: %w", pv.Name, pv.Spec.ClaimRef.UID, pvc.UID, ErrClaim)
+	}
+	return pv, nil
+}
+
+// ClaimPath is where the pod's persistentVolumeClaim volume is on the host and whether the pod
+// claims it read-only; false until Prepare resolved it.
+func (m *Manager) ClaimPath(pod *v1.Pod, name string) (path string, readOnly, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, ok := m.claims[pod.UID][name]
+	return c.path, c.readOnly, ok
+}
+
+func fsGroupChangePolicy(pod *v1.Pod) v1.PodFSGroupChangePolicy {
+	if sc := pod.Spec.SecurityContext; sc != nil && sc.FSGroupChangePolicy != nil {
+		return *sc.FSGroupChangePolicy
+	}
+	return v1.FSGroupChangeAlways
+}
+
+// ownTree gives the tree at root to group gid as the kubelet's SetVolumeOwnership does: every
+// entry's group, owner and group read and write (and search, and setgid on folders) added;
+// symlinks get their group only and are never followed. OnRootMismatch skips a tree whose root is already so.
+func ownTree(root string, gid int64, policy v1.PodFSGroupChangePolicy) error {
+	if policy == v1.FSGroupChangeOnRootMismatch {
+		if st, err := os.Lstat(root); err == nil && ownedBy(st, gid) {
+			return nil
+		}
+	}
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := os.Lchown(p, -1, int(gid)); err != nil {
+			return err
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		mode := info.Mode() | 0o660
+		if d.IsDir() {
+			mode |= 0o110 | os.ModeSetgid
+		}
+		if mode == info.Mode() {
+			return nil
+		}
+		return os.Chmod(p, mode&(os.ModePerm|os.ModeSetgid|os.ModeSetuid|os.ModeSticky))
+	})
+}
+
+// ownedBy tells the root of a volume already has group gid, owner and group read, write and
+// search, and setgid: what ownTree would make of it.
+func ownedBy(st os.FileInfo, gid int64) bool {
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	want := os.FileMode(0o770) | os.ModeSetgid
+	return ok && int64(sys.Gid) == gid && st.Mode()&want == want
+}

@@ -1,0 +1,166 @@
+package volumemanager
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodelet/nodelet/test/harness/kubefake"
+	"github.com/nodelet/nodelet/test/harness/testutil"
+)
+
+func claim(name, volume string, phase v1.PersistentVolumeClaimPhase) *v1.PersistentVolumeClaim {
+	return &v1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name)},
+		Spec: v1.PersistentVolumeClaimSpec{VolumeName: volume}, Status: v1.PersistentVolumeClaimStatus{Phase: phase}}
+}
+
+func pv(name, claimUID string, src v1.PersistentVolumeSource) *v1.PersistentVolume {
+	p := &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.PersistentVolumeSpec{PersistentVolumeSource: src}}
+	if claimUID != "" {
+		p.Spec.ClaimRef = &v1.ObjectReference{UID: types.UID(claimUID)}
+	}
+	return p
+}
+
+func claimPod(claimName string, readOnly bool) *v1.Pod {
+	pod := testPod("uid-claim-"+claimName, v1.Volume{Name: "data", VolumeSource: v1.VolumeSource{
+		PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: claimName, ReadOnly: readOnly}}})
+	pod.Namespace = "ns"
+	return pod
+}
+
+// TestClaimsResolveToTheirPV: a bound claim's hostPath or local PV is where the volume is; every
+// way a claim cannot be used fails the mount with the kubelet's words.
+func TestClaimsResolveToTheirPV(t *testing.T) {
+	host, local := t.TempDir(), t.TempDir()
+	file := filepath.Join(t.TempDir(), "f")
+	os.WriteFile(file, nil, 0o644)
+	dying := claim("dying", "pv-host", v1.ClaimBound)
+	dying.DeletionTimestamp = &metav1.Time{}
+	block := v1.PersistentVolumeBlock
+	blockPV := pv("pv-block", "uid-block", v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: local}})
+	blockPV.Spec.VolumeMode = &block
+	client := kubefake.New(
+		claim("host", "pv-host", v1.ClaimBound), pv("pv-host", "uid-host", v1.PersistentVolumeSource{HostPath: &v1.HostPathVolumeSource{Path: host}}),
+		claim("local", "pv-local", v1.ClaimBound), pv("pv-local", "uid-local", v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: local}}),
+		claim("pending", "", v1.ClaimPending), dying,
+		claim("stolen", "pv-other", v1.ClaimBound), pv("pv-other", "uid-someone-else", v1.PersistentVolumeSource{HostPath: &v1.HostPathVolumeSource{Path: host}}),
+		claim("unbound-pv", "pv-free", v1.ClaimBound), pv("pv-free", "", v1.PersistentVolumeSource{HostPath: &v1.HostPathVolumeSource{Path: host}}),
+		claim("nfs", "pv-nfs", v1.ClaimBound), pv("pv-nfs", "uid-nfs", v1.PersistentVolumeSource{NFS: &v1.NFSVolumeSource{Server: "s", Path: "/"}}),
+		claim("block", "pv-block", v1.ClaimBound), blockPV,
+		claim("localfile", "pv-file", v1.ClaimBound), pv("pv-file", "uid-localfile", v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: file}}),
+	)
+	m := &Manager{RootDir: t.TempDir(), Claims: client}
+	for _, tc := range []struct {
+		claim    string
+		readOnly bool
+		path     string
+		err      string
+	}{
+		{claim: "host", path: host},
+		{claim: "local", readOnly: true, path: local},
+		{claim: "missing", err: `error processing PVC ns/missing: failed to fetch PVC from API server: persistentvolumeclaims "missing" not found`},
+		{claim: "pending", err: "error processing PVC ns/pending: PVC is not bound"},
+		{claim: "dying", err: "error processing PVC ns/dying: PVC is being deleted"},
+		{claim: "stolen", err: "error processing PVC ns/stolen: found PV object pv-other but its pv.Spec.ClaimRef.UID uid-someone-else does not point to claim.UID uid-stolen"},
+		{claim: "unbound-pv", err: "error processing PVC ns/unbound-pv: found PV object pv-free but it has a nil pv.Spec.ClaimRef indicating it is not yet bound to the claim"},
+		{claim: "nfs", err: "PV pv-nfs: only hostPath and local PersistentVolumes are supported on this node"},
+		{claim: "block", err: "PV pv-block has volumeMode Block: raw block volumes are not supported"},
+		{claim: "localfile", err: "is not a folder"},
+	} {
+		t.Run(tc.claim, func(t *testing.T) {
+			pod := claimPod(tc.claim, tc.readOnly)
+			err := m.Prepare(context.Background(), pod)
+			path, readOnly, ok := m.ClaimPath(pod, "data")
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) || ok {
+					t.Fatalf("Prepare: %v (path %q %v), want %q", err, path, ok, tc.err)
+				}
+				return
+			}
+			if err != nil || !ok || path != tc.path || readOnly != tc.readOnly {
+				t.Fatalf("Prepare: %v; ClaimPath %q %v %v, want %q %v", err, path, readOnly, ok, tc.path, tc.readOnly)
+			}
+			m.Forget(pod.UID)
+			if _, _, ok := m.ClaimPath(pod, "data"); ok {
+				t.Error("a forgotten pod's claim is still resolved")
+			}
+		})
+	}
+	standalone := &Manager{RootDir: t.TempDir()}
+	if err := standalone.Prepare(context.Background(), claimPod("host", false)); !errors.Is(err, ErrClaim) {
+		t.Errorf("standalone Prepare of a claim: %v", err)
+	}
+}
+
+// TestLocalClaimTakesTheFSGroup: a writable local PV is given to the pod's fsGroup, every file of
+// it, symlinks not followed; OnRootMismatch leaves a tree whose root is already so; a read-only
+// claim is left alone.
+func TestLocalClaimTakesTheFSGroup(t *testing.T) {
+	testutil.Require(t)
+	local := t.TempDir()
+	outside := filepath.Join(t.TempDir(), "outside")
+	os.WriteFile(outside, nil, 0o600)
+	os.MkdirAll(filepath.Join(local, "d"), 0o700)
+	os.WriteFile(filepath.Join(local, "d", "f"), nil, 0o600)
+	os.Symlink(outside, filepath.Join(local, "link"))
+	client := kubefake.New(claim("local", "pv-local", v1.ClaimBound),
+		pv("pv-local", "uid-local", v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: local}}))
+	m := &Manager{RootDir: t.TempDir(), Claims: client}
+	gid := int64(4321)
+	gidOf := func(p string) (uint32, os.FileMode) {
+		st, err := os.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Sys().(*syscall.Stat_t).Gid, st.Mode()
+	}
+
+	ro := claimPod("local", true)
+	ro.Spec.SecurityContext = &v1.PodSecurityContext{FSGroup: &gid}
+	if err := m.Prepare(context.Background(), ro); err != nil {
+		t.Fatal(err)
+	}
+	if g, _ := gidOf(filepath.Join(local, "d", "f")); g == uint32(gid) {
+		t.Fatal("a read-only claim's files were given to the fsGroup")
+	}
+
+	pod := claimPod("local", false)
+	pod.Spec.SecurityContext = &v1.PodSecurityContext{FSGroup: &gid}
+	if err := m.Prepare(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{local, filepath.Join(local, "d"), filepath.Join(local, "d", "f"), filepath.Join(local, "link")} {
+		if g, _ := gidOf(p); g != uint32(gid) {
+			t.Errorf("%s: group %d, want %d", p, g, gid)
+		}
+	}
+	if _, mode := gidOf(filepath.Join(local, "d")); mode&(os.ModeSetgid|0o070) != os.ModeSetgid|0o070 {
+		t.Errorf("folder mode %v", mode)
+	}
+	if _, mode := gidOf(filepath.Join(local, "d", "f")); mode.Perm() != 0o660 {
+		t.Errorf("file mode %v", mode)
+	}
+	if g, _ := gidOf(outside); g == uint32(gid) {
+		t.Error("a symlink was followed")
+	}
+
+	// OnRootMismatch: the root is already the fsGroup's, so a new file is left as it is.
+	os.WriteFile(filepath.Join(local, "new"), nil, 0o600)
+	onRoot := v1.FSGroupChangeOnRootMismatch
+	pod.Spec.SecurityContext.FSGroupChangePolicy = &onRoot
+	if err := m.Prepare(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	if g, _ := gidOf(filepath.Join(local, "new")); g == uint32(gid) {
+		t.Error("OnRootMismatch walked a tree whose root was already the fsGroup's")
+	}
+}
