@@ -160,7 +160,15 @@ func TestLocalClaimTakesTheFSGroup(t *testing.T) {
 	if err := m.Prepare(context.Background(), pod); err != nil {
 		t.Fatal(err)
 	}
-	if g, _ := gidOf(filepath.Join(local, "new")); g == uint32(gid) {
-		t.Error("OnRootMismatch walked a tree whose root was already the fsGroup's")
+	// (Its group is the fsGroup already: the setgid folder gives it; its mode tells.)
+	if _, mode := gidOf(filepath.Join(local, "new")); mode.Perm() != 0o600 {
+		t.Errorf("OnRootMismatch walked a tree whose root was already the fsGroup's: new file %v", mode)
+	}
+	pod.Spec.SecurityContext.FSGroupChangePolicy = nil
+	if err := m.Prepare(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	if _, mode := gidOf(filepath.Join(local, "new")); mode.Perm() != 0o660 {
+		t.Errorf("Always left a file as it was: %v", mode)
 	}
 }
