@@ -15,6 +15,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/agent/kubecontainer"
+	"github.com/nodelet/nodelet/agent/metrics"
 )
 
 // ProbeType names a probe.
@@ -318,14 +319,19 @@ func (w *worker) run(ctx context.Context) {
 	var okRun, failRun int
 	t := time.NewTicker(period)
 	defer t.Stop()
+	labels := metrics.ProbeLabels{ProbeType: string(w.key.probe), Container: w.key.container,
+		Pod: w.pod.Name, Namespace: w.pod.Namespace, PodUID: string(w.pod.UID)}
+	defer metrics.ForgetProbe(labels)
 	for {
 		if w.key.probe != Startup || !w.passedStartup() {
 			// Liveness and readiness wait for a startup probe to pass.
 			if w.key.probe == Startup || w.startupDone() {
+				began := time.Now()
 				warning, err := w.once(ctx)
 				if ctx.Err() != nil {
 					return
 				}
+				metrics.ProbeResult(labels, probeResult(err), time.Since(began).Seconds())
 				if warning != "" {
 					w.m.recorder.Eventf(w.pod, v1.EventTypeWarning, "ProbeWarning", "%s probe warning: %s", w.key.probe, warning)
 				}
@@ -364,4 +370,12 @@ func (w *worker) startupDone() bool {
 		return w.passedStartup()
 	}
 	return true
+}
+
+// probeResult names a probe run's result as prober_probe_total does.
+func probeResult(err error) string {
+	if err != nil {
+		return "failed"
+	}
+	return "successful"
 }

@@ -1,6 +1,6 @@
 // Package server is the agent's HTTP API, the kubelet's port-10250 surface: /healthz, /pods,
 // /node (nodelet's own: the Node and its events), /runningpods, /containerLogs, /exec, /attach, /portForward, /stats/summary, /metrics,
-// /metrics/resource, /logs/ and /configz. It depends on the agent only through the small interfaces below, and on the
+// /metrics/resource, /metrics/probes, /logs/ and /configz. It depends on the agent only through the small interfaces below, and on the
 // runtime only through CRI, so tests run it on fakes and any CRI runtime serves its streams. NewServing
 // (serving.go) serves it where the agent's configuration asks, with what HTTPS takes; ServeHealthz
 // serves the healthz port.
@@ -175,6 +175,8 @@ func (s *Server) routes() {
 	}))
 	resource := metrics.NewResourceRegistry(s.d.Summary)
 	s.mux.Handle("GET /metrics/resource", instrument("metrics/resource", false, promhttp.HandlerFor(resource, promhttp.HandlerOpts{}).ServeHTTP))
+	s.mux.Handle("GET /metrics/probes", instrument("metrics/probes", false,
+		promhttp.HandlerFor(metrics.ProbesRegistry(), promhttp.HandlerOpts{}).ServeHTTP))
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }

@@ -249,6 +249,19 @@ func TestStatsAndMetrics(t *testing.T) {
 	if !strings.Contains(text, `container_memory_working_set_bytes{container="nginx",namespace="default",pod="web"} 1.2582912e+07`) {
 		t.Errorf("/metrics/resource:\n%s", text)
 	}
+	l := metrics.ProbeLabels{ProbeType: "Readiness", Container: "nginx", Pod: "web", Namespace: "default", PodUID: "web-uid"}
+	metrics.ProbeResult(l, "successful", 0.01)
+	defer metrics.ForgetProbe(l)
+	_, text = get(t, c, "/metrics/probes")
+	for _, want := range []string{
+		`prober_probe_total{container="nginx",namespace="default",pod="web",pod_uid="web-uid",probe_type="Readiness",result="successful"} 1`,
+		`prober_probe_duration_seconds_count{container="nginx",namespace="default",pod="web",probe_type="Readiness"} 1`,
+		"process_start_time_seconds ",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics/probes lacks %s:\n%s", want, text)
+		}
+	}
 }
 
 // TestTCPNeedsCredentials is `curl -k https://node:10250/exec/...` without a client certificate or
