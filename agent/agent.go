@@ -22,6 +22,7 @@ import (
 	"github.com/nodelet/nodelet/agent/admission"
 	"github.com/nodelet/nodelet/agent/agentconfig"
 	"github.com/nodelet/nodelet/agent/allocation"
+	"github.com/nodelet/nodelet/agent/cadvisor"
 	"github.com/nodelet/nodelet/agent/cm"
 	"github.com/nodelet/nodelet/agent/cm/cpumanager"
 	"github.com/nodelet/nodelet/agent/cm/qos"
@@ -54,6 +55,7 @@ import (
 	"github.com/nodelet/nodelet/agent/syncloop"
 	"github.com/nodelet/nodelet/agent/userns"
 	"github.com/nodelet/nodelet/agent/volumemanager"
+	"github.com/nodelet/nodelet/internal/cgroupfs"
 )
 
 // Deps are what a test or an embedding program may hand the agent instead of letting it make them.
@@ -307,8 +309,14 @@ func New(cfg agentconfig.Config, deps Deps) (_ *Agent, err error) {
 	if err != nil {
 		return nil, err
 	}
+	cgroupFS := cgroupfs.Host()
+	if deps.Cgroups != nil {
+		cgroupFS = deps.Cgroups.FS()
+	}
 	if a.api, err = server.NewServing(cfg, client, server.Deps{Pods: a.state, Events: a.events, Node: node{nodes, a.events},
-		Runtime: runtime, SyncLoopHealthy: a.Healthz, Summary: summary.Summary}, log); err != nil {
+		Runtime: runtime, SyncLoopHealthy: a.Healthz, Summary: summary.Summary,
+		Cadvisor: cadvisor.NewRegistry(cadvisor.New(cadvisor.Config{FS: cgroupFS, PodsCgroup: cfg.PodsCgroup, Runtime: runtime, Log: log}))},
+		log); err != nil {
 		return nil, err
 	}
 

@@ -30,8 +30,8 @@ func HostCgroups() Cgroups {
 	return Cgroups{Mount: fs.Mount, Unified: fs.Unified()}
 }
 
-// fs is the filesystem c writes in, for reading it back.
-func (c Cgroups) fs() cgroupfs.FS {
+// FS is the filesystem c writes in, for reading it back.
+func (c Cgroups) FS() cgroupfs.FS {
 	v := cgroupfs.V1
 	if c.Unified {
 		v = cgroupfs.V2

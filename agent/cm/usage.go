@@ -6,7 +6,7 @@ func (c Cgroups) MemoryUsage(name string) (int64, error) {
 	if err := checkName(name); err != nil {
 		return 0, err
 	}
-	m, err := c.fs().Memory(name)
+	m, err := c.FS().Memory(name)
 	if err != nil {
 		return 0, err
 	}

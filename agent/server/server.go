@@ -1,6 +1,6 @@
 // Package server is the agent's HTTP API, the kubelet's port-10250 surface: /healthz, /pods,
 // /node (nodelet's own: the Node and its events), /runningpods, /containerLogs, /exec, /attach, /portForward, /stats/summary, /metrics,
-// /metrics/resource, /metrics/probes, /logs/ and /configz. It depends on the agent only through the small interfaces below, and on the
+// /metrics/resource, /metrics/probes, /metrics/cadvisor, /logs/ and /configz. It depends on the agent only through the small interfaces below, and on the
 // runtime only through CRI, so tests run it on fakes and any CRI runtime serves its streams. NewServing
 // (serving.go) serves it where the agent's configuration asks, with what HTTPS takes; ServeHealthz
 // serves the healthz port.
@@ -20,8 +20,10 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/nodelet/nodelet/agent/cadvisor"
 	"github.com/nodelet/nodelet/agent/metrics"
 	"github.com/nodelet/nodelet/agent/stats"
+	"github.com/nodelet/nodelet/internal/cgroupfs"
 )
 
 // PodSource is the agent's desired pods with their latest status.
@@ -71,6 +73,8 @@ type Deps struct {
 	Summary func(ctx context.Context) (*statsapi.Summary, error)
 	// Metrics is /metrics; nil uses metrics.Registry().
 	Metrics prometheus.Gatherer
+	// Cadvisor is /metrics/cadvisor; nil serves cAdvisor's series of the machine alone.
+	Cadvisor prometheus.Gatherer
 	// NodeLogDir, when set ("/var/log"), is served read-only under /logs/, as the kubelet's
 	// system log handler does; "" is the handler turned off (enableSystemLogHandler false).
 	NodeLogDir string
@@ -119,6 +123,9 @@ func New(d Deps) *Server {
 	}
 	if d.Metrics == nil {
 		d.Metrics = metrics.Registry()
+	}
+	if d.Cadvisor == nil {
+		d.Cadvisor = cadvisor.NewRegistry(cadvisor.New(cadvisor.Config{FS: cgroupfs.Host(), Runtime: d.Runtime}))
 	}
 	d.Limits = d.Limits.withDefaults()
 	s := &Server{d: d, mux: http.NewServeMux()}
@@ -177,6 +184,8 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /metrics/resource", instrument("metrics/resource", false, promhttp.HandlerFor(resource, promhttp.HandlerOpts{}).ServeHTTP))
 	s.mux.Handle("GET /metrics/probes", instrument("metrics/probes", false,
 		promhttp.HandlerFor(metrics.ProbesRegistry(), promhttp.HandlerOpts{}).ServeHTTP))
+	s.mux.Handle("GET /metrics/cadvisor", instrument("metrics/cadvisor", false,
+		promhttp.HandlerFor(s.d.Cadvisor, promhttp.HandlerOpts{}).ServeHTTP))
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }

@@ -249,6 +249,10 @@ func TestStatsAndMetrics(t *testing.T) {
 	if !strings.Contains(text, `container_memory_working_set_bytes{container="nginx",namespace="default",pod="web"} 1.2582912e+07`) {
 		t.Errorf("/metrics/resource:\n%s", text)
 	}
+	// No pods' cgroup given: the machine's figures alone.
+	if _, text = get(t, c, "/metrics/cadvisor"); !strings.Contains(text, "machine_cpu_cores{") || !strings.Contains(text, "container_scrape_error 0") {
+		t.Errorf("/metrics/cadvisor:\n%s", text)
+	}
 	l := metrics.ProbeLabels{ProbeType: "Readiness", Container: "nginx", Pod: "web", Namespace: "default", PodUID: "web-uid"}
 	metrics.ProbeResult(l, "successful", 0.01)
 	defer metrics.ForgetProbe(l)

@@ -89,7 +89,7 @@ func TestV2Files(t *testing.T) {
 		t.Error("cpu.stat without usage_usec read")
 	}
 	m, err := fs.Memory("/pods/c1")
-	want := Memory{Usage: 10 << 20, Limit: 64 << 20, InactiveFile: 2 << 20, RSS: 4 << 20, PgFault: 77, PgMajFault: 3}
+	want := Memory{Usage: 10 << 20, Limit: 64 << 20, InactiveFile: 2 << 20, RSS: 4 << 20, PgFault: 77, PgMajFault: 3, Cache: 6 << 20, HasStat: true}
 	if err != nil || m != want {
 		t.Errorf("memory %+v %v, want %+v", m, err, want)
 	}
@@ -155,7 +155,7 @@ func TestV1Files(t *testing.T) {
 		t.Errorf("cpu %d %v", cpu, err)
 	}
 	m, err := fs.Memory("/p/c")
-	want := Memory{Usage: 10 << 20, InactiveFile: 1 << 20, RSS: 5 << 20, PgFault: 9, PgMajFault: 1, Unlimited: true}
+	want := Memory{Usage: 10 << 20, InactiveFile: 1 << 20, RSS: 5 << 20, PgFault: 9, PgMajFault: 1, Unlimited: true, HasStat: true}
 	if err != nil || m != want {
 		t.Errorf("memory %+v %v, want %+v", m, err, want)
 	}

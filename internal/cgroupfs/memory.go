@@ -25,6 +25,10 @@ type Memory struct {
 	RSS          uint64 // v1 total_rss, v2 anon
 	PgFault      uint64
 	PgMajFault   uint64
+	Cache        uint64 // page cache: v1 total_cache, v2 file
+	MappedFile   uint64 // v1 total_mapped_file, v2 file_mapped
+	// HasStat: memory.stat was read, so the figures from it are measured rather than 0.
+	HasStat bool
 	// Unlimited: no limit (v2 "max", a v1 value from 1<<62 up, or no limit file).
 	Unlimited bool
 }
@@ -49,11 +53,13 @@ func (m Memory) Available() (uint64, bool) {
 type memoryFiles struct {
 	usage, limit                   string
 	inactive, rss, fault, majFault string
+	cache, mapped                  string
 }
 
 var (
-	memoryV1 = memoryFiles{"memory.usage_in_bytes", "memory.limit_in_bytes", "total_inactive_file", "total_rss", "total_pgfault", "total_pgmajfault"}
-	memoryV2 = memoryFiles{"memory.current", "memory.max", "inactive_file", "anon", "pgfault", "pgmajfault"}
+	memoryV1 = memoryFiles{"memory.usage_in_bytes", "memory.limit_in_bytes", "total_inactive_file", "total_rss", "total_pgfault",
+		"total_pgmajfault", "total_cache", "total_mapped_file"}
+	memoryV2 = memoryFiles{"memory.current", "memory.max", "inactive_file", "anon", "pgfault", "pgmajfault", "file", "file_mapped"}
 )
 
 func (f FS) memoryFiles() memoryFiles {
@@ -75,8 +81,9 @@ func (f FS) Memory(path string) (Memory, error) {
 	if v, max, err := readLimit(filepath.Join(dir, names.limit)); err == nil && !max && v < unlimitedV1 {
 		m.Limit, m.Unlimited = v, false
 	}
-	stat, _ := readKV(filepath.Join(dir, "memory.stat"))
+	stat, err := readKV(filepath.Join(dir, "memory.stat"))
 	m.fill(stat, names)
+	m.HasStat = err == nil
 	return m, nil
 }
 
@@ -85,6 +92,8 @@ func (m *Memory) fill(stat map[string]uint64, names memoryFiles) {
 	m.RSS = stat[names.rss]
 	m.PgFault = stat[names.fault]
 	m.PgMajFault = stat[names.majFault]
+	m.Cache = stat[names.cache]
+	m.MappedFile = stat[names.mapped]
 }
 
 // RootMemory is the whole machine's memory as the root cgroup sees it, with the machine's
@@ -113,6 +122,7 @@ func (f FS) RootMemory(meminfo string) (Memory, error) {
 		m.Usage = stat["anon"] + stat["file"]
 	}
 	m.fill(stat, names)
+	m.HasStat = true
 	return m, nil
 }
 
