@@ -219,6 +219,31 @@ func clusterAPIScenario(t *testing.T, e *env, hostNetwork bool) {
 		}
 	})
 
+	t.Run("metrics/cadvisor and metrics/probes through the node proxy", func(t *testing.T) {
+		// The container's cgroup, found below its pod's and named through CRI, on this runtime.
+		want := []string{`container_memory_working_set_bytes{container="app",`, `namespace="default",pod="talker"}`,
+			`container_cpu_usage_seconds_total{container="app",cpu="total",`, "machine_cpu_cores{"}
+		var out string
+		var err error
+		defer func() {
+			if t.Failed() {
+				t.Logf("last answer: %v\n%s", err, tail(out, 30))
+			}
+		}()
+		eventually(t, "the talker's container in /metrics/cadvisor", func() bool {
+			out, err = kubectl("get", "--raw", "/api/v1/nodes/e2e/proxy/metrics/cadvisor")
+			for _, w := range want {
+				if err != nil || !strings.Contains(out, w) {
+					return false
+				}
+			}
+			return true
+		})
+		if out, err := kubectl("get", "--raw", "/api/v1/nodes/e2e/proxy/metrics/probes"); err != nil || !strings.Contains(out, "process_start_time_seconds") {
+			t.Errorf("/metrics/probes: %v %s", err, tail(out, 10))
+		}
+	})
+
 	t.Run("configz and logs through the node proxy", func(t *testing.T) {
 		out, err := kubectl("get", "--raw", "/api/v1/nodes/e2e/proxy/configz")
 		var cz struct {
