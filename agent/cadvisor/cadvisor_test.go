@@ -49,7 +49,7 @@ func (fakeRuntime) ListPodSandboxStats(context.Context, *runtimeapi.ListPodSandb
 	}}}, nil
 }
 
-func writeTree(t *testing.T, root string, files map[string]string) {
+func writeTree(t testing.TB, root string, files map[string]string) {
 	t.Helper()
 	for p, body := range files {
 		full := filepath.Join(root, p)
