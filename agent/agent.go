@@ -288,7 +288,8 @@ func New(cfg agentconfig.Config, deps Deps) (_ *Agent, err error) {
 	}
 
 	// The pod workers and the loop that wakes them.
-	runtimeName := kuberuntime.NewRuntimeName(runtime, cfg.Kubelet.ContainerRuntimeEndpoint, log)
+	// The agent keeps pod cgroups (cgroupfs) only when it has a pods cgroup.
+	runtimeName := kuberuntime.NewRuntimeName(runtime, cfg.Kubelet.ContainerRuntimeEndpoint, cfg.PodsCgroup != "", log)
 	syncer := &podsync.Syncer{Runtime: manager, Status: statuses, Pods: pods, Volumes: vols, Reasons: reasons,
 		Prober: probes, Recorder: a.events, RuntimeName: runtimeName.Get, NodeIPs: cfg.NodeIPs, Mirrors: syncMirrors,
 		Cgroups: syncCgroups, Allocation: alloc, RootDir: cfg.RootDir, Userns: a.userns, Log: log,
@@ -324,7 +325,7 @@ func New(cfg agentconfig.Config, deps Deps) (_ *Agent, err error) {
 	if podQOS != nil {
 		a.parts = append(a.parts, part{"QoS cgroups", loop(podQOS.Run)})
 	}
-	a.parts = append(a.parts, part{"runtime version", runtimeName.Run}, part{"pod workers", loop(workers.Run)},
+	a.parts = append(a.parts, part{"runtime version", vital(runtimeName.Run)}, part{"pod workers", loop(workers.Run)},
 		part{"prober", loop(probes.Run)})
 	if sender != nil {
 		a.parts = append(a.parts, part{"events", loop(sender.Run)})

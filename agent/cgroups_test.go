@@ -1,12 +1,15 @@
 package agent
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
 	"strconv"
 	"strings"
 	"testing"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/agent/cm"
 )
@@ -74,3 +77,26 @@ func TestAgentKeepsThePodsCgroups(t *testing.T) {
 func itoa(v uint64) string { return strconv.FormatUint(v, 10) }
 
 func numCPU() int { return goruntime.NumCPU() }
+
+// TestAgentStopsOnASystemdRuntime: a runtime whose RuntimeConfig says it places containers with
+// systemd cannot run pods whose cgroups the agent keeps with cgroupfs: the agent stops with an
+// error that says what to change, as the kubelet would not start.
+func TestAgentStopsOnASystemdRuntime(t *testing.T) {
+	h := newHarness(t)
+	h.cri.SetCgroupDriver(runtimeapi.CgroupDriver_SYSTEMD)
+	mount := t.TempDir()
+	for _, s := range []string{"cpu", "memory", "pids", "hugetlb"} {
+		if err := os.Mkdir(filepath.Join(mount, s), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.cfg.PodsCgroup = "/kubepods"
+	a, err := New(h.cfg, Deps{Cgroups: &cm.Cgroups{Mount: mount}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = a.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "uses the systemd cgroup driver") || !strings.Contains(err.Error(), "SystemdCgroup = false") {
+		t.Fatalf("Run: %v", err)
+	}
+}

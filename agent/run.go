@@ -18,6 +18,20 @@ type part struct {
 	run  func(context.Context) error
 }
 
+// vital has a part's error stop the agent, where the kubelet would not have started.
+func vital(run func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if err := run(ctx); err != nil {
+			return vitalError{err}
+		}
+		return nil
+	}
+}
+
+type vitalError struct{ error }
+
+func (e vitalError) Unwrap() error { return e.error }
+
 // loop adapts a part that runs until ctx ends and has no error to report.
 func loop(run func(context.Context)) func(context.Context) error {
 	return func(ctx context.Context) error { run(ctx); return nil }
@@ -30,12 +44,20 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer cancel()
 	defer a.conn.Close()
 	var wg sync.WaitGroup
+	var vitalMu sync.Mutex
+	var vitalErr error
 	for _, p := range a.parts {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if err := p.run(ctx); err != nil && ctx.Err() == nil {
 				a.log.Error("agent part stopped", "part", p.name, "err", err)
+				if errors.As(err, new(vitalError)) {
+					vitalMu.Lock()
+					vitalErr = fmt.Errorf("%s: %w", p.name, err)
+					vitalMu.Unlock()
+					cancel()
+				}
 			}
 		}()
 	}
@@ -56,7 +78,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.loop.Run(ctx)
 	cancel()
 	wg.Wait()
-	return apiErr
+	return errors.Join(apiErr, vitalErr)
 }
 
 // Healthz reports whether the SyncLoop and PLEG are alive.

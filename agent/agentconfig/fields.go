@@ -202,8 +202,9 @@ var kubeletConfigFields = lazy.Value[map[string]fieldRule]{New: func() map[strin
 			"sizeLimit or their ephemeral-storage limits are evicted; false (no isolation) is not implemented", true),
 
 		// Node resources: cgroups, allocatable, CPU, memory and topology managers.
-		"cgroupDriver": {does: "cgroupfs; the systemd driver is not implemented", allowed: []any{"cgroupfs"}},
-		"cgroupRoot":   honoured("the pods' cgroups go under <cgroupRoot>/kubepods (--cgroup-root, unlike the kubelet's, names the kubepods cgroup itself)"),
+		"cgroupDriver": {does: "cgroupfs; the systemd driver is not implemented (a runtime whose RuntimeConfig reports systemd " +
+			"is refused at start)", allowed: []any{"cgroupfs"}},
+		"cgroupRoot": honoured("the pods' cgroups go under <cgroupRoot>/kubepods (--cgroup-root, unlike the kubelet's, names the kubepods cgroup itself)"),
 		"cgroupsPerQOS": honoured("true (the default) makes the burstable/besteffort cgroups and each pod's cgroup with its " +
 			"limits; false leaves the pods' cgroups to the runtime"),
 		"kubeletCgroups": only("the agent stays in the cgroup it was started in; moving it is not implemented"),

@@ -50,8 +50,10 @@ type Server struct {
 	execExit   int32
 	noEvents   bool
 	notReady   bool
-	subs       []chan *runtimeapi.ContainerEventResponse
-	now        func() time.Time
+	// cgroupDriver answers RuntimeConfig; nil leaves it unimplemented, as older runtimes are.
+	cgroupDriver *runtimeapi.CgroupDriver
+	subs         []chan *runtimeapi.ContainerEventResponse
+	now          func() time.Time
 }
 
 // Start serves a fresh fake on a socket in t.TempDir and dials it.
@@ -215,6 +217,13 @@ func (s *Server) DisableEvents() {
 }
 
 // SetNotReady makes Status report RuntimeReady=false.
+// SetCgroupDriver has RuntimeConfig report d (unset, RuntimeConfig is unimplemented).
+func (s *Server) SetCgroupDriver(d runtimeapi.CgroupDriver) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cgroupDriver = &d
+}
+
 func (s *Server) SetNotReady(notReady bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -17,6 +17,15 @@ func (s *Server) Version(context.Context, *runtimeapi.VersionRequest) (*runtimea
 	return &runtimeapi.VersionResponse{Version: "0.1.0", RuntimeName: "fakecri", RuntimeVersion: "0.0.1", RuntimeApiVersion: "v1"}, nil
 }
 
+func (s *Server) RuntimeConfig(context.Context, *runtimeapi.RuntimeConfigRequest) (*runtimeapi.RuntimeConfigResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cgroupDriver == nil {
+		return nil, status.Error(codes.Unimplemented, "RuntimeConfig")
+	}
+	return &runtimeapi.RuntimeConfigResponse{Linux: &runtimeapi.LinuxRuntimeConfiguration{CgroupDriver: *s.cgroupDriver}}, nil
+}
+
 func (s *Server) Status(context.Context, *runtimeapi.StatusRequest) (*runtimeapi.StatusResponse, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
