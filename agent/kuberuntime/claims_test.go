@@ -32,7 +32,7 @@ func TestClaimVolumeMount(t *testing.T) {
 		{name: "writable", paths: claimPaths{path: "/srv/pv"}},
 		{name: "claimed read-only", paths: claimPaths{path: "/srv/pv", readOnly: true}, wantRO: true},
 		{name: "mounted read-only", paths: claimPaths{path: "/srv/pv"}, mountReadOnly: true, wantRO: true},
-		{name: "not resolved", wantErr: `volume "data": claim "c" is not set up`},
+		{name: "not resolved", wantErr: `volume "data": its claim is not set up`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)

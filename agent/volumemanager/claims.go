@@ -33,19 +33,25 @@ type claimed struct {
 	readOnly bool
 }
 
-// setUpClaim resolves a persistentVolumeClaim volume to its bound PV, as the kubelet's desired
-// state populator does (and with its messages), and makes the PV ready for the pod: the
-// hostPath and local PVs this node supports are folders of the host that containers bind.
+// setUpClaim resolves a persistentVolumeClaim or generic ephemeral volume to its bound PV, as the
+// kubelet's desired state populator does (and with its messages), and makes the PV ready for the
+// pod: the hostPath and local PVs this node supports are folders of the host that containers bind.
 func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, v *v1.Volume) error {
-	src := v.PersistentVolumeClaim
-	pv, err := m.boundPV(ctx, pod.Namespace, src.ClaimName)
+	claim, readOnly, ephemeral := "", false, v.Ephemeral != nil
+	if ephemeral {
+		// A generic ephemeral volume's claim is the one the ephemeral volume controller makes for
+		// the pod, named after both; it must be the pod's (not a claim of that name made before).
+		claim = pod.Name + "-" + v.Name
+	} else {
+		claim, readOnly = v.PersistentVolumeClaim.ClaimName, v.PersistentVolumeClaim.ReadOnly
+	}
+	pv, err := m.boundPV(ctx, pod, claim, ephemeral)
 	if err != nil {
-		return fmt.Errorf("error processing PVC %s/%s: %w", pod.Namespace, src.ClaimName, err)
+		return fmt.Errorf("error processing PVC %s/%s: %w", pod.Namespace, claim, err)
 	}
 	if pv.Spec.VolumeMode != nil && *pv.Spec.VolumeMode == v1.PersistentVolumeBlock {
 		return fmt.Errorf("PV %s has volumeMode Block: raw block volumes are not supported: %w", pv.Name, ErrClaim)
 	}
-	readOnly := src.ReadOnly
 	var path string
 	switch {
 	case pv.Spec.HostPath != nil:
@@ -83,14 +89,18 @@ func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, v *v1.Volume) err
 	return nil
 }
 
-// boundPV is the PV the claim is bound to, checked to be bound to it in turn.
-func (m *Manager) boundPV(ctx context.Context, namespace, claim string) (*v1.PersistentVolume, error) {
+// boundPV is the PV the claim is bound to, checked to be bound to it in turn; an ephemeral
+// volume's claim must also be owned by the pod.
+func (m *Manager) boundPV(ctx context.Context, pod *v1.Pod, claim string, ephemeral bool) (*v1.PersistentVolume, error) {
 	if m.Claims == nil {
 		return nil, fmt.Errorf("a persistentVolumeClaim needs an API server: %w", ErrClaim)
 	}
-	pvc, err := m.Claims.PersistentVolumeClaims(namespace).Get(ctx, claim, metav1.GetOptions{})
+	pvc, err := m.Claims.PersistentVolumeClaims(pod.Namespace).Get(ctx, claim, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("failed to fetch PVC from API server: %w", err)
+	}
+	if ephemeral && !metav1.IsControlledBy(pvc, pod) {
+		return nil, fmt.Errorf("PVC %s/%s was not created for pod %s/%s (pod is not owner): %w", pvc.Namespace, pvc.Name, pod.Namespace, pod.Name, ErrClaim)
 	}
 	switch {
 	case pvc.DeletionTimestamp != nil:

@@ -172,3 +172,33 @@ func TestLocalClaimTakesTheFSGroup(t *testing.T) {
 		t.Errorf("Always left a file as it was: %v", mode)
 	}
 }
+
+// TestEphemeralVolumeUsesThePodsOwnClaim: a generic ephemeral volume is the claim named after the
+// pod and the volume, used only once the pod owns it (a claim of that name made by someone else is
+// refused, as the kubelet refuses it).
+func TestEphemeralVolumeUsesThePodsOwnClaim(t *testing.T) {
+	host := t.TempDir()
+	pod := testPod("uid-eph", v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{Ephemeral: &v1.EphemeralVolumeSource{}}})
+	pod.Namespace, pod.Name = "ns", "web"
+	owned := claim("web-scratch", "pv-eph", v1.ClaimBound)
+	yes := true
+	owned.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "web", UID: pod.UID, Controller: &yes}}
+	client := kubefake.New(owned, pv("pv-eph", string(owned.UID), v1.PersistentVolumeSource{HostPath: &v1.HostPathVolumeSource{Path: host}}))
+	m := &Manager{RootDir: t.TempDir(), Claims: client}
+	if err := m.Prepare(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	if p, ro, ok := m.ClaimPath(pod, "scratch"); !ok || p != host || ro {
+		t.Fatalf("ClaimPath %q %v %v", p, ro, ok)
+	}
+
+	stranger := claim("other-scratch", "pv-eph", v1.ClaimBound)
+	client2 := kubefake.New(stranger, pv("pv-eph", string(stranger.UID), v1.PersistentVolumeSource{HostPath: &v1.HostPathVolumeSource{Path: host}}))
+	other := testPod("uid-other", v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{Ephemeral: &v1.EphemeralVolumeSource{}}})
+	other.Namespace, other.Name = "ns", "other"
+	m2 := &Manager{RootDir: t.TempDir(), Claims: client2}
+	err := m2.Prepare(context.Background(), other)
+	if want := "PVC ns/other-scratch was not created for pod ns/other (pod is not owner)"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Prepare with a claim the pod does not own: %v, want %q", err, want)
+	}
+}

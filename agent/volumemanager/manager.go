@@ -191,7 +191,7 @@ func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod) error {
 			err = m.setUpEmptyDir(pod, v)
 		case v.HostPath != nil:
 			err = CheckHostPath(v.HostPath)
-		case v.PersistentVolumeClaim != nil:
+		case v.PersistentVolumeClaim != nil, v.Ephemeral != nil:
 			err = m.setUpClaim(ctx, pod, v)
 		}
 		if err != nil {

@@ -8,7 +8,7 @@ const (
 	downward = vol + ".{downwardAPI|projected.sources[].downwardAPI}"
 
 	unsupportedVolume = "a container mounting it does not start: CreateContainerConfigError \"volume \\\"<name>\\\": " +
-		"unsupported volume type (emptyDir, hostPath, persistentVolumeClaim, image, secret, configMap, downwardAPI and projected are)\"; " +
+		"unsupported volume type (emptyDir, hostPath, persistentVolumeClaim, ephemeral, image, secret, configMap, downwardAPI and projected are)\"; " +
 		"a volume no container mounts is not set up"
 )
 
@@ -80,7 +80,13 @@ func volumesArea() area {
 			"agent/kuberuntime.TestClaimVolumeMount"),
 		h(vol+".persistentVolumeClaim.readOnly", "the PV is mounted read-only in every container",
 			"agent/volumemanager.TestClaimsResolveToTheirPV", "agent/kuberuntime.TestClaimVolumeMount"),
-		ref(vol+".{ephemeral|csi|nfs|iscsi|fc|rbd|cephfs|glusterfs|flexVolume|cinder|"+
+		h(vol+".ephemeral", "the claim the ephemeral volume controller makes for the pod (<pod>-<volume>), waited for "+
+			"until bound and refused unless the pod owns it (\"PVC <namespace>/<claim> was not created for pod "+
+			"<namespace>/<pod> (pod is not owner)\", the kubelet's words), then used as a persistentVolumeClaim",
+			"agent/volumemanager.TestEphemeralVolumeUsesThePodsOwnClaim", "agent/kuberuntime.TestClaimVolumeMount"),
+		na(vol+".ephemeral.volumeClaimTemplate", "the ephemeral volume controller makes the claim from it; the node reads "+
+			"only the claim"),
+		ref(vol+".{csi|nfs|iscsi|fc|rbd|cephfs|glusterfs|flexVolume|cinder|"+
 			"azureFile|azureDisk|awsElasticBlockStore|gcePersistentDisk|vsphereVolume|photonPersistentDisk|portworxVolume|"+
 			"scaleIO|storageos|quobyte|flocker|gitRepo}", unsupportedVolume, refusalProof, "agent/kuberuntime.TestGenerateConfigs"),
 	}}
