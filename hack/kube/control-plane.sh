@@ -6,6 +6,8 @@
 #   hack/kube/control-plane.sh start DIR [NODE [ADDR]]   start in the background; DIR must not exist.
 #       Writes DIR/admin.kubeconfig (system:masters) and DIR/node.kubeconfig (system:node:NODE in
 #       system:nodes, for the Node authorizer; NODE defaults to nodelet-test-node), DIR/pids, DIR/*.log.
+#       NODE may be a comma-separated list: each node then also gets DIR/node-NAME.kubeconfig
+#       (DIR/node.kubeconfig is the first's). CP_APISERVER_ARGS adds flags to kube-apiserver.
 #       The API server reaches nodes' APIs (logs, exec, port-forward, the node proxy) at their
 #       InternalIP first, as kube-apiserver-kubelet-client (bound to system:kubelet-api-admin) with
 #       DIR/kubelet-client.crt, issued by DIR/kubelet-ca.crt: give nodes --client-ca-file DIR/kubelet-ca.crt.
@@ -82,9 +84,15 @@ start() {
   mkdir -p "$dir"
   dir=$(cd "$dir" && pwd)
   admin=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
-  nodetok=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
-  printf '%s,admin,admin,system:masters\n%s,system:node:%s,node-%s,system:nodes\n' \
-    "$admin" "$nodetok" "$node" "$node" >"$dir/tokens.csv"
+  printf '%s,admin,admin,system:masters\n' "$admin" >"$dir/tokens.csv"
+  local n i nodes=() nodetoks=()
+  IFS=, read -r -a nodes <<<"$node"
+  for n in "${nodes[@]}"; do
+    nodetok=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+    nodetoks+=("$nodetok")
+    printf '%s,system:node:%s,node-%s,system:nodes\n' "$nodetok" "$n" "$n" >>"$dir/tokens.csv"
+  done
+  node=${nodes[0]} nodetok=${nodetoks[0]}
   chmod 600 "$dir/tokens.csv"
   openssl genrsa -out "$dir/sa.key" 2048 2>/dev/null
   openssl rsa -in "$dir/sa.key" -pubout -out "$dir/sa.pub" 2>/dev/null
@@ -114,6 +122,11 @@ start() {
     api=$(free_port)
     kubeconfig "$dir/admin.kubeconfig" "$addr" "$api" admin "$admin"
     kubeconfig "$dir/node.kubeconfig" "$addr" "$api" "system:node:$node" "$nodetok"
+    if [ ${#nodes[@]} -gt 1 ]; then
+      for i in "${!nodes[@]}"; do
+        kubeconfig "$dir/node-${nodes[$i]}.kubeconfig" "$addr" "$api" "system:node:${nodes[$i]}" "${nodetoks[$i]}"
+      done
+    fi
     say "kube-apiserver on https://$addr:$api"
     "$bin/kube-apiserver" --etcd-servers "http://127.0.0.1:$ep" --bind-address "$addr" \
       --advertise-address "$addr" --secure-port "$api" --cert-dir "$dir/pki" \
@@ -122,7 +135,7 @@ start() {
       --service-account-signing-key-file "$dir/sa.key" --service-cluster-ip-range 10.96.0.0/16 \
       --enable-admission-plugins NodeRestriction --allow-privileged=true \
       --kubelet-client-certificate "$dir/kubelet-client.crt" --kubelet-client-key "$dir/kubelet-client.key" \
-      --kubelet-preferred-address-types InternalIP,Hostname >>"$dir/apiserver.log" 2>&1 &
+      --kubelet-preferred-address-types InternalIP,Hostname ${CP_APISERVER_ARGS:-} >>"$dir/apiserver.log" 2>&1 &
     pid=$! rc=0
     listening "$pid" "$api" || rc=$?
     [ "$rc" -ne 2 ] || { kill -KILL "$pid"; tail -20 "$dir/apiserver.log" >&2; stop "$dir"; die "kube-apiserver did not listen in 60 s"; }
