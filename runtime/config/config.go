@@ -15,6 +15,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/nodelet/nodelet/runtime/cdi"
 	"github.com/nodelet/nodelet/runtime/cni"
 	"github.com/nodelet/nodelet/runtime/engine"
 	"github.com/nodelet/nodelet/runtime/imagestore"
@@ -73,6 +74,9 @@ type Settings struct {
 	NoDefaultNetwork bool
 	// NoNetwork gives pods loopback only (no CNI).
 	NoNetwork bool
+	// CDISpecDirs are where CDI device specs are read, in order of precedence; none refuses
+	// every CDI device.
+	CDISpecDirs []string
 }
 
 // Defaults returns the settings of a runtime nobody configured.
@@ -85,6 +89,7 @@ func Defaults() Settings {
 		LogSizeMax:     DefaultLogSizeMax,
 		CNIConfDir:     DefaultCNIConfDir,
 		CNIBinDirs:     append([]string(nil), cni.DefaultBinDirs...),
+		CDISpecDirs:    append([]string(nil), cdi.DefaultSpecDirs...),
 	}
 }
 
@@ -192,6 +197,13 @@ func (s Settings) engineConfig(root, state string, log *slog.Logger, look func(s
 	cfg.CatatonitPath = s.Catatonit
 	if cfg.CatatonitPath == "" {
 		cfg.CatatonitPath = look("catatonit")
+	}
+	if len(s.CDISpecDirs) > 0 {
+		devices, err := cdi.New(s.CDISpecDirs)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Devices = devices
 	}
 	return cfg, nil
 }

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodelet/nodelet/runtime/cdi"
 	"github.com/nodelet/nodelet/runtime/errdefs"
 	"github.com/nodelet/nodelet/runtime/imagestore"
 	"github.com/nodelet/nodelet/runtime/oci"
@@ -278,8 +279,33 @@ func (cc *containerCreate) writeSpec() error {
 	if err != nil {
 		return err
 	}
+	if err := s.injectDevices(spec, cc.cfg, gvisor != nil); err != nil {
+		return err
+	}
 	cc.spec = spec
 	return oci.WriteBundle(cc.bundle, spec)
+}
+
+// injectDevices adds the CDI devices the container names. gVisor's sandbox has no host device
+// nodes to give, so a runsc container naming one is refused rather than started without it.
+func (s *Engine) injectDevices(spec *specs.Spec, cfg *runtimeapi.ContainerConfig, gvisor bool) error {
+	devices, err := cdi.Devices(cfg)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errdefs.ErrInvalidArgument, err)
+	}
+	if len(devices) == 0 {
+		return nil
+	}
+	if gvisor {
+		return fmt.Errorf("CDI devices %v: the runsc handler cannot give containers host devices: %w", devices, errdefs.ErrInvalidArgument)
+	}
+	if s.cfg.Devices == nil {
+		return fmt.Errorf("CDI devices %v: no CDI spec folders are configured (--cdi-spec-dirs): %w", devices, errdefs.ErrInvalidArgument)
+	}
+	if err := s.cfg.Devices.InjectContainer(spec, cfg); err != nil {
+		return fmt.Errorf("%w: %w", errdefs.ErrInvalidArgument, err)
+	}
+	return nil
 }
 
 // recordCreating persists the container's record, marked Creating. The record goes to disk

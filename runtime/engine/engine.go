@@ -17,6 +17,9 @@ import (
 	"path/filepath"
 	"time"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
 	"github.com/nodelet/nodelet/runtime/store"
 )
 
@@ -56,6 +59,13 @@ type Config struct {
 	// CreateTimeout bounds each RunSandbox and CreateContainer whose caller set no shorter
 	// deadline; 0 means DefaultCreateTimeout.
 	CreateTimeout time.Duration
+	// Devices injects the CDI devices a container names into its spec; nil refuses any.
+	Devices DeviceInjector
+}
+
+// DeviceInjector adds the CDI devices a container config names to its OCI spec (*cdi.Injector).
+type DeviceInjector interface {
+	InjectContainer(spec *specs.Spec, cfg *runtimeapi.ContainerConfig) error
 }
 
 // Engine carries out the RuntimeService's calls. It holds the sandbox and container records

@@ -34,6 +34,8 @@ func (r *runtimeFlags) register(cmd *cobra.Command) {
 	f.StringSliceVar(&s.CNIBinDirs, "cni-bin-dir", d.CNIBinDirs, "CNI plugin folders, searched in order")
 	f.BoolVar(&s.NoDefaultNetwork, "no-default-network", false, "do not write the default bridge config into an empty --cni-conf-dir")
 	f.BoolVar(&s.NoNetwork, "no-network", false, "give pods loopback only (no CNI)")
+	f.StringSliceVar(&s.CDISpecDirs, "cdi-spec-dirs", d.CDISpecDirs,
+		"folders of CDI device specs, in order of precedence (empty: CDI devices are refused)")
 	// CRI-O's name: the kubelet's --container-log-max-size is the rotation size, which this is not.
 	f.StringVar(&s.LogSizeMax, "log-size-max", d.LogSizeMax,
 		"largest a container's log file may grow, enforced by conmon even while no agent rotates it: "+

@@ -18,6 +18,7 @@ func TestRuntimeAndUpFlagDefaults(t *testing.T) {
 		"catatonit":               "",
 		"no-network":              "false",
 		"no-default-network":      "false",
+		"cdi-spec-dirs":           "[/etc/cdi,/var/run/cdi]",
 	}
 	for _, cmd := range []string{"runtime", "up"} {
 		t.Run(cmd, func(t *testing.T) {
