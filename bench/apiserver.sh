@@ -8,8 +8,9 @@
 # reading a ConfigMap (env) and a Secret (volume) of its own. Prints, per node, the requests per
 # minute by verb and resource, and the watches opened, the figures SIG Scalability counts.
 #
-#   sudo bench/apiserver.sh [--pods N] [--minutes M] [--keep]
-# Defaults: 30 pods a node, 3 minutes a window.
+#   sudo bench/apiserver.sh [--pods N] [--minutes M] [--log-level debug] [--keep]
+# Defaults: 30 pods a node, 3 minutes a window. --log-level is nodelet's (debug says why each
+# node status update was posted).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../hack/kube/lib.sh
@@ -17,9 +18,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../hack/kube/kubelet-lib.sh
 . "$here/../hack/kube/kubelet-lib.sh"
 
-pods=30 minutes=3
+pods=30 minutes=3 level=info
 while [ $# -gt 0 ]; do
   case "$1" in
+    --log-level) level=$2; shift 2 ;;
     --pods) pods=$2; shift 2 ;;
     --minutes) minutes=$2; shift 2 ;;
     --keep) export NL_KEEP=1; shift ;;
@@ -51,7 +53,9 @@ EOP
 audit=$NL_WORK/audit/audit.log
 CP_APISERVER_ARGS="--audit-policy-file $NL_WORK/audit/policy.yaml --audit-log-path $audit --audit-log-format json" \
   "$here/../hack/kube/control-plane.sh" start "$cp_dir" "$nodelet_node,$kubelet_node"
-NL_AFTER+=("$here/../hack/kube/control-plane.sh stop $cp_dir")
+# Stopped with everything else this script started, after the nodes (killed first).
+mapfile -t cp_pids <"$cp_dir/pids"
+NL_PIDS+=("${cp_pids[@]}")
 kubectl() { "$bin/kubectl" --kubeconfig "$cp_dir/admin.kubeconfig" "$@"; }
 
 # The upstream kubelet on a nodelet runtime of its own, with the kubelet's defaults but what
@@ -92,16 +96,17 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 EOC
 nl_nodelet_up up 10.94.0.0/16 --kubeconfig "$cp_dir/node-$nodelet_node.kubeconfig" \
-  --config "$NL_WORK/nodelet-config.yaml" --hostname-override "$nodelet_node" --node-ip 127.0.0.1
+  --config "$NL_WORK/nodelet-config.yaml" --hostname-override "$nodelet_node" --node-ip 127.0.0.1 --log-level "$level"
 
 ready() { [ "$(kubectl get node "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]; }
 nl_wait 180 ready "$kubelet_node" || nl_die "the kubelet's node is not Ready (see $k/kubelet.log)"
 nl_wait 180 ready "$nodelet_node" || nl_die "nodelet's node is not Ready"
 nl_say "both nodes Ready"
 
-# count FROM TO: the audit events between the two RFC 3339 times, per node, verb and resource.
+# count FROM TO MINUTES: the audit events between the two RFC 3339 times, per node, verb and
+# resource, as rates over MINUTES.
 count() {
-  python3 - "$audit" "$1" "$2" "$minutes" <<'EOPY'
+  python3 - "$audit" "$1" "$2" "$3" <<'EOPY'
 import json, sys, collections
 path, start, end, minutes = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
 by = collections.Counter(); total = collections.Counter(); watches = collections.Counter()
@@ -109,7 +114,9 @@ with open(path) as f:
     for line in f:
         e = json.loads(line)
         t = e.get("stageTimestamp", "")
-        if not (start <= t < end) or e.get("stage") != "ResponseComplete":
+        # A watch counts when it starts (it completes only when it ends); the rest when answered.
+        stage = "ResponseStarted" if e.get("verb") == "watch" else "ResponseComplete"
+        if not (start <= t < end) or e.get("stage") != stage:
             continue
         user = e["user"]["username"].removeprefix("system:node:")
         res = (e.get("objectRef") or {}).get("resource", e.get("requestURI", "?"))
@@ -168,19 +175,23 @@ spec:
 EOY
   done
 done >"$NL_WORK/pods.yaml"
+ta=$(now)
 kubectl apply -f "$NL_WORK/pods.yaml" >/dev/null
 running() { [ "$(kubectl get pods --field-selector spec.nodeName="$1",status.phase=Running -o name | wc -l)" -eq "$pods" ]; }
 nl_wait 600 running "$nodelet_node" || nl_die "nodelet's pods did not all run"
 nl_wait 600 running "$kubelet_node" || nl_die "the kubelet's pods did not all run"
 sleep 30
 t2=$(now)
+starting=$(python3 -c "import datetime as d; f='%Y-%m-%dT%H:%M:%S.%fZ'; print((d.datetime.strptime('$t2', f) - d.datetime.strptime('$ta', f)).total_seconds() / 60)")
 nl_say "window with $pods pods a node: ${minutes} min"
 sleep $((minutes * 60))
 t3=$(now)
 
 echo "API server requests of each node ($minutes-minute windows, $(date -u +%F))"
 echo "idle:"
-count "$t0" "$t1"
+count "$t0" "$t1" "$minutes"
+echo "starting $pods pods a node, until all ran and 30 s more ($(printf %.1f "$starting") min; rates per minute of it):"
+count "$ta" "$t2" "$starting"
 echo "$pods pods a node, each with a ConfigMap and a Secret:"
-count "$t2" "$t3"
+count "$t2" "$t3" "$minutes"
 kubectl delete -f "$NL_WORK/pods.yaml" --wait=false >/dev/null 2>&1 || true

@@ -275,6 +275,9 @@ func (m *Manager) UpdateStatus(ctx context.Context) error {
 		if !due && len(evs) == 0 && sameButHeartbeats(before, &node.Status) {
 			return nil
 		}
+		if !due {
+			m.Log.Debug("node status changed", "fields", changedFields(before, &node.Status))
+		}
 		updated, err := m.Client.Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
 		if err != nil {
 			return err
@@ -439,7 +442,14 @@ func (m *Manager) images(ctx context.Context) []v1.ContainerImage {
 		return nil
 	}
 	imgs := resp.GetImages()
-	sort.SliceStable(imgs, func(i, j int) bool { return imgs[i].GetSize() > imgs[j].GetSize() })
+	// Largest first, as the kubelet lists them; images of one size by ID, so an unchanged set
+	// of images is the same list at every update and does not make a status worth posting.
+	sort.Slice(imgs, func(i, j int) bool {
+		if imgs[i].GetSize() != imgs[j].GetSize() {
+			return imgs[i].GetSize() > imgs[j].GetSize()
+		}
+		return imgs[i].GetId() < imgs[j].GetId()
+	})
 	var out []v1.ContainerImage
 	for _, img := range imgs {
 		names := append(append([]string(nil), img.GetRepoTags()...), img.GetRepoDigests()...)
