@@ -277,6 +277,7 @@ func New(cfg agentconfig.Config, deps Deps) (_ *Agent, err error) {
 		LeaseDurationSeconds:  cfg.Kubelet.NodeLeaseDurationSeconds, Log: log, Pressure: evictions.NodeConditions, Resources: nodeCM.Resources}
 	if client != nil && *cfg.Kubelet.RegisterNode {
 		nodeDeps.Client = client
+		nodeDeps.Watched = ownNode
 	}
 	nodes := nodestatus.New(nodeDeps)
 	oom := &oomwatcher.Watcher{Node: nodestatus.Ref(cfg.NodeName), CgroupRoot: cfg.PodsCgroup, Recorder: a.events, Log: log}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/nodelet/nodelet/agent/kubeclient"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -69,6 +70,10 @@ type Deps struct {
 	Resources func() (capacity, allocatable v1.ResourceList)
 	// Recorder receives the node's events (nil: none recorded).
 	Recorder Recorder
+	// Watched returns the registered Node as a watch of it last saw it (the agent's node lister);
+	// a status update starts from it rather than a GET, as the kubelet's starts from its informer.
+	// Nil, or an error, reads it from the apiserver's cache.
+	Watched func() (*v1.Node, error)
 	// PodCIDR is handed to the runtime when standalone (podCIDR, --pod-cidr); in a cluster the
 	// Node's spec.podCIDRs are.
 	PodCIDR string
@@ -90,9 +95,10 @@ type Manager struct {
 	now     func() time.Time
 
 	mu          sync.Mutex
-	node        *v1.Node  // the latest built or posted, nil before the first
-	sentPodCIDR string    // what the runtime was last given by UpdateRuntimeConfig
-	posted      time.Time // when the status was last posted
+	lease       *coordinationv1.Lease // as last written, renewed without a read; nil: read it first
+	node        *v1.Node              // the latest built or posted, nil before the first
+	sentPodCIDR string                // what the runtime was last given by UpdateRuntimeConfig
+	posted      time.Time             // when the status was last posted
 }
 
 // New makes a manager.
@@ -258,11 +264,8 @@ func (m *Manager) Register(ctx context.Context) error {
 func (m *Manager) UpdateStatus(ctx context.Context) error {
 	try := 0
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		opts := metav1.GetOptions{}
-		if try++; try == 1 {
-			opts.ResourceVersion = "0"
-		}
-		node, err := m.Client.Nodes().Get(ctx, m.NodeName, opts)
+		try++
+		node, err := m.current(ctx, try == 1)
 		if err != nil {
 			return err
 		}
@@ -289,6 +292,21 @@ func (m *Manager) UpdateStatus(ctx context.Context) error {
 		m.record(evs)
 		return nil
 	})
+}
+
+// current is the Node to update: at a first try the watched copy (else the apiserver's cache,
+// resourceVersion 0), after a conflict the apiserver's latest.
+func (m *Manager) current(ctx context.Context, first bool) (*v1.Node, error) {
+	if first && m.Watched != nil {
+		if n, err := m.Watched(); err == nil && n != nil && n.Name == m.NodeName {
+			return n.DeepCopy(), nil
+		}
+	}
+	opts := metav1.GetOptions{}
+	if first {
+		opts.ResourceVersion = "0"
+	}
+	return m.Client.Nodes().Get(ctx, m.NodeName, opts)
 }
 
 // fillStatus refreshes s and returns the events its changes call for, to be recorded once the

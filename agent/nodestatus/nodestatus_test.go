@@ -10,7 +10,9 @@ import (
 	"github.com/nodelet/nodelet/agent/kubeclient"
 	"github.com/nodelet/nodelet/test/harness/kubefake"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -272,4 +274,62 @@ func (c hangingNodeClient) Get(ctx context.Context, name string, opts metav1.Get
 	}
 	<-c.h.release
 	return c.NodeInterface.Get(ctx, name, opts)
+}
+
+// TestRenewalsAndUpdatesReadNothing: as the kubelet, the Lease is renewed from the copy last
+// written and the status starts from the watched Node, so an idle node costs the apiserver its
+// writes only; a conflict reads again.
+func TestRenewalsAndUpdatesReadNothing(t *testing.T) {
+	ctx := context.Background()
+	cri := fakecri.Start(t)
+	client := fake.NewSimpleClientset()
+	m := New(Deps{Client: kubefake.Wrap(client), Runtime: cri.Runtime(), Images: cri.Images(), NodeName: "n1", MaxPods: 10})
+	if err := m.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m.Watched = func() (*v1.Node, error) { return client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{}) }
+	if err := m.RenewLease(ctx); err != nil { // the first renewal reads (and creates) it
+		t.Fatal(err)
+	}
+	client.ClearActions()
+	for range 3 {
+		if err := m.RenewLease(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The watched Node stands in for a GET: the fake's own Get in Watched is not the agent's.
+	watchedReads := 0
+	m.Watched = func() (*v1.Node, error) {
+		watchedReads++
+		n, err := client.Tracker().Get(v1.SchemeGroupVersion.WithResource("nodes"), "", "n1")
+		if err != nil {
+			return nil, err
+		}
+		return n.(*v1.Node), nil
+	}
+	if err := m.UpdateStatus(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range client.Actions() {
+		if a.GetVerb() == "get" {
+			t.Errorf("a read while idle: %s %s", a.GetVerb(), a.GetResource().Resource)
+		}
+	}
+	if watchedReads != 1 {
+		t.Errorf("the watched Node was read %d times, want 1", watchedReads)
+	}
+	// Someone else renewed the Lease meanwhile: the next renewal conflicts, reads and succeeds.
+	l, _ := client.CoordinationV1().Leases(LeaseNamespace).Get(ctx, "n1", metav1.GetOptions{})
+	l.ResourceVersion = "999"
+	client.PrependReactor("update", "leases", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		u := a.(clienttesting.UpdateAction).GetObject().(*coordinationv1.Lease)
+		if u.ResourceVersion != "999" {
+			return true, nil, apierrors.NewConflict(coordinationv1.Resource("leases"), "n1", nil)
+		}
+		return false, nil, nil
+	})
+	client.PrependReactor("get", "leases", func(clienttesting.Action) (bool, runtime.Object, error) { return true, l, nil })
+	if err := m.RenewLease(ctx); err != nil {
+		t.Fatalf("renewal after a conflict: %v", err)
+	}
 }

@@ -2,7 +2,9 @@ package engine
 
 import (
 	"encoding/json"
+	"maps"
 	"path/filepath"
+	"slices"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -29,8 +31,10 @@ func (s *Engine) RuntimeHandlers() []*runtimeapi.RuntimeHandler {
 	if h, ok := s.cfg.Handlers[s.cfg.DefaultHandler]; ok {
 		out = append(out, &runtimeapi.RuntimeHandler{Name: "", Features: features(h)})
 	}
-	for name, h := range s.cfg.Handlers {
-		out = append(out, &runtimeapi.RuntimeHandler{Name: name, Features: features(h)})
+	// By name: a map's order changes between calls, and the kubelet posts its Node's status
+	// again whenever the list it copies from here changes.
+	for _, name := range slices.Sorted(maps.Keys(s.cfg.Handlers)) {
+		out = append(out, &runtimeapi.RuntimeHandler{Name: name, Features: features(s.cfg.Handlers[name])})
 	}
 	return out
 }
