@@ -163,13 +163,13 @@ func TestCadvisorSeriesOfAPodOnCgroupV2(t *testing.T) {
 		"container_memory_working_set_bytes{id=/" + pod + "}":                                18 << 20,
 		"container_cpu_usage_seconds_total{id=/kubepods/burstable,cpu=total}":                3,
 		"container_memory_usage_bytes{id=/kubepods}":                                         20 << 20,
-		"container_network_receive_bytes_total{id=/" + pod + "/" + sandbox + ",name=" + sandbox + ",namespace=shop,pod=web,interface=eth0}":  1000,
-		"container_network_transmit_bytes_total{id=/" + pod + "/" + sandbox + ",name=" + sandbox + ",namespace=shop,pod=web,interface=eth0}": 2000,
-		"container_cpu_usage_seconds_total{id=/,cpu=total}": 9,
-		"container_memory_usage_bytes{id=/}":                150,
-		"machine_cpu_cores{boot_id=boot-1}":                 2,
-		"machine_memory_bytes{boot_id=boot-1}":              2048 * 1024,
-		"container_scrape_error{}":                          0,
+		"container_network_receive_bytes_total{id=/" + pod + ",name=" + sandbox + ",namespace=shop,pod=web,interface=eth0}":  1000,
+		"container_network_transmit_bytes_total{id=/" + pod + ",name=" + sandbox + ",namespace=shop,pod=web,interface=eth0}": 2000,
+		"container_cpu_usage_seconds_total{id=/,cpu=total}":                                                                  9,
+		"container_memory_usage_bytes{id=/}":                                                                                 150,
+		"machine_cpu_cores{boot_id=boot-1}":                                                                                  2,
+		"machine_memory_bytes{boot_id=boot-1}":                                                                               2048 * 1024,
+		"container_scrape_error{}":                                                                                           0,
 	} {
 		key := sorted(k)
 		// machine_* carry machine_id and system_uuid from this host when it has them.
@@ -204,5 +204,24 @@ func TestCadvisorRuntimeDown(t *testing.T) {
 		if strings.Contains(k, "kubepods") {
 			t.Errorf("pod series while the runtime is down: %s", k)
 		}
+	}
+}
+
+// TestCadvisorNetworkOnTheSandboxsCgroup: where the runtime gave the sandbox a cgroup of its own
+// (containerd's pause container), the pod's network series are on it, as cAdvisor gives them.
+func TestCadvisorNetworkOnTheSandboxsCgroup(t *testing.T) {
+	root := t.TempDir()
+	sb := "kubepods/burstable/pod" + podUID + "/" + sandbox
+	writeTree(t, root, map[string]string{
+		"cgroup.controllers":      "cpu memory\n",
+		sb + "/cpu.stat":          "usage_usec 1\n",
+		sb + "/memory.current":    "1\n",
+		"kubepods/memory.current": "1\n",
+	})
+	c := New(Config{FS: cgroupfs.FS{Mount: root, Version: cgroupfs.V2}, PodsCgroup: "/kubepods", Runtime: fakeRuntime{}})
+	got := series(t, NewRegistry(c))
+	k := sorted("container_network_receive_bytes_total{id=/" + sb + ",name=" + sandbox + ",namespace=shop,pod=web,interface=eth0}")
+	if got[k] != 1000 {
+		t.Errorf("%s = %v", k, got[k])
 	}
 }

@@ -2,7 +2,6 @@ package cadvisor
 
 import (
 	"context"
-	"path"
 
 	"github.com/prometheus/client_golang/prometheus"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -150,10 +149,14 @@ func (c *Collector) collectNetwork(ctx context.Context, ch chan<- prometheus.Met
 	if err != nil {
 		return // figures the runtime does not give are left out
 	}
-	podPath := map[string]string{} // sandbox ID → pod cgroup
+	podPath := map[string]string{}     // sandbox ID → pod cgroup
+	sandboxPath := map[string]string{} // sandbox ID → its own cgroup, where the runtime made one
 	for _, g := range groups {
 		if g.sandbox != "" {
 			podPath[g.sandbox] = g.id
+		}
+		if g.container == "" && g.name != "" {
+			sandboxPath[g.name] = g.id
 		}
 	}
 	for _, s := range resp.GetStats() {
@@ -166,7 +169,12 @@ func (c *Collector) collectNetwork(ctx context.Context, ch chan<- prometheus.Met
 		if cg == "" {
 			continue
 		}
-		l := labels{id: path.Join(cg, id), name: id, namespace: sb.GetMetadata().GetNamespace(), pod: sb.GetMetadata().GetName()}
+		// On the sandbox's cgroup where the runtime made one (containerd's pause), else on the
+		// pod's (nodelet's runtime keeps the pod's init there).
+		if p, ok := sandboxPath[id]; ok {
+			cg = p
+		}
+		l := labels{id: cg, name: id, namespace: sb.GetMetadata().GetNamespace(), pod: sb.GetMetadata().GetName()}
 		net := s.GetLinux().GetNetwork()
 		ifaces := net.GetInterfaces()
 		if len(ifaces) == 0 && net.GetDefaultInterface() != nil {
