@@ -7,8 +7,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 
+	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -141,35 +143,58 @@ func fsGroupChangePolicy(pod *v1.Pod) v1.PodFSGroupChangePolicy {
 
 // ownTree gives the tree at root to group gid as the kubelet's SetVolumeOwnership does: every
 // entry's group, owner and group read and write (and search, and setgid on folders) added;
-// symlinks get their group only and are never followed. OnRootMismatch skips a tree whose root is already so.
+// symlinks get their group only and are never followed. OnRootMismatch skips a tree whose root is
+// already so. Each entry is opened below the root with no symlink on the way (openat2
+// RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS) and changed through that descriptor: a pod sharing the
+// volume that swaps a folder for a symlink during the walk cannot send a chown or chmod to a host
+// file.
 func ownTree(root string, gid int64, policy v1.PodFSGroupChangePolicy) error {
 	if policy == v1.FSGroupChangeOnRootMismatch {
 		if st, err := os.Lstat(root); err == nil && ownedBy(st, gid) {
 			return nil
 		}
 	}
-	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	rootFd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(rootFd)
+	return filepath.WalkDir(root, func(p string, _ fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if err := os.Lchown(p, -1, int(gid)); err != nil {
-			return err
-		}
-		if d.Type()&fs.ModeSymlink != 0 {
-			return nil
-		}
-		info, err := d.Info()
+		rel, err := filepath.Rel(root, p)
 		if err != nil {
 			return err
 		}
-		mode := info.Mode() | 0o660
-		if d.IsDir() {
-			mode |= 0o110 | os.ModeSetgid
+		fd, err := unix.Openat2(rootFd, rel, &unix.OpenHow{Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS})
+		if err != nil {
+			return fmt.Errorf("%s: %w", p, err)
 		}
-		if mode == info.Mode() {
+		defer unix.Close(fd)
+		if err := unix.Fchownat(fd, "", -1, int(gid), unix.AT_EMPTY_PATH); err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
 			return nil
 		}
-		return os.Chmod(p, mode&(os.ModePerm|os.ModeSetgid|os.ModeSetuid|os.ModeSticky))
+		mode := st.Mode&0o7777 | 0o660
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			mode |= 0o110 | unix.S_ISGID
+		}
+		if mode == st.Mode&0o7777 {
+			return nil
+		}
+		// chmod has no "this descriptor" form for an O_PATH one but its /proc link.
+		if err := unix.Chmod("/proc/self/fd/"+strconv.Itoa(fd), mode); err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		return nil
 	})
 }
 
