@@ -1,0 +1,80 @@
+package devicemanager
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+)
+
+// registration is the Registration service plugins call on the agent's socket.
+type registration struct {
+	pluginapi.UnimplementedRegistrationServer
+	m *Manager
+	// ctx is the server's: a plugin's ListAndWatch stream lives as long as the agent, not as
+	// the Register call.
+	ctx context.Context
+}
+
+// Register validates the request as the kubelet does (its messages), connects to the plugin's
+// endpoint, asks its options and starts following its devices. The plugin learns of a failure
+// from the error, and its devices never reach the Node.
+func (r *registration) Register(_ context.Context, req *pluginapi.RegisterRequest) (*pluginapi.Empty, error) {
+	m := r.m
+	m.log.Info("Got registration request from device plugin with resource", "resourceName", req.ResourceName)
+	if req.Version != pluginapi.Version {
+		return &pluginapi.Empty{}, fmt.Errorf("requested API version %q is not supported by kubelet. Supported version is %q",
+			req.Version, pluginapi.SupportedVersions)
+	}
+	if !isExtendedResourceName(req.ResourceName) {
+		return &pluginapi.Empty{}, fmt.Errorf("the ResourceName %q is invalid", req.ResourceName)
+	}
+	// The kubelet joins the endpoint to its folder as given; here it must name a socket in that
+	// folder, so that no registration makes the agent dial a path of its choosing elsewhere.
+	if e := req.Endpoint; e == "" || e != filepath.Base(e) || e == "." || e == ".." || e == filepath.Base(m.SocketPath()) {
+		return &pluginapi.Empty{}, fmt.Errorf("device plugin endpoint %q must be the name of a socket in %s", e, m.dir)
+	}
+	e, err := dial(r.ctx, req.ResourceName, filepath.Join(m.dir, req.Endpoint))
+	if err != nil {
+		m.log.Error("device plugin not connected", "resourceName", req.ResourceName, "err", err)
+		return &pluginapi.Empty{}, err
+	}
+	m.connected(e)
+	m.followers.Add(1)
+	go func() {
+		defer m.followers.Done()
+		m.follow(r.ctx, e)
+	}()
+	return &pluginapi.Empty{}, nil
+}
+
+// follow reads the plugin's ListAndWatch stream until it ends, then marks the plugin gone.
+func (m *Manager) follow(ctx context.Context, e *endpoint) {
+	stream, err := e.client.ListAndWatch(ctx, &pluginapi.Empty{})
+	if err != nil {
+		m.disconnected(e, err)
+		return
+	}
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			m.disconnected(e, err)
+			return
+		}
+		m.listed(e, resp.Devices)
+	}
+}
+
+// isExtendedResourceName is the apiserver's test of an extended resource: a qualified name with a
+// domain outside kubernetes.io, not a request quota name.
+func isExtendedResourceName(name string) bool {
+	if !strings.Contains(name, "/") || strings.Contains(name, v1.ResourceDefaultNamespacePrefix) ||
+		strings.HasPrefix(name, v1.DefaultResourceRequestsPrefix) {
+		return false
+	}
+	return len(validation.IsQualifiedName(v1.DefaultResourceRequestsPrefix+name)) == 0
+}
