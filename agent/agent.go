@@ -25,6 +25,7 @@ import (
 	"github.com/nodelet/nodelet/agent/cadvisor"
 	"github.com/nodelet/nodelet/agent/cm"
 	"github.com/nodelet/nodelet/agent/cm/cpumanager"
+	"github.com/nodelet/nodelet/agent/cm/devicemanager"
 	"github.com/nodelet/nodelet/agent/cm/qos"
 	"github.com/nodelet/nodelet/agent/containergc"
 	"github.com/nodelet/nodelet/agent/credentials"
@@ -42,6 +43,7 @@ import (
 	"github.com/nodelet/nodelet/agent/pleg"
 	"github.com/nodelet/nodelet/agent/podmanager"
 	"github.com/nodelet/nodelet/agent/podobjects"
+	"github.com/nodelet/nodelet/agent/podresources"
 	"github.com/nodelet/nodelet/agent/podsource"
 	"github.com/nodelet/nodelet/agent/podstate"
 	"github.com/nodelet/nodelet/agent/podsync"
@@ -163,6 +165,9 @@ func New(cfg agentconfig.Config, deps Deps) (_ *Agent, err error) {
 		return nil, err
 	}
 	staticCPUs := cpus.Policy() == cpumanager.PolicyStatic
+	devices := devicemanager.New(devicemanager.Dir(cfg.RootDir), devicemanager.Deps{Holds: a.state.HoldsCPUs,
+		SourcesReady: a.state.SourcesReady, Running: devicemanager.RunningContainers(runtime), Log: log})
+	allocatable := devices.Allocatable(nodeCM.Allocatable) // admission counts the plugins' devices
 	vols := &volumemanager.Manager{Client: client, RootDir: cfg.RootDir, Recorder: a.events, Allocatable: nodeCM.Allocatable}
 	if client != nil {
 		vols.Claims = client
@@ -211,8 +216,8 @@ func New(cfg agentconfig.Config, deps Deps) (_ *Agent, err error) {
 	}
 	a.admission = admission.NewChain(admission.Parts{Eviction: evictions, Sysctls: sysctls, MaxPods: int(cfg.Kubelet.MaxPods),
 		Predicates: admission.New(admission.AnyWay(ownNode, admission.LocalNode(cfg.NodeName, cfg.NodeLabels, cfg.Kubelet.RegisterWithTaints)),
-			nodeCM.Allocatable),
-		AppArmor: admission.NewAppArmor(nil), CPUs: cpus}, a.state)
+			allocatable),
+		AppArmor: admission.NewAppArmor(nil), CPUs: cpus, Devices: devices}, a.state)
 	// In-place resize: pods are admitted through the allocation manager, beside the others'
 	// allocations. Under the static CPU policy a Guaranteed pod's cpu resize is Infeasible.
 	alloc, err := allocation.New(allocation.Deps{State: allocs, Admit: a.admission.Admit, ActivePods: a.state.ActivePods,
@@ -263,7 +268,7 @@ func New(cfg agentconfig.Config, deps Deps) (_ *Agent, err error) {
 		RuntimeClasses: classes, Credentials: &credentials.Keyring{Secrets: vols}, Probes: probes, Allocation: alloc,
 		PodCgroups: runtimeCgroup, ImagePulls: images.Options{SerializeImagePulls: &serialize, MaxParallelImagePulls: *cfg.Kubelet.MaxParallelImagePulls,
 			Used: imageGC.MarkUsed},
-		Services: serviceEnv, Allocatable: nodeCM.Allocatable, CPUs: cpuSets, Userns: a.userns,
+		Services: serviceEnv, Allocatable: nodeCM.Allocatable, CPUs: cpuSets, Userns: a.userns, Devices: devices,
 	})
 	collectors := gc.New(gc.Periods{PodDirs: housekeeping, Containers: deps.ContainerGCPeriod, Images: deps.ImageGCPeriod},
 		gc.Deps{Containers: containerGC, Images: imageGC, Runtime: manager, PodDirs: vols, Userns: a.userns, Gone: a.state.Gone,
@@ -274,7 +279,8 @@ func New(cfg agentconfig.Config, deps Deps) (_ *Agent, err error) {
 		NodeName: cfg.NodeName, Labels: cfg.NodeLabels, Taints: cfg.Kubelet.RegisterWithTaints, RootDir: cfg.RootDir, PodCIDR: cfg.Kubelet.PodCIDR,
 		NodeIPs: cfg.NodeIPs, MaxPods: int(cfg.Kubelet.MaxPods), StatusUpdateFrequency: cfg.Kubelet.NodeStatusUpdateFrequency.Duration,
 		StatusReportFrequency: cfg.Kubelet.NodeStatusReportFrequency.Duration,
-		LeaseDurationSeconds:  cfg.Kubelet.NodeLeaseDurationSeconds, Log: log, Pressure: evictions.NodeConditions, Resources: nodeCM.Resources}
+		LeaseDurationSeconds:  cfg.Kubelet.NodeLeaseDurationSeconds, Log: log, Pressure: evictions.NodeConditions, Resources: nodeCM.Resources,
+		Devices: devices}
 	if client != nil && *cfg.Kubelet.RegisterNode {
 		nodeDeps.Client = client
 		nodeDeps.Watched = ownNode
@@ -322,7 +328,10 @@ func New(cfg agentconfig.Config, deps Deps) (_ *Agent, err error) {
 		return nil, err
 	}
 
-	a.parts = []part{{"node allocatable", loop(nodeCM.Run)}, {"CPU manager", loop(cpus.Run)}}
+	podResources := podresources.New(podresources.Deps{Pods: a.state, Devices: devices, CPUs: cpus, Log: log})
+	a.parts = []part{{"node allocatable", loop(nodeCM.Run)}, {"CPU manager", loop(cpus.Run)},
+		{"device manager", vital(devices.Run)},
+		{"pod resources", vital(func(ctx context.Context) error { return podResources.Serve(ctx, podresources.SocketPath(cfg.RootDir)) })}}
 	if podQOS != nil {
 		a.parts = append(a.parts, part{"QoS cgroups", loop(podQOS.Run)})
 	}

@@ -44,6 +44,12 @@ type CPUAdmitter interface {
 	Admit(pod *v1.Pod) error
 }
 
+// DeviceAdmitter gives a pod's containers the device plugins' devices they ask for
+// (*devicemanager.Manager); the error is why it cannot.
+type DeviceAdmitter interface {
+	Admit(pod *v1.Pod) error
+}
+
 // Parts are where the admit handlers come from; a nil part leaves its handler out.
 type Parts struct {
 	Eviction   EvictionAdmitter
@@ -52,6 +58,7 @@ type Parts struct {
 	Predicates *Handler
 	AppArmor   *AppArmor
 	CPUs       CPUAdmitter
+	Devices    DeviceAdmitter
 }
 
 // Chain is the node's ordered admit handlers; the first refusal is the pod's.
@@ -64,7 +71,8 @@ type Chain struct {
 // sysctls (SysctlForbidden), the pod limit (OutOfpods), the general predicates (resources, node
 // affinity, host ports, NoExecute taints…), AppArmor, resource claims
 // (FailedPrepareDynamicResources: no DRA driver here), and last the CPU manager, as the kubelet's
-// topology admit handler: it takes CPUs, which a later refusal would have to give back.
+// topology admit handler: it takes CPUs, which a later refusal would have to give back; then
+// the device manager, which the kubelet's topology handler also asks, after the CPU manager.
 func NewChain(p Parts, state PodState) *Chain {
 	var hs []AdmitHandler
 	if p.Eviction != nil {
@@ -83,6 +91,9 @@ func NewChain(p Parts, state PodState) *Chain {
 	hs = append(hs, HandlerFunc(func(a *Attributes) Result { return AdmitResourceClaims(a.Pod) }))
 	if p.CPUs != nil {
 		hs = append(hs, cpuHandler{p.CPUs})
+	}
+	if p.Devices != nil {
+		hs = append(hs, deviceHandler{p.Devices})
 	}
 	return &Chain{handlers: hs, state: state}
 }
@@ -161,4 +172,13 @@ func (h cpuHandler) Admit(a *Attributes) Result {
 	}
 	// An error without a reason of its own is reported as the SyncLoop always reported one.
 	return Result{Reason: OutOfPods, Message: err.Error()}
+}
+
+type deviceHandler struct{ d DeviceAdmitter }
+
+func (h deviceHandler) Admit(a *Attributes) Result {
+	if err := h.d.Admit(a.Pod); err != nil {
+		return Result{Reason: UnexpectedAdmissionError, Message: fmt.Sprintf("Allocate failed due to %v, which is unexpected", err)}
+	}
+	return Result{Admit: true}
 }

@@ -190,3 +190,19 @@ func TestChainRefusesResourceClaims(t *testing.T) {
 		t.Fatalf("got %v, want FailedPrepareDynamicResources", err)
 	}
 }
+
+// The device manager comes last, after the CPU manager, and its refusal is the kubelet's
+// UnexpectedAdmissionError.
+func TestChainDevicesAfterCPUs(t *testing.T) {
+	cpus, devices := &fakeCPUs{err: &cpumanager.AdmitError{Reason: "UnexpectedAdmissionError", Message: "no cpus"}}, &fakeCPUs{}
+	chain := NewChain(Parts{MaxPods: 10, Predicates: predicates(), CPUs: cpus, Devices: devices}, nil)
+	if got := refusal(chain.Admit(mkPod("new"), nil)); got != "UnexpectedAdmissionError: no cpus" || devices.asked != 0 {
+		t.Errorf("refused with %q (device manager asked %d times), want the CPU manager's first", got, devices.asked)
+	}
+	cpus.err = nil
+	devices.err = errors.New("requested number of devices unavailable for example.com/resource. Requested: 1, Available: 0")
+	want := "UnexpectedAdmissionError: Allocate failed due to requested number of devices unavailable for example.com/resource. Requested: 1, Available: 0, which is unexpected"
+	if got := refusal(chain.Admit(mkPod("new"), nil)); got != want {
+		t.Errorf("refused with %q, want %q", got, want)
+	}
+}

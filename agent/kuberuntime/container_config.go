@@ -372,6 +372,13 @@ func (m *Manager) generateContainerConfigWith(ctx context.Context, pod *v1.Pod, 
 			SecurityContext: sc,
 		},
 	}
+	if m.Devices != nil {
+		devs, err := m.Devices.RunContainerOptions(ctx, pod, c)
+		if err != nil {
+			return nil, err
+		}
+		applyDevices(cfg, devs)
+	}
 	applyContainerUserns(cfg, userns)
 	if cfg.Linux.SecurityContext.SupplementalGroupsPolicy, err = m.supplementalGroupsPolicy(ctx, pod); err != nil {
 		return nil, err

@@ -86,6 +86,8 @@ type Deps struct {
 	CPUs CPUSets
 	// Userns gives hostUsers:false pods their user namespace; nil refuses such pods.
 	Userns UserNamespaces
+	// Devices gives containers the devices allocated to them; nil: no device plugins.
+	Devices DeviceOptions
 }
 
 // CPUSets places containers on CPUs (*cpumanager.Manager).

@@ -68,6 +68,8 @@ type Deps struct {
 	// Resources gives the Node's capacity and allocatable (the container manager's); nil reports
 	// Capacity as both.
 	Resources func() (capacity, allocatable v1.ResourceList)
+	// Devices are the device plugins' resources (nil: none).
+	Devices DeviceResources
 	// Recorder receives the node's events (nil: none recorded).
 	Recorder Recorder
 	// Watched returns the registered Node as a watch of it last saw it (the agent's node lister);
@@ -99,6 +101,9 @@ type Manager struct {
 	node        *v1.Node              // the latest built or posted, nil before the first
 	sentPodCIDR string                // what the runtime was last given by UpdateRuntimeConfig
 	posted      time.Time             // when the status was last posted
+	// resetExtended: registration found the Node and the device manager vouches for none of its
+	// extended resources; they are zeroed until a status update has posted that.
+	resetExtended bool
 }
 
 // New makes a manager.
@@ -252,6 +257,9 @@ func (m *Manager) Register(ctx context.Context) error {
 			return err
 		}
 		m.nodeUID.Store(existing.UID)
+		m.mu.Lock()
+		m.resetExtended = m.Devices != nil && m.Devices.ShouldResetExtendedResourceCapacity()
+		m.mu.Unlock()
 		return m.UpdateStatus(ctx)
 	}
 	return err
@@ -287,7 +295,7 @@ func (m *Manager) UpdateStatus(ctx context.Context) error {
 		}
 		m.setNode(updated)
 		m.mu.Lock()
-		m.posted = now
+		m.posted, m.resetExtended = now, false
 		m.mu.Unlock()
 		m.record(evs)
 		return nil
@@ -320,6 +328,12 @@ func (m *Manager) fillStatus(ctx context.Context, s *v1.NodeStatus) []event {
 	} else {
 		capacity := Capacity(m.MaxPods, m.RootDir)
 		setResources(s, capacity, capacity)
+	}
+	if m.Devices != nil {
+		m.mu.Lock()
+		reset := m.resetExtended
+		m.mu.Unlock()
+		setDeviceResources(s, m.Devices, reset)
 	}
 	s.Addresses = nil
 	for _, ip := range m.NodeIPs {

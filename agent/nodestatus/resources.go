@@ -3,6 +3,8 @@ package nodestatus
 import (
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -25,10 +27,7 @@ func ownResource(name v1.ResourceName) bool {
 // reserves nothing of them (systemReserved and kubeReserved take only cpu, memory,
 // ephemeral-storage and pid); an allocatable left without its capacity goes.
 //
-// At registration over a Node that already exists the kubelet zeroes every extended resource when
-// its device manager has no checkpoint, taking the Node for a recreated one whose device plugins
-// have yet to come back. The agent has no device plugins, so no extended resource is its to vouch
-// for or to withdraw: it keeps them then too.
+// The device plugins' resources are the device manager's (setDeviceResources).
 func setResources(s *v1.NodeStatus, capacity, allocatable v1.ResourceList) {
 	others := v1.ResourceList{}
 	for name, q := range s.Capacity {
@@ -52,4 +51,47 @@ func setResources(s *v1.NodeStatus, capacity, allocatable v1.ResourceList) {
 		}
 		s.Allocatable[name] = a
 	}
+}
+
+// DeviceResources are the device plugins' share of the Node (*devicemanager.Manager).
+type DeviceResources interface {
+	// Capacity gives each plugin's devices (capacity) and healthy devices (allocatable), and
+	// the resources whose plugin is gone for good, each named once.
+	Capacity() (capacity, allocatable v1.ResourceList, removed []string)
+	// ShouldResetExtendedResourceCapacity: the agent started without a device checkpoint.
+	ShouldResetExtendedResourceCapacity() bool
+}
+
+// setDeviceResources writes the device plugins' resources over s, as the kubelet's setter does: a
+// plugin's resource is its devices and healthy devices, a withdrawn one stays at zero. When reset,
+// every extended resource is zeroed first: at registration over an existing Node, an agent
+// without a device checkpoint takes the Node for an earlier life's, whose device plugins have yet
+// to come back, as the kubelet does (an extended resource patched in by hand is zeroed then too).
+func setDeviceResources(s *v1.NodeStatus, d DeviceResources, reset bool) {
+	if reset {
+		for name := range s.Capacity {
+			if isExtended(name) {
+				s.Capacity[name] = *resource.NewQuantity(0, resource.DecimalSI)
+				s.Allocatable[name] = *resource.NewQuantity(0, resource.DecimalSI)
+			}
+		}
+	}
+	capacity, allocatable, removed := d.Capacity()
+	for name, q := range capacity {
+		s.Capacity[name] = q
+	}
+	for name, q := range allocatable {
+		s.Allocatable[name] = q
+	}
+	for _, name := range removed {
+		s.Capacity[v1.ResourceName(name)] = *resource.NewQuantity(0, resource.DecimalSI)
+		s.Allocatable[v1.ResourceName(name)] = *resource.NewQuantity(0, resource.DecimalSI)
+	}
+}
+
+// isExtended is a resource outside kubernetes.io, not a request quota name.
+func isExtended(name v1.ResourceName) bool {
+	n := string(name)
+	return strings.Contains(n, "/") && !strings.Contains(n, v1.ResourceDefaultNamespacePrefix) &&
+		!strings.HasPrefix(n, v1.DefaultResourceRequestsPrefix)
 }

@@ -113,3 +113,88 @@ func TestStatusUpdatesKeepOthersExtendedResources(t *testing.T) {
 	}
 	check("after registering again", "60")
 }
+
+// devicePlugins is the device manager's answer, set by the test.
+type devicePlugins struct {
+	mu                    sync.Mutex
+	capacity, allocatable v1.ResourceList
+	removed               []string
+	reset                 bool
+}
+
+func (d *devicePlugins) Capacity() (v1.ResourceList, v1.ResourceList, []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	removed := d.removed
+	d.removed = nil
+	return d.capacity.DeepCopy(), d.allocatable.DeepCopy(), removed
+}
+
+func (d *devicePlugins) ShouldResetExtendedResourceCapacity() bool { return d.reset }
+
+// The device plugins' resources are the device manager's: its devices and healthy devices, zero
+// once withdrawn; an agent without a device checkpoint registering over an existing Node zeroes
+// the extended resources nobody vouches for any more, as the kubelet does.
+func TestDevicePluginResources(t *testing.T) {
+	ctx := context.Background()
+	cri := fakecri.Start(t)
+	client := fake.NewSimpleClientset()
+	mach := &machine{pods: "110"}
+	devs := &devicePlugins{capacity: v1.ResourceList{"example.com/gpu": resource.MustParse("3")},
+		allocatable: v1.ResourceList{"example.com/gpu": resource.MustParse("2")}}
+	deps := Deps{Client: kubefake.Wrap(client), Runtime: cri.Runtime(), NodeName: "n1", MaxPods: 110, Resources: mach.resources, Devices: devs}
+	m := New(deps)
+	if err := m.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	patch := `[{"op":"add","path":"/status/capacity/example.com~1dongle","value":"4"}]`
+	if _, err := client.CoreV1().Nodes().Patch(ctx, "n1", types.JSONPatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string, want map[v1.ResourceName][2]string) {
+		t.Helper()
+		n, err := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, w := range want {
+			if c, a := quantity(t, n.Status.Capacity, name), quantity(t, n.Status.Allocatable, name); c != w[0] || a != w[1] {
+				t.Errorf("%s: %s capacity %s allocatable %s, want %s %s", when, name, c, a, w[0], w[1])
+			}
+		}
+	}
+	if err := m.UpdateStatus(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("registered", map[v1.ResourceName][2]string{"example.com/gpu": {"3", "2"}, "example.com/dongle": {"4", "4"}})
+
+	devs.mu.Lock()
+	devs.capacity, devs.allocatable, devs.removed = v1.ResourceList{}, v1.ResourceList{}, []string{"example.com/gpu"}
+	devs.mu.Unlock()
+	if err := m.UpdateStatus(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.UpdateStatus(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("plugin withdrawn", map[v1.ResourceName][2]string{"example.com/gpu": {"0", "0"}, "example.com/dongle": {"4", "4"}})
+
+	// Restarted without a checkpoint: every extended resource zeroed, the plugins' own set again.
+	devs.mu.Lock()
+	devs.capacity, devs.allocatable, devs.reset = v1.ResourceList{"example.com/fpga": resource.MustParse("1")}, v1.ResourceList{"example.com/fpga": resource.MustParse("1")}, true
+	devs.mu.Unlock()
+	m2 := New(deps)
+	if err := m2.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("registered again without a checkpoint", map[v1.ResourceName][2]string{"example.com/gpu": {"0", "0"}, "example.com/dongle": {"0", "0"},
+		"example.com/fpga": {"1", "1"}})
+	// The reset is done once: a resource patched in afterwards stays.
+	if _, err := client.CoreV1().Nodes().Patch(ctx, "n1", types.JSONPatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m2.UpdateStatus(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("patched after the reset", map[v1.ResourceName][2]string{"example.com/dongle": {"4", "4"}})
+}
