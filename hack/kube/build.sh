@@ -15,6 +15,8 @@
 #   agnhost        test/images/agnhost, the program of the suite's main test image
 #   ginkgo         the ginkgo CLI at the version the suite requires (runs e2e-node.test in parallel)
 #   kube-proxy     maps Services (the kubernetes Service included) for the suite's pods
+#   sample-device-plugin  test/images/sample-device-plugin: two devices of example.com/resource,
+#                  registered at the hard-coded /var/lib/kubelet/device-plugins/kubelet.sock
 # Env: KUBE_VERSION (v1.34.4), ETCD_VERSION (v3.6.5), NODELET_CACHE (/var/cache/nodelet).
 # Prints the bin dir on its last line.
 set -euo pipefail
@@ -34,7 +36,7 @@ die() { printf 'kube/build.sh: %s\n' "$*" >&2; exit 1; }
 
 kube_bins=(kubelet kube-apiserver kube-controller-manager kube-scheduler kubectl)
 etcd_bins=(etcd etcdctl)
-e2e_bins=(e2e-node.test agnhost ginkgo kube-proxy)
+e2e_bins=(e2e-node.test agnhost ginkgo kube-proxy sample-device-plugin)
 want=("$@")
 [ ${#want[@]} -gt 0 ] || want=("${kube_bins[@]}" "${etcd_bins[@]}")
 mkdir -p "$bin"
@@ -123,6 +125,10 @@ for b in "${want[@]}"; do
     kube_wrapper "$kdir"
     say "building agnhost ($KUBE_VERSION's test/images/agnhost)"
     (cd "$kdir" && go build -trimpath -ldflags "-s -w" -o "$bin/$b.tmp" k8s.io/kubernetes/test/images/agnhost)
+  elif [ "$b" = sample-device-plugin ]; then
+    kube_wrapper "$kdir"
+    say "building the sample device plugin ($KUBE_VERSION's test/images/sample-device-plugin)"
+    (cd "$kdir" && go build -trimpath -ldflags "-s -w" -o "$bin/$b.tmp" k8s.io/kubernetes/test/images/sample-device-plugin)
   elif [ "$b" = ginkgo ]; then
     kube_wrapper "$kdir"
     say "building the ginkgo CLI"

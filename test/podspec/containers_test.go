@@ -82,9 +82,12 @@ func containersArea() area {
 		// Resources.
 		h(appOrInit+".resources.{limits|requests}", "cpu: CRI shares and CFS quota, the CPU manager's exclusive CPUs; memory: "+
 			"the CRI limit and the OOM score; all summed into the pod cgroup (hugepages-<size> only there) and counted at "+
-			"admission (extended resources the node advertises too); ephemeral-storage by eviction",
+			"admission (extended resources the node advertises too); a device plugin's resource: the devices its plugin "+
+			"allocates at admission, its Allocate answer (env, mounts, device nodes, annotations, CDI names) in the container's config; "+
+			"ephemeral-storage by eviction",
 			containerProof, "agent/cm/qos.TestPodLimits", "agent/admission.TestResources", "agent/eviction.TestStorageOverLimit",
-			"agent/cm/cpumanager.TestStaticPolicy"),
+			"agent/cm/cpumanager.TestStaticPolicy", "agent/cm/devicemanager.TestDevicesAllocatedAtAdmissionAndGivenToTheContainer",
+			"agent/kuberuntime.TestDevicesAppliedAsTheKubeletDoes", "agent/integration.TestClusterDevicePlugin"),
 		ref(appOrInit+".resources.claims[]", "refused at admission: reason FailedPrepareDynamicResources, \"Failed to prepare dynamic resources: prepare dynamic resources: no DRA driver is registered for resource claim ...\" (nodelet has no DRA)", "agent/admission.TestAdmitResourceClaims", "agent/admission.TestChainRefusesResourceClaims"),
 		h(appOrInit+".resizePolicy[].{resourceName|restartPolicy}", "an in-place resize of that resource restarts the "+
 			"container when RestartContainer", "agent/kuberuntime.TestSyncPodRestartsForResizePolicy"),
