@@ -29,7 +29,7 @@ const (
 
 func (f fakeRuntime) ListContainers(context.Context, *runtimeapi.ListContainersRequest, ...grpc.CallOption) (*runtimeapi.ListContainersResponse, error) {
 	return &runtimeapi.ListContainersResponse{Containers: []*runtimeapi.Container{{
-		Id: ctrID, PodSandboxId: sandbox, Metadata: &runtimeapi.ContainerMetadata{Name: "nginx"},
+		Id: ctrID, PodSandboxId: sandbox, Metadata: &runtimeapi.ContainerMetadata{Name: "nginx"}, CreatedAt: 1699999990 * 1e9,
 		Image:  &runtimeapi.ImageSpec{Image: "sha256:feed", UserSpecifiedImage: "nginx:1.27"},
 		Labels: map[string]string{kubecontainer.LabelPodName: "web", kubecontainer.LabelPodNamespace: "shop"},
 	}}}, f.listErr
@@ -121,6 +121,8 @@ func TestCadvisorSeriesOfAPodOnCgroupV2(t *testing.T) {
 		ctr + "/cpu.weight":                 "100\n",
 		ctr + "/cpu.max":                    "50000 100000\n",
 		ctr + "/pids.current":               "4\n",
+		ctr + "/cgroup.procs":               "4242\n",
+		ctr + "/io.stat":                    "253:0 rbytes=4096 wbytes=8192 rios=1 wios=2 dbytes=0 dios=0\n7:9 rbytes=1 wbytes=1 rios=1 wios=1\n",
 		pod + "/cpu.stat":                   "usage_usec 3000000\nuser_usec 2000000\nsystem_usec 1000000\n",
 		pod + "/memory.current":             "20971520\n",
 		pod + "/memory.stat":                "anon 8388608\nfile 6291456\ninactive_file 2097152\n",
@@ -129,13 +131,27 @@ func TestCadvisorSeriesOfAPodOnCgroupV2(t *testing.T) {
 		"kubepods/cpu.stat":                 "usage_usec 3000000\n",
 		"kubepods/memory.current":           "20971520\n",
 	})
+	sys := t.TempDir()
+	writeTree(t, sys, map[string]string{"dev/block/253:0/uevent": "MAJOR=253\nMINOR=0\nDEVNAME=vda\nDEVTYPE=disk\n"})
+	links := map[string]string{"4242/fd/0": "/dev/null", "4242/fd/1": "socket:[77]", "4242/fd/2": "pipe:[8]",
+		"4242/ns/net": "net:[4026532000]", "self/ns/net": "net:[4026531992]"}
+	for name, target := range links {
+		os.MkdirAll(filepath.Join(proc, filepath.Dir(name)), 0o755)
+		if err := os.Symlink(target, filepath.Join(proc, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	writeTree(t, proc, map[string]string{
+		"4242/net/dev": "Inter-|   Receive                                                |  Transmit\n" +
+			" face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n" +
+			"    lo:       0       0    0    0    0     0          0         0        0       0    0    0    0     0       0          0\n" +
+			"  eth0:    1000      11    0    2    0     0          0         0     2000      22    0    3    0     0       0          0\n",
 		"cpuinfo":                   "processor\t: 0\nmodel name\t: x\n\nprocessor\t: 1\nmodel name\t: x\n",
 		"meminfo":                   "MemTotal:       2048 kB\nMemFree: 1 kB\n",
 		"sys/kernel/random/boot_id": "boot-1\n",
 	})
 	now := time.Unix(1700000000, 0)
-	c := New(Config{FS: cgroupfs.FS{Mount: root, Version: cgroupfs.Detect(root)}, PodsCgroup: "/kubepods", ProcRoot: proc,
+	c := New(Config{FS: cgroupfs.FS{Mount: root, Version: cgroupfs.Detect(root)}, PodsCgroup: "/kubepods", ProcRoot: proc, SysRoot: sys,
 		Runtime: fakeRuntime{}, Now: func() time.Time { return now }})
 	got := series(t, NewRegistry(c))
 	l := "container=nginx,id=/" + ctr + ",image=nginx:1.27,name=" + ctrID + ",namespace=shop,pod=web"
@@ -160,16 +176,29 @@ func TestCadvisorSeriesOfAPodOnCgroupV2(t *testing.T) {
 		"container_spec_memory_limit_bytes{" + l + "}":                                       64 << 20,
 		"container_threads{" + l + "}":                                                       4,
 		"container_last_seen{" + l + "}":                                                     float64(now.Unix()),
-		"container_memory_working_set_bytes{id=/" + pod + "}":                                18 << 20,
-		"container_cpu_usage_seconds_total{id=/kubepods/burstable,cpu=total}":                3,
-		"container_memory_usage_bytes{id=/kubepods}":                                         20 << 20,
-		"container_network_receive_bytes_total{id=/" + pod + ",name=" + sandbox + ",namespace=shop,pod=web,interface=eth0}":  1000,
-		"container_network_transmit_bytes_total{id=/" + pod + ",name=" + sandbox + ",namespace=shop,pod=web,interface=eth0}": 2000,
-		"container_cpu_usage_seconds_total{id=/,cpu=total}":                                                                  9,
-		"container_memory_usage_bytes{id=/}":                                                                                 150,
-		"machine_cpu_cores{boot_id=boot-1}":                                                                                  2,
-		"machine_memory_bytes{boot_id=boot-1}":                                                                               2048 * 1024,
-		"container_scrape_error{}":                                                                                           0,
+		"container_fs_reads_bytes_total{" + l + ",device=/dev/vda}":                          4096,
+		"container_fs_writes_bytes_total{" + l + ",device=/dev/vda}":                         8192,
+		"container_fs_reads_total{" + l + ",device=/dev/vda}":                                1,
+		"container_fs_writes_total{" + l + ",device=/dev/vda}":                               2,
+		"container_processes{" + l + "}":                                                     1,
+		"container_file_descriptors{" + l + "}":                                              3,
+		"container_sockets{" + l + "}":                                                       1,
+		"container_start_time_seconds{" + l + "}":                                            1699999990,
+		"container_processes{id=/" + pod + "}":                                               1,
+		"container_network_receive_packets_total{id=/" + pod + ",name=" + sandbox + ",namespace=shop,pod=web,interface=eth0}":          11,
+		"container_network_receive_packets_dropped_total{id=/" + pod + ",name=" + sandbox + ",namespace=shop,pod=web,interface=eth0}":  2,
+		"container_network_transmit_packets_total{id=/" + pod + ",name=" + sandbox + ",namespace=shop,pod=web,interface=eth0}":         22,
+		"container_network_transmit_packets_dropped_total{id=/" + pod + ",name=" + sandbox + ",namespace=shop,pod=web,interface=eth0}": 3,
+		"container_memory_working_set_bytes{id=/" + pod + "}":                                                                          18 << 20,
+		"container_cpu_usage_seconds_total{id=/kubepods/burstable,cpu=total}":                                                          3,
+		"container_memory_usage_bytes{id=/kubepods}":                                                                                   20 << 20,
+		"container_network_receive_bytes_total{id=/" + pod + ",name=" + sandbox + ",namespace=shop,pod=web,interface=eth0}":            1000,
+		"container_network_transmit_bytes_total{id=/" + pod + ",name=" + sandbox + ",namespace=shop,pod=web,interface=eth0}":           2000,
+		"container_cpu_usage_seconds_total{id=/,cpu=total}":                                                                            9,
+		"container_memory_usage_bytes{id=/}":                                                                                           150,
+		"machine_cpu_cores{boot_id=boot-1}":                                                                                            2,
+		"machine_memory_bytes{boot_id=boot-1}":                                                                                         2048 * 1024,
+		"container_scrape_error{}":                                                                                                     0,
 	} {
 		key := sorted(k)
 		// machine_* carry machine_id and system_uuid from this host when it has them.
@@ -182,6 +211,12 @@ func TestCadvisorSeriesOfAPodOnCgroupV2(t *testing.T) {
 		}
 		if v, ok := got[key]; !ok || v != want {
 			t.Errorf("%s = %v (present %v), want %v", k, v, ok, want)
+		}
+	}
+	// A device sysfs does not name (a loop device gone) is left out.
+	for k := range got {
+		if strings.Contains(k, "device=,") || strings.Contains(k, "device=}") {
+			t.Errorf("an unnamed device's series: %s", k)
 		}
 	}
 	// An unread memory.stat leaves its figures out rather than at 0.

@@ -27,11 +27,13 @@ type Config struct {
 	FS cgroupfs.FS
 	// PodsCgroup is the pods' root cgroup ("/kubepods"); the agent keeps pod cgroups below it.
 	PodsCgroup string
-	// ProcRoot is /proc (the machine's figures).
+	// ProcRoot is /proc (the machine's figures, the pods' processes and network namespaces).
 	ProcRoot string
-	Runtime  Runtime
-	Now      func() time.Time
-	Log      *slog.Logger
+	// SysRoot is /sys (block devices' names).
+	SysRoot string
+	Runtime Runtime
+	Now     func() time.Time
+	Log     *slog.Logger
 }
 
 // Collector is a prometheus.Collector of cAdvisor's series.
@@ -43,6 +45,9 @@ type Collector struct {
 func New(cfg Config) *Collector {
 	if cfg.ProcRoot == "" {
 		cfg.ProcRoot = "/proc"
+	}
+	if cfg.SysRoot == "" {
+		cfg.SysRoot = "/sys"
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -84,8 +89,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	now := float64(c.cfg.Now().Unix())
 	c.collectRoot(ch, now)
 	groups := c.cgroups(k)
+	devices := &deviceNames{sys: c.cfg.SysRoot, names: map[[2]uint64]string{}}
 	for _, g := range groups {
-		c.collectCgroup(ch, g.labels, now)
+		c.collectCgroup(ch, g, now, devices)
 	}
 	c.collectNetwork(ctx, ch, k, groups)
 }

@@ -24,6 +24,10 @@ type descSet struct {
 	threads, lastSeen                             *prometheus.Desc
 	netRxBytes, netRxErrors, netTxBytes           *prometheus.Desc
 	netTxErrors                                   *prometheus.Desc
+	netRxPackets, netRxDropped, netTxPackets      *prometheus.Desc
+	netTxDropped                                  *prometheus.Desc
+	fsReadBytes, fsWriteBytes, fsReads, fsWrites  *prometheus.Desc
+	processes, fds, sockets, startTime            *prometheus.Desc
 	machineCores, machineMemory, scrapeError      *prometheus.Desc
 }
 
@@ -57,6 +61,18 @@ var descs = lazy.Value[*descSet]{New: func() *descSet {
 		netRxErrors:         n("container_network_receive_errors_total", "Cumulative count of errors encountered while receiving", with("interface")),
 		netTxBytes:          n("container_network_transmit_bytes_total", "Cumulative count of bytes transmitted", with("interface")),
 		netTxErrors:         n("container_network_transmit_errors_total", "Cumulative count of errors encountered while transmitting", with("interface")),
+		netRxPackets:        n("container_network_receive_packets_total", "Cumulative count of packets received", with("interface")),
+		netRxDropped:        n("container_network_receive_packets_dropped_total", "Cumulative count of packets dropped while receiving", with("interface")),
+		netTxPackets:        n("container_network_transmit_packets_total", "Cumulative count of packets transmitted", with("interface")),
+		netTxDropped:        n("container_network_transmit_packets_dropped_total", "Cumulative count of packets dropped while transmitting", with("interface")),
+		fsReadBytes:         n("container_fs_reads_bytes_total", "Cumulative count of bytes read", with("device")),
+		fsWriteBytes:        n("container_fs_writes_bytes_total", "Cumulative count of bytes written", with("device")),
+		fsReads:             n("container_fs_reads_total", "Cumulative count of reads completed", with("device")),
+		fsWrites:            n("container_fs_writes_total", "Cumulative count of writes completed", with("device")),
+		processes:           n("container_processes", "Number of processes running inside the container.", base),
+		fds:                 n("container_file_descriptors", "Number of open file descriptors for the container.", base),
+		sockets:             n("container_sockets", "Number of open sockets for the container.", base),
+		startTime:           n("container_start_time_seconds", "Start time of the container since unix epoch in seconds.", base),
 		machineCores:        n("machine_cpu_cores", "Number of logical CPU cores.", machine),
 		machineMemory:       n("machine_memory_bytes", "Amount of memory installed on the machine.", machine),
 		scrapeError:         n("container_scrape_error", "1 if there was an error while getting container metrics, 0 otherwise", nil),
@@ -68,16 +84,21 @@ func allDescs() []*prometheus.Desc {
 	return []*prometheus.Desc{d.cpuUsage, d.cpuUser, d.cpuSystem, d.cfsPeriods, d.cfsThrottledPeriods, d.cfsThrottled,
 		d.memUsage, d.memWorkingSet, d.memRSS, d.memCache, d.memMapped, d.memFailures, d.oomEvents,
 		d.specShares, d.specQuota, d.specPeriod, d.specMemory, d.specSwap, d.threads, d.lastSeen,
-		d.netRxBytes, d.netRxErrors, d.netTxBytes, d.netTxErrors, d.machineCores, d.machineMemory, d.scrapeError}
+		d.netRxBytes, d.netRxErrors, d.netTxBytes, d.netTxErrors, d.netRxPackets, d.netRxDropped, d.netTxPackets, d.netTxDropped,
+		d.fsReadBytes, d.fsWriteBytes, d.fsReads, d.fsWrites, d.processes, d.fds, d.sockets, d.startTime,
+		d.machineCores, d.machineMemory, d.scrapeError}
 }
 
 const nanos = 1e9
 
+// maxNetTries bounds the processes looked at for a pod's network namespace.
+const maxNetTries = 16
+
 // collectCgroup sends the series of one cgroup; a figure that cannot be read is left out, not
 // reported as 0 (a cgroup removed while it was read gives only what was read before).
-func (c *Collector) collectCgroup(ch chan<- prometheus.Metric, l labels, now float64) {
+func (c *Collector) collectCgroup(ch chan<- prometheus.Metric, g cgroup, now float64, devices *deviceNames) {
 	d := descs.Get()
-	fs, p, lv := c.cfg.FS, l.id, l.values()
+	fs, p, lv := c.cfg.FS, g.id, g.values()
 	counter := func(desc *prometheus.Desc, v float64, extra ...string) {
 		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, v, append(append([]string{}, lv...), extra...)...)
 	}
@@ -135,7 +156,23 @@ func (c *Collector) collectCgroup(ch chan<- prometheus.Metric, l labels, now flo
 	if n, err := fs.Pids(p); err == nil {
 		gauge(d.threads, float64(n))
 	}
+	if io, err := fs.IO(p); err == nil {
+		for _, s := range io {
+			dev := devices.name(s.Major, s.Minor)
+			if dev == "" {
+				continue
+			}
+			counter(d.fsReadBytes, float64(s.ReadBytes), dev)
+			counter(d.fsWriteBytes, float64(s.WriteBytes), dev)
+			counter(d.fsReads, float64(s.Reads), dev)
+			counter(d.fsWrites, float64(s.Writes), dev)
+		}
+	}
 	if seen {
+		c.collectProcesses(ch, lv, c.procsBelow(p, 0))
+		if t, ok := c.startTime(g); ok {
+			gauge(d.startTime, t)
+		}
 		gauge(d.lastSeen, now)
 	}
 }
@@ -180,12 +217,28 @@ func (c *Collector) collectNetwork(ctx context.Context, ch chan<- prometheus.Met
 		if len(ifaces) == 0 && net.GetDefaultInterface() != nil {
 			ifaces = []*runtimeapi.NetworkInterfaceUsage{net.GetDefaultInterface()}
 		}
+		// Packets are not in CRI's figures: they come from the interfaces of the pod's network
+		// namespace, seen by one of its processes, as cAdvisor reads them.
+		var packets map[string]netCounters
+		for i, pid := range c.procsBelow(cg, 0) {
+			// The runtime's own processes in the pod's cgroup (a monitor) live in the host's
+			// namespace; the first of the pod's that does not is read.
+			if packets = c.netDev(pid); packets != nil || i == maxNetTries {
+				break
+			}
+		}
 		for _, iface := range ifaces {
 			lv := append(l.values(), iface.GetName())
 			ch <- prometheus.MustNewConstMetric(d.netRxBytes, prometheus.CounterValue, float64(iface.GetRxBytes().GetValue()), lv...)
 			ch <- prometheus.MustNewConstMetric(d.netRxErrors, prometheus.CounterValue, float64(iface.GetRxErrors().GetValue()), lv...)
 			ch <- prometheus.MustNewConstMetric(d.netTxBytes, prometheus.CounterValue, float64(iface.GetTxBytes().GetValue()), lv...)
 			ch <- prometheus.MustNewConstMetric(d.netTxErrors, prometheus.CounterValue, float64(iface.GetTxErrors().GetValue()), lv...)
+			if p, ok := packets[iface.GetName()]; ok {
+				ch <- prometheus.MustNewConstMetric(d.netRxPackets, prometheus.CounterValue, float64(p.rxPackets), lv...)
+				ch <- prometheus.MustNewConstMetric(d.netRxDropped, prometheus.CounterValue, float64(p.rxDropped), lv...)
+				ch <- prometheus.MustNewConstMetric(d.netTxPackets, prometheus.CounterValue, float64(p.txPackets), lv...)
+				ch <- prometheus.MustNewConstMetric(d.netTxDropped, prometheus.CounterValue, float64(p.txDropped), lv...)
+			}
 		}
 	}
 }

@@ -26,6 +26,7 @@ func (l labels) values() []string {
 type cgroup struct {
 	labels
 	sandbox string // a pod's cgroup: the sandbox whose network it reports
+	created int64  // a container's or sandbox's creation (ns), as the runtime says; 0: unnamed
 }
 
 // known are the runtime's containers and sandboxes by ID.
@@ -87,33 +88,37 @@ func (c *Collector) cgroups(k known) []cgroup {
 			}
 			out = append(out, pod)
 			for _, child := range c.subdirs(podPath) {
-				out = append(out, cgroup{labels: childLabels(k, path.Join(podPath, child), child)})
+				out = append(out, childCgroup(k, path.Join(podPath, child), child))
 			}
 		}
 	}
 	return out
 }
 
-// childLabels names a cgroup below a pod's: a container's, the sandbox's, or one the runtime
+// childCgroup names a cgroup below a pod's: a container's, the sandbox's, or one the runtime
 // does not name (then only its path).
-func childLabels(k known, id, dir string) labels {
+func childCgroup(k known, id, dir string) cgroup {
+	sandboxCgroup := func(sid string, sb *runtimeapi.PodSandbox) cgroup {
+		return cgroup{labels: labels{id: id, name: sid, namespace: sb.GetMetadata().GetNamespace(), pod: sb.GetMetadata().GetName()},
+			created: sb.GetCreatedAt()}
+	}
 	if ct, ok := k.containers[dir]; ok {
-		return containerLabels(ct, id, dir)
+		return cgroup{labels: containerLabels(ct, id, dir), created: ct.GetCreatedAt()}
 	}
 	if sb, ok := k.sandboxes[dir]; ok {
-		return labels{id: id, name: dir, namespace: sb.GetMetadata().GetNamespace(), pod: sb.GetMetadata().GetName()}
+		return sandboxCgroup(dir, sb)
 	}
 	for cid, ct := range k.containers {
 		if strings.Contains(dir, cid) {
-			return containerLabels(ct, id, cid)
+			return cgroup{labels: containerLabels(ct, id, cid), created: ct.GetCreatedAt()}
 		}
 	}
 	for sid, sb := range k.sandboxes {
 		if strings.Contains(dir, sid) {
-			return labels{id: id, name: sid, namespace: sb.GetMetadata().GetNamespace(), pod: sb.GetMetadata().GetName()}
+			return sandboxCgroup(sid, sb)
 		}
 	}
-	return labels{id: id}
+	return cgroup{labels: labels{id: id}}
 }
 
 func containerLabels(ct *runtimeapi.Container, id, cid string) labels {
