@@ -77,17 +77,17 @@ func netStats(n *runtimeapi.NetworkUsage, now metav1.Time) *statsapi.NetworkStat
 	return out
 }
 
-func containerStats(c *runtimeapi.ContainerStats, now metav1.Time) statsapi.ContainerStats {
+// containerStats converts a container's CRI stats; created is when the runtime made it (ns since
+// the epoch, 0 when unknown), which the kubelet reports as its start time.
+func containerStats(c *runtimeapi.ContainerStats, created int64, now metav1.Time) statsapi.ContainerStats {
 	cs := statsapi.ContainerStats{
 		Name:   c.GetAttributes().GetMetadata().GetName(),
 		CPU:    cpuStats(c.GetCpu(), now),
 		Memory: memStats(c.GetMemory(), now),
 		Swap:   swapStats(c.GetSwap(), now),
 	}
-	if cs.CPU != nil {
-		// CRI has no start time in stats; the first sample's time is the best we have without
-		// another ContainerStatus call per container.
-		cs.StartTime = cs.CPU.Time
+	if created > 0 {
+		cs.StartTime = metav1.NewTime(time.Unix(0, created))
 	}
 	if wl := c.GetWritableLayer(); wl != nil {
 		cs.Rootfs = &statsapi.FsStats{Time: tsOr(wl.GetTimestamp(), now), UsedBytes: u64(wl.GetUsedBytes()), InodesUsed: u64(wl.GetInodesUsed())}

@@ -153,6 +153,15 @@ func (p *Provider) pods(ctx context.Context, now metav1.Time) ([]statsapi.PodSta
 	if err != nil {
 		return nil, err
 	}
+	// CRI stats carry no start time: the containers' creation, listed once, is it.
+	ctrs, err := p.rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("list containers: %w", err)
+	}
+	created := map[string]int64{}
+	for _, c := range ctrs.GetContainers() {
+		created[c.GetId()] = c.GetCreatedAt()
+	}
 	var out []statsapi.PodStats
 	for _, s := range resp.GetStats() {
 		sb, ok := sandboxes[s.GetAttributes().GetId()]
@@ -169,7 +178,7 @@ func (p *Provider) pods(ctx context.Context, now metav1.Time) ([]statsapi.PodSta
 				ps.ProcessStats = &statsapi.ProcessStats{ProcessCount: &n}
 			}
 			for _, c := range l.GetContainers() {
-				ps.Containers = append(ps.Containers, containerStats(c, now))
+				ps.Containers = append(ps.Containers, containerStats(c, created[c.GetAttributes().GetId()], now))
 			}
 		}
 		p.addStorage(&ps, now)
@@ -196,9 +205,10 @@ func (p *Provider) podsFromContainers(ctx context.Context, now metav1.Time) ([]s
 	if err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
 	}
-	sandboxOf := map[string]string{}
+	sandboxOf, created := map[string]string{}, map[string]int64{}
 	for _, c := range ctrs.GetContainers() {
 		sandboxOf[c.GetId()] = c.GetPodSandboxId()
+		created[c.GetId()] = c.GetCreatedAt()
 	}
 	byPod := map[string]*statsapi.PodStats{}
 	var order []string
@@ -212,7 +222,7 @@ func (p *Provider) podsFromContainers(ctx context.Context, now metav1.Time) ([]s
 		if ps == nil {
 			continue
 		}
-		cst := containerStats(c, now)
+		cst := containerStats(c, created[c.GetAttributes().GetId()], now)
 		ps.Containers = append(ps.Containers, cst)
 		ps.CPU = addCPU(ps.CPU, cst.CPU)
 		ps.Memory = addMem(ps.Memory, cst.Memory)

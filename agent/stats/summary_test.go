@@ -54,7 +54,7 @@ func (f *fakeRuntime) ListPodSandboxStats(context.Context, *runtimeapi.ListPodSa
 }
 
 func (f *fakeRuntime) ListContainers(context.Context, *runtimeapi.ListContainersRequest, ...grpc.CallOption) (*runtimeapi.ListContainersResponse, error) {
-	return &runtimeapi.ListContainersResponse{Containers: []*runtimeapi.Container{{Id: "c1", PodSandboxId: "sb1"}, {Id: "c2", PodSandboxId: "sb1"}}}, nil
+	return &runtimeapi.ListContainersResponse{Containers: []*runtimeapi.Container{{Id: "c1", PodSandboxId: "sb1", CreatedAt: 1500e9}, {Id: "c2", PodSandboxId: "sb1", CreatedAt: 1600e9}}}, nil
 }
 
 func (f *fakeRuntime) ListContainerStats(context.Context, *runtimeapi.ListContainerStatsRequest, ...grpc.CallOption) (*runtimeapi.ListContainerStatsResponse, error) {
@@ -160,6 +160,10 @@ func TestSummary(t *testing.T) {
 				t.Fatalf("pod cpu/mem: %v %v", *pod.CPU.UsageCoreNanoSeconds, *pod.Memory.WorkingSetBytes)
 			}
 			for _, c := range pod.Containers {
+				// The start time is the container's creation, not the sample's time.
+				if start := map[string]int64{"nginx": 1500, "sidecar": 1600}[c.Name]; c.StartTime.Unix() != start {
+					t.Fatalf("container %s started %v, want its creation at %d", c.Name, c.StartTime, start)
+				}
 				want := map[string]uint64{"nginx": 90, "sidecar": 0}[c.Name]
 				if c.Logs == nil || *c.Logs.UsedBytes != want {
 					t.Fatalf("container %s logs %+v, want %d bytes", c.Name, c.Logs, want)
