@@ -172,6 +172,7 @@ func New(cfg agentconfig.Config, deps Deps) (_ *Agent, err error) {
 	if client != nil {
 		vols.Claims = client
 	}
+	metrics.VolumeStats(vols.LocalClaims) // kubelet_volume_stats_* of the local PVs pods use
 	if client == nil && cfg.Kubelet.StaticPodPath != "" {
 		// Standalone: secrets and config maps sit beside the static pod manifests.
 		vols.Objects = &volumemanager.DirObjects{Dir: cfg.Kubelet.StaticPodPath}

@@ -42,6 +42,11 @@ type CertManager struct {
 	log    *slog.Logger
 	poll   time.Duration
 
+	// OnRenewError and OnRotate, when set, hear of each failed renewal and of each certificate
+	// replaced, with how long it lived (the kubelet's certificate metrics).
+	OnRenewError func()
+	OnRotate     func(lived time.Duration)
+
 	mu   sync.Mutex
 	cur  *tls.Certificate
 	stop context.CancelFunc
@@ -136,6 +141,9 @@ func (m *CertManager) run(ctx context.Context) {
 				return
 			}
 			m.log.Warn("serving certificate not renewed", "err", err, "retry", backoff)
+			if m.OnRenewError != nil {
+				m.OnRenewError()
+			}
 			select {
 			case <-ctx.Done():
 				return
@@ -195,8 +203,12 @@ func (m *CertManager) renew(ctx context.Context) error {
 		return err
 	}
 	m.mu.Lock()
+	prev := m.cur
 	m.cur = &pair
 	m.mu.Unlock()
+	if prev != nil && prev.Leaf != nil && m.OnRotate != nil {
+		m.OnRotate(time.Since(prev.Leaf.NotBefore))
+	}
 	m.log.Info("serving certificate issued", "csr", created.Name, "notAfter", pair.Leaf.NotAfter)
 	return nil
 }

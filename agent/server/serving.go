@@ -14,6 +14,7 @@ import (
 	"github.com/nodelet/nodelet/agent/agentconfig"
 	"github.com/nodelet/nodelet/agent/auth"
 	"github.com/nodelet/nodelet/agent/kubeclient"
+	"github.com/nodelet/nodelet/agent/metrics"
 	"github.com/nodelet/nodelet/agent/nodestatus"
 )
 
@@ -96,6 +97,8 @@ func (s *Serving) addTCP(cfg agentconfig.Config, client Client, log *slog.Logger
 			return err
 		}
 		s.certs = m
+		m.OnRenewError, m.OnRotate = metrics.ServingRenewFailed, metrics.ServingRotated
+		metrics.ServingCertificate(m.Current)
 		// Until the cluster signs the request, handshakes fail: there is nothing to serve with yet.
 		s.serve.TLS.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 			if c := m.Current(); c != nil {

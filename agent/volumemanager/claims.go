@@ -1,12 +1,14 @@
 package volumemanager
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 
@@ -16,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodelet/nodelet/agent/kubeclient"
+	"github.com/nodelet/nodelet/agent/metrics"
 )
 
 // ClaimClient reads the claims of pods' volumes and the PersistentVolumes they are bound to (a
@@ -33,6 +36,10 @@ var ErrClaim = errors.New("persistent volume claim")
 type claimed struct {
 	path     string
 	readOnly bool
+	// namespace and claim name the PVC; local: the PV is a local one, whose filesystem the
+	// kubelet measures for kubelet_volume_stats_* (a hostPath PV it does not).
+	namespace, claim string
+	local            bool
 }
 
 // setUpClaim resolves a persistentVolumeClaim or generic ephemeral volume to its bound PV, as the
@@ -87,8 +94,31 @@ func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, v *v1.Volume) err
 	if m.claims[pod.UID] == nil {
 		m.claims[pod.UID] = map[string]claimed{}
 	}
-	m.claims[pod.UID][v.Name] = claimed{path: path, readOnly: readOnly}
+	m.claims[pod.UID][v.Name] = claimed{path: path, readOnly: readOnly, namespace: pod.Namespace, claim: claim, local: pv.Spec.Local != nil}
 	return nil
+}
+
+// LocalClaims are the claims of local PVs the node's pods use, once each (by namespace, then
+// claim), with their host paths: what kubelet_volume_stats_* report.
+func (m *Manager) LocalClaims() []metrics.VolumeClaim {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	seen := map[[2]string]bool{}
+	var out []metrics.VolumeClaim
+	for _, vols := range m.claims {
+		for _, c := range vols {
+			k := [2]string{c.namespace, c.claim}
+			if !c.local || seen[k] {
+				continue
+			}
+			seen[k] = true
+			out = append(out, metrics.VolumeClaim{Namespace: c.namespace, Claim: c.claim, Path: c.path})
+		}
+	}
+	slices.SortFunc(out, func(a, b metrics.VolumeClaim) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Claim, b.Claim))
+	})
+	return out
 }
 
 // boundPV is the PV the claim is bound to, checked to be bound to it in turn; an ephemeral
