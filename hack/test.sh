@@ -33,7 +33,7 @@ step "critest against nodelet runtime"
 bash hack/critest.sh
 step "building the upstream Kubernetes binaries (cached)"
 bash hack/kube/build.sh >/dev/null
-bash hack/kube/build.sh sample-device-plugin >/dev/null
+bash hack/kube/build.sh sample-device-plugin metrics-server prometheus >/dev/null
 step "the upstream kubelet on nodelet's runtime, standalone and in a cluster"
 bash hack/kube/kubelet-on-nodelet.sh --cluster
 step "nodelet agent joined to a real control plane, on nodelet's runtime and on containerd"

@@ -28,6 +28,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
@@ -55,43 +56,9 @@ func clusterAPIScenario(t *testing.T, e *env, hostNetwork bool) {
 	admin, p := startControlPlanePKI(t, cpDir)
 	client := kubeClient(t, admin)
 	ctx := context.Background()
-	// The apiserver's node proxy refuses loopback node addresses ("address not allowed"), so the
-	// node's InternalIP is a documentation address added to lo for the test: still loopback traffic.
-	nodeIP := addLoopbackIP(t)
-	// The agent's serving certificate is the cluster CA's, for the node IP, so the apiserver verifies it.
-	p.issueServing(t, "nodelet-serving", "e2e", nodeIP)
+	nodeIP, port := e.startServingNode(t, admin, p, cpDir, client)
 	p.issue(t, "nobody", "nobody", nil, false)
 	p.issue(t, "apiserver-as-user", "kube-apiserver-kubelet-client", nil, false)
-	if _, err := client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver-kubelet-client"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "system:kubelet-api-admin"},
-		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "kube-apiserver-kubelet-client"}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-
-	port := freePort(t)
-	e.startAgentProcess(nodeIP, port, "--kubeconfig", admin, "--node-ip", nodeIP,
-		"--address", nodeIP, "--port", strconv.Itoa(port),
-		"--tls-cert-file", filepath.Join(cpDir, "nodelet-serving.crt"), "--tls-private-key-file", filepath.Join(cpDir, "nodelet-serving.key"),
-		"--client-ca-file", filepath.Join(cpDir, "ca.crt"))
-
-	e.eventually("node Ready with its API's port and address", func() bool {
-		n, err := client.CoreV1().Nodes().Get(ctx, "e2e", metav1.GetOptions{})
-		if err != nil || n.Status.DaemonEndpoints.KubeletEndpoint.Port != int32(port) {
-			return false
-		}
-		ip := false
-		for _, a := range n.Status.Addresses {
-			ip = ip || (a.Type == v1.NodeInternalIP && a.Address == nodeIP)
-		}
-		for _, c := range n.Status.Conditions {
-			if c.Type == v1.NodeReady && c.Status == v1.ConditionTrue {
-				return ip
-			}
-		}
-		return false
-	})
 
 	grace := int64(2)
 	// A host-network pod's server takes a free port of the host's loopback.
@@ -429,4 +396,46 @@ func (e *env) startAgentProcess(ip string, port int, extra ...string) {
 			e.t.Logf("agent log:\n%s", tail(string(b), 60))
 		}
 	})
+}
+
+// startServingNode starts the agent as a process serving its API over HTTPS as node e2e, and
+// waits for the Node to be Ready with that port and address. The apiserver's node proxy refuses
+// loopback node addresses ("address not allowed"), so the node's InternalIP is a documentation
+// address added to lo for the test: still loopback traffic. The agent's serving certificate is the
+// cluster CA's, for the node IP, so the apiserver verifies it; the apiserver's kubelet client may
+// use the node's API (system:kubelet-api-admin).
+func (e *env) startServingNode(t *testing.T, admin string, p *pki, cpDir string, client kubernetes.Interface, extra ...string) (string, int) {
+	t.Helper()
+	ctx := context.Background()
+	nodeIP := addLoopbackIP(t)
+	p.issueServing(t, "nodelet-serving", "e2e", nodeIP)
+	if _, err := client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver-kubelet-client"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "system:kubelet-api-admin"},
+		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "kube-apiserver-kubelet-client"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	e.startAgentProcess(nodeIP, port, append([]string{"--kubeconfig", admin, "--node-ip", nodeIP,
+		"--address", nodeIP, "--port", strconv.Itoa(port),
+		"--tls-cert-file", filepath.Join(cpDir, "nodelet-serving.crt"), "--tls-private-key-file", filepath.Join(cpDir, "nodelet-serving.key"),
+		"--client-ca-file", filepath.Join(cpDir, "ca.crt")}, extra...)...)
+	e.eventually("node Ready with its API's port and address", func() bool {
+		n, err := client.CoreV1().Nodes().Get(ctx, "e2e", metav1.GetOptions{})
+		if err != nil || n.Status.DaemonEndpoints.KubeletEndpoint.Port != int32(port) {
+			return false
+		}
+		ip := false
+		for _, a := range n.Status.Addresses {
+			ip = ip || (a.Type == v1.NodeInternalIP && a.Address == nodeIP)
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == v1.NodeReady && c.Status == v1.ConditionTrue {
+				return ip
+			}
+		}
+		return false
+	})
+	return nodeIP, port
 }

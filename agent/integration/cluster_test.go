@@ -36,6 +36,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/nodelet/nodelet/test/harness/testutil"
@@ -227,6 +228,8 @@ func startControlPlanePKI(t testing.TB, dir string) (string, *pki) {
 	p.issue(t, "apiserver", "kube-apiserver", nil, true)
 	p.issue(t, "admin", "admin", []string{"system:masters"}, false)
 	p.issue(t, "kubelet-client", "kube-apiserver-kubelet-client", nil, false)
+	// The aggregator proxies to extension API servers (metrics-server) as front-proxy-client.
+	p.issue(t, "front-proxy-client", "front-proxy-client", nil, false)
 	// The controller-manager signs approved CSRs (kubelet-serving ones too) with the cluster CA.
 	caKey, _ := x509.MarshalECPrivateKey(p.caKey)
 	writePEM(t, filepath.Join(dir, "ca.key"), "EC PRIVATE KEY", caKey)
@@ -257,7 +260,11 @@ func startControlPlanePKI(t testing.TB, dir string) (string, *pki) {
 			"--service-account-signing-key-file", filepath.Join(dir, "sa.key"), "--service-account-issuer", "https://kubernetes.default.svc",
 			"--service-cluster-ip-range", "10.0.0.0/24", "--authorization-mode", "Node,RBAC", "--cert-dir", filepath.Join(dir, "apiserver-certs"),
 			"--kubelet-client-certificate", filepath.Join(dir, "kubelet-client.crt"), "--kubelet-client-key", filepath.Join(dir, "kubelet-client.key"),
-			"--kubelet-certificate-authority", filepath.Join(dir, "ca.crt"), "--kubelet-preferred-address-types", "InternalIP,Hostname")
+			"--kubelet-certificate-authority", filepath.Join(dir, "ca.crt"), "--kubelet-preferred-address-types", "InternalIP,Hostname",
+			"--requestheader-client-ca-file", filepath.Join(dir, "ca.crt"), "--requestheader-allowed-names", "front-proxy-client",
+			"--requestheader-username-headers", "X-Remote-User", "--requestheader-group-headers", "X-Remote-Group",
+			"--requestheader-extra-headers-prefix", "X-Remote-Extra-", "--enable-aggregator-routing=true",
+			"--proxy-client-cert-file", filepath.Join(dir, "front-proxy-client.crt"), "--proxy-client-key-file", filepath.Join(dir, "front-proxy-client.key"))
 	}, func([]int) bool {
 		if _, err := client.Discovery().ServerVersion(); err != nil {
 			return false
@@ -298,12 +305,16 @@ func etcdHealthy(url string) bool {
 	return resp.StatusCode == http.StatusOK && strings.Contains(string(b), `"health":"true"`)
 }
 
-func kubeClient(t testing.TB, kubeconfig string) kubernetes.Interface {
+func restConfig(t testing.TB, kubeconfig string) *rest.Config {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := kubernetes.NewForConfig(cfg)
+	return cfg
+}
+
+func kubeClient(t testing.TB, kubeconfig string) kubernetes.Interface {
+	c, err := kubernetes.NewForConfig(restConfig(t, kubeconfig))
 	if err != nil {
 		t.Fatal(err)
 	}

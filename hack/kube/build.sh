@@ -17,12 +17,18 @@
 #   kube-proxy     maps Services (the kubernetes Service included) for the suite's pods
 #   sample-device-plugin  test/images/sample-device-plugin: two devices of example.com/resource,
 #                  registered at the hard-coded /var/lib/kubelet/device-plugins/kubelet.sock
-# Env: KUBE_VERSION (v1.34.4), ETCD_VERSION (v3.6.5), NODELET_CACHE (/var/cache/nodelet).
+#   metrics-server sigs.k8s.io/metrics-server (kubectl top's source of figures)
+#   prometheus     github.com/prometheus/prometheus's server, with only its file, HTTP and
+#                  Kubernetes service discovery (build tags remove_all_sd,enable_kubernetes_sd)
+# Env: KUBE_VERSION (v1.34.4), ETCD_VERSION (v3.6.5), METRICS_SERVER_VERSION (v0.8.0),
+# PROMETHEUS_VERSION (v0.316.0, the Go module of Prometheus 3.16), NODELET_CACHE (/var/cache/nodelet).
 # Prints the bin dir on its last line.
 set -euo pipefail
 
 KUBE_VERSION=${KUBE_VERSION:-v1.34.4}
 ETCD_VERSION=${ETCD_VERSION:-v3.6.5}
+METRICS_SERVER_VERSION=${METRICS_SERVER_VERSION:-v0.8.0}
+PROMETHEUS_VERSION=${PROMETHEUS_VERSION:-v0.316.0}
 cache=${NODELET_CACHE:-/var/cache/nodelet}
 base=$cache/kube-$KUBE_VERSION
 bin=$base/bin
@@ -36,7 +42,7 @@ die() { printf 'kube/build.sh: %s\n' "$*" >&2; exit 1; }
 
 kube_bins=(kubelet kube-apiserver kube-controller-manager kube-scheduler kubectl)
 etcd_bins=(etcd etcdctl)
-e2e_bins=(e2e-node.test agnhost ginkgo kube-proxy sample-device-plugin)
+e2e_bins=(e2e-node.test agnhost ginkgo kube-proxy sample-device-plugin metrics-server prometheus)
 want=("$@")
 [ ${#want[@]} -gt 0 ] || want=("${kube_bins[@]}" "${etcd_bins[@]}")
 mkdir -p "$bin"
@@ -81,6 +87,15 @@ require (
 	go.etcd.io/etcd/etcdctl/v3 $ETCD_VERSION
 )
 EOM
+}
+
+# tool_wrapper DIR MODULE VERSION writes a wrapper module requiring one tool's module, so each tool
+# resolves its own dependencies, apart from the others'.
+tool_wrapper() {
+  local dir=$1 mod=$2 version=$3
+  [ -f "$dir/go.mod" ] && return 0
+  mkdir -p "$dir"
+  printf 'module nodelet.local/toolwrap\n\ngo 1.24\n\nrequire %s %s\n' "$mod" "$version" >"$dir/go.mod"
 }
 
 kube_ldflags() {
@@ -129,6 +144,16 @@ for b in "${want[@]}"; do
     kube_wrapper "$kdir"
     say "building the sample device plugin ($KUBE_VERSION's test/images/sample-device-plugin)"
     (cd "$kdir" && go build -trimpath -ldflags "-s -w" -o "$bin/$b.tmp" k8s.io/kubernetes/test/images/sample-device-plugin)
+  elif [ "$b" = metrics-server ]; then
+    d=$cache/metrics-server-$METRICS_SERVER_VERSION/wrap
+    tool_wrapper "$d" sigs.k8s.io/metrics-server "$METRICS_SERVER_VERSION"
+    say "building metrics-server $METRICS_SERVER_VERSION"
+    (cd "$d" && go build -trimpath -ldflags "-s -w" -o "$bin/$b.tmp" sigs.k8s.io/metrics-server/cmd/metrics-server)
+  elif [ "$b" = prometheus ]; then
+    d=$cache/prometheus-$PROMETHEUS_VERSION/wrap
+    tool_wrapper "$d" github.com/prometheus/prometheus "$PROMETHEUS_VERSION"
+    say "building prometheus $PROMETHEUS_VERSION"
+    (cd "$d" && go build -trimpath -tags remove_all_sd,enable_kubernetes_sd -ldflags "-s -w" -o "$bin/$b.tmp" github.com/prometheus/prometheus/cmd/prometheus)
   elif [ "$b" = ginkgo ]; then
     kube_wrapper "$kdir"
     say "building the ginkgo CLI"
