@@ -3,14 +3,21 @@
 package integration
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
+	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -21,60 +28,68 @@ import (
 
 	"github.com/nodelet/nodelet/agent/cm/devicemanager"
 	"github.com/nodelet/nodelet/agent/podresources"
-	"github.com/nodelet/nodelet/test/harness/testutil"
+	"github.com/nodelet/nodelet/test/harness/crirt"
 )
 
 const sampleResource = "example.com/resource"
 
-// startSampleDevicePlugin runs the upstream sample device plugin (Kubernetes' own
-// test/images/sample-device-plugin, two devices of example.com/resource), unchanged. It registers
-// at the hard-coded /var/lib/kubelet/device-plugins/kubelet.sock, so it runs in a mount namespace
-// of its own where that folder is dir: nothing of the host's /var/lib is touched.
-func startSampleDevicePlugin(t *testing.T, dir string) {
+// pushSampleDevicePlugin pushes an image of the upstream sample device plugin (Kubernetes' own
+// test/images/sample-device-plugin, built by hack/kube/build.sh) over busybox, as the e2e suite's
+// registry.k8s.io/e2e-test-images/sample-device-plugin image is made, and returns its reference.
+func pushSampleDevicePlugin(t *testing.T, reg string) string {
 	t.Helper()
-	testutil.Require(t, "unshare", "mount")
 	bin := filepath.Join(kubeBinDir(), "sample-device-plugin")
-	if _, err := os.Stat(bin); err != nil {
+	b, err := os.ReadFile(bin)
+	if err != nil {
 		t.Fatalf("%s missing: build it with hack/kube/build.sh sample-device-plugin, or set KUBE_BIN_DIR", bin)
 	}
-	script := `set -e
-mount -t tmpfs -o size=1m,mode=0755 nodelet-e2e /var/lib
-mkdir -p /var/lib/kubelet/device-plugins
-mount --bind "$1" /var/lib/kubelet/device-plugins
-exec "$2"`
-	logPath := filepath.Join(t.TempDir(), "plugin.log")
-	logf, err := os.Create(logPath)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	tw.WriteHeader(&tar.Header{Name: "tmp/", Typeflag: tar.TypeDir, Mode: 0o1777})
+	tw.WriteHeader(&tar.Header{Name: "sample-device-plugin", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(b))})
+	tw.Write(b)
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf.Bytes())), nil })
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", dir, bin)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	img, err := mutate.AppendLayers(empty.Image, crirt.BusyboxLayer(t), layer)
+	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); logf.Close(); close(done) }()
-	t.Cleanup(func() {
-		select {
-		case <-done:
-		default:
-			syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
-			select {
-			case <-done:
-			case <-time.After(15 * time.Second):
-				syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
-				<-done
-			}
-		}
-		// The plugin's fake devices are files it made in the host's /tmp.
-		os.Remove("/tmp/Dev-1")
-		os.Remove("/tmp/Dev-2")
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("sample device plugin log:\n%s", tail(string(b), 30))
-		}
-	})
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf = cf.DeepCopy()
+	cf.Architecture, cf.OS = "amd64", "linux"
+	cf.Config.Entrypoint = []string{"/sample-device-plugin"}
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		t.Fatal(err)
+	}
+	ref := reg + "/sample-device-plugin:1.7"
+	r, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(r, img); err != nil {
+		t.Fatalf("push %s: %v", ref, err)
+	}
+	return ref
+}
+
+// sampleDevicePluginPod is the plugin as the e2e suite deploys it (its DaemonSet's pod), with the
+// node's device plugin folder mounted where the plugin hard-codes it.
+func sampleDevicePluginPod(image, pluginDir string) *v1.Pod {
+	grace := int64(2)
+	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "sample-device-plugin", Namespace: "kube-system"},
+		Spec: v1.PodSpec{NodeName: "e2e", TerminationGracePeriodSeconds: &grace,
+			Volumes: []v1.Volume{{Name: "device-plugin", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: pluginDir}}}},
+			Containers: []v1.Container{{Name: "sample-device-plugin", Image: image,
+				Env:          []v1.EnvVar{{Name: "PLUGIN_SOCK_DIR", Value: "/var/lib/kubelet/device-plugins"}},
+				VolumeMounts: []v1.VolumeMount{{Name: "device-plugin", MountPath: "/var/lib/kubelet/device-plugins"}}}}}}
 }
 
 func podResourcesClient(t *testing.T, rootDir string) podresourcesv1.PodResourcesListerClient {
@@ -110,7 +125,8 @@ func listedDevices(c podresourcesv1.PodResourcesListerClient, pod, container str
 	return strings.Join(ids, ",")
 }
 
-// TestClusterDevicePlugin: the upstream sample device plugin, unchanged, registers with the agent;
+// TestClusterDevicePlugin: the upstream sample device plugin, unchanged and run as a pod the way
+// the e2e suite deploys it, registers with the agent;
 // its two devices become the Node's example.com/resource; the scheduler places a pod limited to
 // one, which gets its device (the plugin's mount) and is listed with it by the PodResources API;
 // a pod asking for more than is left is refused with the kubelet's reason; and an agent restart
@@ -121,7 +137,17 @@ func TestClusterDevicePlugin(t *testing.T) {
 	ctx := context.Background()
 	e.startAgent()
 	e.eventually("node Ready", func() bool { return nodeCondition(ctx, client, v1.NodeReady) == v1.ConditionTrue })
-	startSampleDevicePlugin(t, devicemanager.Dir(e.cfg.RootDir))
+	image := pushSampleDevicePlugin(t, e.reg)
+	if _, err := client.CoreV1().Pods("kube-system").Create(ctx, sampleDevicePluginPod(image, devicemanager.Dir(e.cfg.RootDir)), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The plugin makes its fake devices as files in its own /tmp and hands out mounts of
+	// /tmp/Dev-N of the host, which the runtime makes (as containerd and CRI-O do) for the
+	// consumer: folders of the host's /tmp, removed at the end.
+	t.Cleanup(func() {
+		os.Remove("/tmp/Dev-1")
+		os.Remove("/tmp/Dev-2")
+	})
 
 	nodes := client.CoreV1().Nodes()
 	devicesOnNode := func(capacity, allocatable string) func() bool {
