@@ -409,13 +409,7 @@ func (e *env) startServingNode(t *testing.T, admin string, p *pki, cpDir string,
 	ctx := context.Background()
 	nodeIP := addLoopbackIP(t)
 	p.issueServing(t, "nodelet-serving", "e2e", nodeIP)
-	if _, err := client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver-kubelet-client"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "system:kubelet-api-admin"},
-		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "kube-apiserver-kubelet-client"}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	bindKubeletAPIAdmin(t, client)
 	port := freePort(t)
 	e.startAgentProcess(nodeIP, port, append([]string{"--kubeconfig", admin, "--node-ip", nodeIP,
 		"--address", nodeIP, "--port", strconv.Itoa(port),
@@ -438,4 +432,17 @@ func (e *env) startServingNode(t *testing.T, admin string, p *pki, cpDir string,
 		return false
 	})
 	return nodeIP, port
+}
+
+// bindKubeletAPIAdmin lets the apiserver's kubelet client (kube-apiserver-kubelet-client) use the
+// node's API, as kubeadm binds it.
+func bindKubeletAPIAdmin(t testing.TB, client kubernetes.Interface) {
+	t.Helper()
+	if _, err := client.RbacV1().ClusterRoleBindings().Create(context.Background(), &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver-kubelet-client"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "system:kubelet-api-admin"},
+		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "kube-apiserver-kubelet-client"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }

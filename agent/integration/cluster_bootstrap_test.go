@@ -16,7 +16,6 @@ import (
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	v1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -31,13 +30,7 @@ func TestClusterServingCertBootstrap(t *testing.T) {
 	admin, _ := startControlPlanePKI(t, cpDir)
 	client := kubeClient(t, admin)
 	ctx := context.Background()
-	if _, err := client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver-kubelet-client"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "system:kubelet-api-admin"},
-		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "kube-apiserver-kubelet-client"}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	bindKubeletAPIAdmin(t, client)
 	nodeIP := addLoopbackIP(t)
 	port := freePort(t)
 	e.writePod("static", "Always", e.reg+"/busybox:1", "echo hello-from-static; "+loop)

@@ -13,10 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
+	ggcrv1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"google.golang.org/grpc"
@@ -55,28 +52,8 @@ func pushSampleDevicePlugin(t *testing.T, reg string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	img, err := mutate.AppendLayers(empty.Image, crirt.BusyboxLayer(t), layer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf = cf.DeepCopy()
-	cf.Architecture, cf.OS = "amd64", "linux"
-	cf.Config.Entrypoint = []string{"/sample-device-plugin"}
-	if img, err = mutate.ConfigFile(img, cf); err != nil {
-		t.Fatal(err)
-	}
 	ref := reg + "/sample-device-plugin:1.7"
-	r, err := name.ParseReference(ref, name.Insecure)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Write(r, img); err != nil {
-		t.Fatalf("push %s: %v", ref, err)
-	}
+	pushImage(t, ref, func(c *ggcrv1.Config) { c.Entrypoint = []string{"/sample-device-plugin"} }, crirt.BusyboxLayer(t), layer)
 	return ref
 }
 

@@ -31,7 +31,13 @@ import (
 // pushBusybox pushes a busybox image under ref with the given default command.
 func pushBusybox(t testing.TB, layer ggcrv1.Layer, ref string, cmd ...string) {
 	t.Helper()
-	img, err := mutate.AppendLayers(empty.Image, layer)
+	pushImage(t, ref, func(c *ggcrv1.Config) { c.Cmd = cmd }, layer)
+}
+
+// pushImage pushes an image of layers under ref, its config (PATH=/bin) changed by config.
+func pushImage(t testing.TB, ref string, config func(*ggcrv1.Config), layers ...ggcrv1.Layer) {
+	t.Helper()
+	img, err := mutate.AppendLayers(empty.Image, layers...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,8 +47,8 @@ func pushBusybox(t testing.TB, layer ggcrv1.Layer, ref string, cmd ...string) {
 	}
 	cf = cf.DeepCopy()
 	cf.Architecture, cf.OS = "amd64", "linux"
-	cf.Config.Cmd = cmd
 	cf.Config.Env = []string{"PATH=/bin"}
+	config(&cf.Config)
 	if img, err = mutate.ConfigFile(img, cf); err != nil {
 		t.Fatal(err)
 	}
