@@ -312,11 +312,7 @@ func TestDevicesAllocatedAtAdmissionAndGivenToTheContainer(t *testing.T) {
 func TestInitContainerDevicesGoToTheAppContainer(t *testing.T) {
 	dir := t.TempDir()
 	e := startManager(t, dir, Deps{})
-	p := startPlugin(t, dir, "dp.sock", healthy("d1", "d2")...)
-	if err := register(t, e.m, &pluginapi.RegisterRequest{Version: pluginapi.Version, Endpoint: "dp.sock", ResourceName: res}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "two devices", capacityIs(e.m, 2, 2))
+	p := e.plugin(t, "d1", "d2")
 	lim := v1.ResourceList{res: *resource.NewQuantity(1, resource.DecimalSI)}
 	pod := devicePod("pod-1", 1, v1.Container{Name: "init", Resources: v1.ResourceRequirements{Limits: lim, Requests: lim}})
 	if err := e.m.Admit(pod); err != nil {
@@ -337,11 +333,7 @@ func TestAllocationsSurviveARestart(t *testing.T) {
 	if !e.m.ShouldResetExtendedResourceCapacity() {
 		t.Error("a first start should reset the Node's extended resources")
 	}
-	p := startPlugin(t, dir, "dp.sock", healthy("d1", "d2")...)
-	if err := register(t, e.m, &pluginapi.RegisterRequest{Version: pluginapi.Version, Endpoint: "dp.sock", ResourceName: res}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "two devices", capacityIs(e.m, 2, 2))
+	p := e.plugin(t, "d1", "d2")
 	pod := devicePod("pod-1", 1)
 	if err := e.m.Admit(pod); err != nil {
 		t.Fatal(err)
@@ -388,11 +380,7 @@ func held(m *Manager) int {
 func TestAllocatableCountsHealthyAndHeldDevices(t *testing.T) {
 	dir := t.TempDir()
 	e := startManager(t, dir, Deps{})
-	p := startPlugin(t, dir, "dp.sock", healthy("d1", "d2")...)
-	if err := register(t, e.m, &pluginapi.RegisterRequest{Version: pluginapi.Version, Endpoint: "dp.sock", ResourceName: res}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "two devices", capacityIs(e.m, 2, 2))
+	p := e.plugin(t, "d1", "d2")
 	base := func() v1.ResourceList { return v1.ResourceList{v1.ResourceCPU: resource.MustParse("2")} }
 	alloc := e.m.Allocatable(base)
 	if got := alloc(); got.Name(res, resource.DecimalSI).Value() != 2 || got.Cpu().Value() != 2 {
@@ -407,4 +395,15 @@ func TestAllocatableCountsHealthyAndHeldDevices(t *testing.T) {
 	if got := alloc(); got.Name(res, resource.DecimalSI).Value() != 2 {
 		t.Errorf("allocatable %v, want the two held", got)
 	}
+}
+
+// plugin starts a plugin of healthy devices ids, registers it and waits for its devices.
+func (e *env) plugin(t *testing.T, ids ...string) *fakePlugin {
+	t.Helper()
+	p := startPlugin(t, e.dir, "dp.sock", healthy(ids...)...)
+	if err := register(t, e.m, &pluginapi.RegisterRequest{Version: pluginapi.Version, Endpoint: "dp.sock", ResourceName: res}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the plugin's devices", capacityIs(e.m, int64(len(ids)), int64(len(ids))))
+	return p
 }
