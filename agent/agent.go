@@ -18,6 +18,7 @@ import (
 
 	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/nodelet/nodelet/agent/admission"
 	"github.com/nodelet/nodelet/agent/agentconfig"
@@ -41,6 +42,7 @@ import (
 	"github.com/nodelet/nodelet/agent/nodestatus"
 	"github.com/nodelet/nodelet/agent/oomwatcher"
 	"github.com/nodelet/nodelet/agent/pleg"
+	"github.com/nodelet/nodelet/agent/pluginmanager"
 	"github.com/nodelet/nodelet/agent/podmanager"
 	"github.com/nodelet/nodelet/agent/podobjects"
 	"github.com/nodelet/nodelet/agent/podresources"
@@ -330,9 +332,11 @@ func New(cfg agentconfig.Config, deps Deps) (_ *Agent, err error) {
 	}
 
 	podResources := podresources.New(podresources.Deps{Pods: a.state, Devices: devices, CPUs: cpus, Log: log})
+	plugins := pluginmanager.New(pluginmanager.Dir(cfg.RootDir), map[string]pluginmanager.Handler{registerapi.DevicePlugin: devices}, log)
 	a.parts = []part{{"node allocatable", loop(nodeCM.Run)}, {"CPU manager", loop(cpus.Run)},
 		{"device manager", vital(devices.Run)},
-		{"pod resources", vital(func(ctx context.Context) error { return podResources.Serve(ctx, podresources.SocketPath(cfg.RootDir)) })}}
+		{"pod resources", vital(func(ctx context.Context) error { return podResources.Serve(ctx, podresources.SocketPath(cfg.RootDir)) })},
+		{"plugin manager", plugins.Run}}
 	if podQOS != nil {
 		a.parts = append(a.parts, part{"QoS cgroups", loop(podQOS.Run)})
 	}

@@ -66,6 +66,9 @@ type Manager struct {
 	// running are the containers found running at the start (pod UID/container name).
 	running     sets.Set[string]
 	runningOnce sync.Once
+	// serving is the context Start was given, until Serve ends: plugins are followed for as long
+	// (nil before and after).
+	serving context.Context
 	// writing orders the checkpoint's writers: each takes its snapshot and writes it under it, so
 	// an older snapshot never lands over a newer one.
 	writing sync.Mutex
@@ -134,6 +137,9 @@ func (m *Manager) Start(ctx context.Context) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("device plugin registration socket: %w", err)
 	}
+	m.mu.Lock()
+	m.serving = ctx
+	m.mu.Unlock()
 	return ln, nil
 }
 
@@ -149,15 +155,22 @@ func (m *Manager) Serve(ctx context.Context, ln net.Listener) error {
 		srv.Stop()
 		<-done
 	case err := <-done:
-		m.closeAll()
-		m.followers.Wait()
-		os.Remove(m.SocketPath())
+		m.stopServing()
 		return fmt.Errorf("device plugin registration server: %w", err)
 	}
+	m.stopServing()
+	return nil
+}
+
+// stopServing closes every plugin connection, waits for their followers, and removes the socket.
+// No follower starts once serving is cleared.
+func (m *Manager) stopServing() {
+	m.mu.Lock()
+	m.serving = nil
+	m.mu.Unlock()
 	m.closeAll()
 	m.followers.Wait()
 	os.Remove(m.SocketPath())
-	return nil
 }
 
 // Run is Start then Serve.

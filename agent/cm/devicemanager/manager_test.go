@@ -407,3 +407,32 @@ func (e *env) plugin(t *testing.T, ids ...string) *fakePlugin {
 	waitFor(t, "the plugin's devices", capacityIs(e.m, int64(len(ids)), int64(len(ids))))
 	return p
 }
+
+// A device plugin may register through the plugin manager's folder instead of kubelet.sock.
+func TestRegistrationThroughThePluginManager(t *testing.T) {
+	dir := t.TempDir()
+	e := startManager(t, dir, Deps{})
+	p := startPlugin(t, dir, "elsewhere.sock", healthy("d1")...)
+	for _, tc := range []struct {
+		name, endpoint string
+		versions       []string
+		want           string
+	}{
+		{res, p.socket, []string{"v1alpha"}, `manager version, v1beta1, is not among plugin supported versions [v1alpha]`},
+		{"cpu", p.socket, []string{pluginapi.Version}, `invalid name of device plugin socket: the ResourceName "cpu" is invalid`},
+		{res, "elsewhere.sock", []string{pluginapi.Version}, `device plugin endpoint "elsewhere.sock" is not an absolute path`},
+	} {
+		if err := e.m.ValidatePlugin(tc.name, tc.endpoint, tc.versions); err == nil || err.Error() != tc.want {
+			t.Errorf("%+v: %v", tc, err)
+		}
+	}
+	if err := e.m.ValidatePlugin(res, p.socket, []string{pluginapi.Version}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.m.RegisterPlugin(res, p.socket, []string{pluginapi.Version}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "its device", capacityIs(e.m, 1, 1))
+	e.m.DeRegisterPlugin(res, p.socket)
+	waitFor(t, "its device unhealthy once deregistered", capacityIs(e.m, 1, 0))
+}

@@ -2,8 +2,10 @@ package devicemanager
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -43,8 +45,17 @@ func (r *registration) Register(_ context.Context, req *pluginapi.RegisterReques
 		m.log.Error("device plugin not connected", "resourceName", req.ResourceName, "err", err)
 		return &pluginapi.Empty{}, err
 	}
+	m.mu.Lock()
+	serving := m.serving != nil
+	if serving {
+		m.followers.Add(1)
+	}
+	m.mu.Unlock()
+	if !serving {
+		e.close()
+		return &pluginapi.Empty{}, errors.New("the device manager is stopping")
+	}
 	m.connected(e)
-	m.followers.Add(1)
 	go func() {
 		defer m.followers.Done()
 		m.follow(r.ctx, e)
@@ -77,4 +88,55 @@ func isExtendedResourceName(name string) bool {
 		return false
 	}
 	return len(validation.IsQualifiedName(v1.DefaultResourceRequestsPrefix+name)) == 0
+}
+
+// ValidatePlugin takes a device plugin registering through the plugin manager's folder
+// (plugins_registry, pluginregistration type DevicePlugin) rather than kubelet.sock: it must
+// speak v1beta1 and name an extended resource, with the kubelet's messages.
+func (m *Manager) ValidatePlugin(name, endpoint string, versions []string) error {
+	if !slices.Contains(versions, pluginapi.Version) {
+		return fmt.Errorf("manager version, %s, is not among plugin supported versions %v", pluginapi.Version, versions)
+	}
+	if !isExtendedResourceName(name) {
+		return fmt.Errorf("invalid name of device plugin socket: the ResourceName %q is invalid", name)
+	}
+	if !filepath.IsAbs(endpoint) {
+		return fmt.Errorf("device plugin endpoint %q is not an absolute path", endpoint)
+	}
+	return nil
+}
+
+// RegisterPlugin connects to the plugin at endpoint and follows its devices, as Register does.
+func (m *Manager) RegisterPlugin(name, endpoint string, _ []string) error {
+	m.mu.Lock()
+	ctx := m.serving
+	if ctx != nil {
+		m.followers.Add(1) // under mu: stopServing clears serving before it waits
+	}
+	m.mu.Unlock()
+	if ctx == nil {
+		return errors.New("the device manager is not serving")
+	}
+	e, err := dial(ctx, name, endpoint)
+	if err != nil {
+		m.followers.Done()
+		return err
+	}
+	m.connected(e)
+	go func() {
+		defer m.followers.Done()
+		m.follow(ctx, e)
+	}()
+	return nil
+}
+
+// DeRegisterPlugin closes the plugin's connection: its devices turn unhealthy for the grace
+// period, as when its ListAndWatch stream ends.
+func (m *Manager) DeRegisterPlugin(name, endpoint string) {
+	m.mu.Lock()
+	e := m.endpoints[name]
+	m.mu.Unlock()
+	if e != nil && e.path == endpoint {
+		m.disconnected(e, errors.New("deregistered"))
+	}
 }
