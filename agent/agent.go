@@ -312,7 +312,7 @@ func New(cfg agentconfig.Config, deps Deps) (_ *Agent, err error) {
 	a.loop = syncloop.New(syncloop.Deps{
 		Updates: sources.Merged.Updates(), PLEG: a.pleg.Watch(), Probes: probes.Updates(), Pods: pods, Workers: workers,
 		Runtime: manager, Statuses: statuses, Mirrors: loopMirrors, Admit: alloc.AddPod, Recorder: a.events,
-		SourcesReady: a.state.SourcesReady, Kills: kills, Evicted: syncer,
+		SourcesReady: a.state.SourcesReady, SourceHandled: sources.Merged.SourceHandled, Kills: kills, Evicted: syncer,
 		BackOffs: manager, Events: a.events, Listed: sources.Merged, Resizes: alloc,
 		SyncFrequency: cfg.Kubelet.SyncFrequency.Duration, HousekeepingPeriod: housekeeping, Log: log,
 	})

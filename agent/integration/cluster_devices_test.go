@@ -193,4 +193,8 @@ func TestClusterDevicePlugin(t *testing.T) {
 	if again := runningContainer(t, e, "dev", "app"); again != id {
 		t.Fatalf("the device pod's container was replaced across the restart: %s then %s", id, again)
 	}
+	// Admitted again before the plugin came back, it keeps its device: it was not refused.
+	if p, err := pods.Get(ctx, "dev", metav1.GetOptions{}); err != nil || p.Status.Phase != v1.PodRunning || p.Status.Reason != "" {
+		t.Fatalf("the device pod after the restart: %v %s %s %s", err, p.Status.Phase, p.Status.Reason, p.Status.Message)
+	}
 }

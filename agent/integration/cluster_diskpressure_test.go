@@ -63,7 +63,7 @@ func loopFS(t *testing.T) string {
 				return
 			}
 			if time.Now().After(deadline) {
-				t.Errorf("umount %s: %v: %s", mnt, err, out)
+				t.Errorf("umount %s: %v: %s; holding it: %v", mnt, err, out, holders(mnt))
 				return
 			}
 			time.Sleep(100 * time.Millisecond)
@@ -170,4 +170,31 @@ func diskPressureScenario(t *testing.T, start func(t testing.TB, dir, reg string
 		client.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 	}
 	e.eventually("pods gone from the runtime", func() bool { return len(e.allSandboxes()) == 0 })
+}
+
+// holders names the processes with a working directory, root or open file below dir, to tell
+// what keeps a filesystem busy.
+func holders(dir string) []string {
+	var out []string
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		if _, err := strconv.Atoi(p.Name()); err != nil {
+			continue
+		}
+		base := filepath.Join("/proc", p.Name())
+		links := []string{filepath.Join(base, "cwd"), filepath.Join(base, "root")}
+		if fds, err := os.ReadDir(filepath.Join(base, "fd")); err == nil {
+			for _, fd := range fds {
+				links = append(links, filepath.Join(base, "fd", fd.Name()))
+			}
+		}
+		for _, l := range links {
+			if target, err := os.Readlink(l); err == nil && strings.HasPrefix(target, dir) {
+				comm, _ := os.ReadFile(filepath.Join(base, "comm"))
+				out = append(out, p.Name()+" "+strings.TrimSpace(string(comm))+" "+filepath.Base(l)+" -> "+target)
+				break
+			}
+		}
+	}
+	return out
 }

@@ -65,7 +65,8 @@ type PodUpdate struct {
 type PodConfig struct {
 	mu      sync.Mutex
 	pods    map[string]map[types.UID]*v1.Pod
-	seen    map[string]bool
+	seen    map[string]bool // sources that delivered a set
+	handled map[string]bool // sources whose set the SyncLoop handled (SeenAllSources)
 	updates chan PodUpdate
 	log     *slog.Logger
 }
@@ -75,24 +76,35 @@ func NewPodConfig(log *slog.Logger) *PodConfig {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &PodConfig{pods: map[string]map[types.UID]*v1.Pod{}, seen: map[string]bool{},
+	return &PodConfig{pods: map[string]map[types.UID]*v1.Pod{}, seen: map[string]bool{}, handled: map[string]bool{},
 		updates: make(chan PodUpdate, 50), log: log}
 }
 
 // Updates is the channel the SyncLoop reads.
 func (c *PodConfig) Updates() <-chan PodUpdate { return c.updates }
 
-// SeenAllSources reports whether each named source has delivered its first set; until then
-// housekeeping must not treat running pods as orphans.
+// SeenAllSources reports whether the SyncLoop has handled a set from each named source: the
+// kubelet's sourcesReady, marked after a source's first pods were admitted. Until then
+// housekeeping must not treat running pods as orphans, and the managers that hand out CPUs and
+// devices must not give back what a pod of a source yet to be heard holds; while the first pods
+// are admitted (an agent restarting), containers found running keep their devices as they are.
 func (c *PodConfig) SeenAllSources(sources []string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, s := range sources {
-		if !c.seen[s] {
+		if !c.handled[s] {
 			return false
 		}
 	}
 	return true
+}
+
+// SourceHandled records that the SyncLoop has handled an update of source (after admitting its
+// pods, as the kubelet's SyncLoop adds the source to its ready ones).
+func (c *PodConfig) SourceHandled(source string) {
+	c.mu.Lock()
+	c.handled[source] = true
+	c.mu.Unlock()
 }
 
 // Has reports whether a source lists the pod now. The pods of an update are listed before the

@@ -82,6 +82,11 @@ func TestMergerOps(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(map[PodOperation][]string{DELETE: {"a"}, REMOVE: {"b"}}) {
 		t.Fatalf("third set: %v", got)
 	}
+	// Ready once the SyncLoop has handled a set of the source, as the kubelet's sourcesReady.
+	if c.SeenAllSources([]string{"api"}) {
+		t.Fatal("SeenAllSources before the SyncLoop handled the source's set")
+	}
+	c.SourceHandled("api")
 	if !c.SeenAllSources([]string{"api"}) || c.SeenAllSources([]string{"api", "file"}) {
 		t.Fatal("SeenAllSources")
 	}

@@ -116,6 +116,9 @@ type Deps struct {
 	// Recorder gets the events of pods admission refused; nil records none.
 	Recorder     EventRecorder
 	SourcesReady func() bool
+	// SourceHandled hears of each update handled, after its pods were admitted: a source is
+	// ready once one of its sets was (*podsource.PodConfig.SourceHandled); nil: nobody asks.
+	SourceHandled func(source string)
 	// Kills are the evictions to hand to workers, Evicted marks their statuses; nil: none.
 	Kills   *Kills
 	Evicted EvictionMarker
@@ -187,6 +190,9 @@ func (l *SyncLoop) iteration(ctx context.Context, syncCh, housekeepingCh <-chan 
 			return false
 		}
 		l.handleUpdate(u)
+		if l.SourceHandled != nil && u.Source != "" {
+			l.SourceHandled(u.Source)
+		}
 	case e := <-l.PLEG:
 		l.handlePLEGEvent(e)
 	case u := <-l.Probes:
