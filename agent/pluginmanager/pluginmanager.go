@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
@@ -57,7 +58,7 @@ type Manager struct {
 
 	mu sync.Mutex
 	// want are the sockets found, each with the generation of its last creation.
-	want map[string]uint64
+	want map[string]found
 	gen  uint64
 	// have are the plugins registered, by socket.
 	have map[string]registered
@@ -74,6 +75,14 @@ type retry struct {
 
 const maxRetryDelay = 2 * time.Minute
 
+// found is a socket as last found: the file it is, and the generation it was given. The same
+// file found twice (the folder's walk and its creation event both see a new socket) keeps its
+// generation; a socket made anew is another file.
+type found struct {
+	dev, ino uint64
+	gen      uint64
+}
+
 // registered is a plugin handed to its handler, and the socket generation it came from.
 type registered struct {
 	gen            uint64
@@ -88,7 +97,7 @@ func New(dir string, handlers map[string]Handler, log *slog.Logger) *Manager {
 		log = slog.Default()
 	}
 	return &Manager{dir: dir, handlers: handlers, log: log.With("component", "pluginmanager"),
-		want: map[string]uint64{}, have: map[string]registered{}, failed: map[string]retry{}}
+		want: map[string]found{}, have: map[string]registered{}, failed: map[string]retry{}}
 }
 
 // Run watches the folder and registers its plugins until ctx ends; then every plugin is
@@ -147,7 +156,7 @@ func (m *Manager) watchTree(w *fsnotify.Watcher, dir string) error {
 				m.log.Warn("plugin folder not watched", "path", p, "err", err)
 			}
 		case d.Type()&fs.ModeSocket != 0:
-			m.found(p)
+			m.foundSocket(p)
 		}
 		return nil
 	})
@@ -169,7 +178,7 @@ func (m *Manager) event(w *fsnotify.Watcher, ev fsnotify.Event) {
 				m.log.Warn("plugin folder not watched", "path", ev.Name, "err", err)
 			}
 		} else if fi.Mode()&fs.ModeSocket != 0 {
-			m.found(ev.Name)
+			m.foundSocket(ev.Name)
 		}
 	case ev.Has(fsnotify.Remove), ev.Has(fsnotify.Rename):
 		m.mu.Lock()
@@ -179,12 +188,19 @@ func (m *Manager) event(w *fsnotify.Watcher, ev fsnotify.Event) {
 	}
 }
 
-func (m *Manager) found(socket string) {
+func (m *Manager) foundSocket(socket string) {
+	var st unix.Stat_t
+	if err := unix.Lstat(socket, &st); err != nil {
+		return
+	}
 	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cur, ok := m.want[socket]; ok && cur.dev == st.Dev && cur.ino == st.Ino {
+		return
+	}
 	m.gen++
-	m.want[socket] = m.gen
+	m.want[socket] = found{dev: st.Dev, ino: st.Ino, gen: m.gen}
 	delete(m.failed, socket) // a socket made anew is tried at once
-	m.mu.Unlock()
 	m.log.Info("plugin socket found", "path", socket)
 }
 
@@ -194,7 +210,7 @@ func (m *Manager) reconcile(ctx context.Context) {
 	m.mu.Lock()
 	var drop []string
 	for socket, r := range m.have {
-		if g, ok := m.want[socket]; !ok || g != r.gen {
+		if f, ok := m.want[socket]; !ok || f.gen != r.gen {
 			drop = append(drop, socket)
 		}
 	}
@@ -253,7 +269,7 @@ func (m *Manager) deregisterAll() {
 // handler, and tells it the outcome, with the kubelet's words.
 func (m *Manager) register(ctx context.Context, socket string) error {
 	m.mu.Lock()
-	gen := m.want[socket]
+	gen := m.want[socket].gen
 	m.mu.Unlock()
 	conn, err := grpc.NewClient("passthrough:///"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return unixsock.Dial(ctx, socket) }))
