@@ -22,6 +22,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -50,6 +51,7 @@ var scheme = lazy.Value[*runtime.Scheme]{New: func() *runtime.Scheme {
 	utilruntime.Must(authnv1.AddToScheme(s))
 	utilruntime.Must(authzv1.AddToScheme(s))
 	utilruntime.Must(certificatesv1.AddToScheme(s))
+	utilruntime.Must(storagev1.AddToScheme(s))
 	return s
 }}
 
@@ -76,12 +78,15 @@ type Interface interface {
 	TokenReviews() TokenReviewInterface
 	SubjectAccessReviews() SubjectAccessReviewInterface
 	CertificateSigningRequests() CertificateSigningRequestInterface
+	CSINodes() CSINodeInterface
+	CSIDrivers() CSIDriverInterface
+	VolumeAttachments() VolumeAttachmentInterface
 }
 
 // Client reaches the apiserver of one kubeconfig. All groups share one HTTP client (so one
 // connection pool) and one rate limiter, as the clientset's do.
 type Client struct {
-	core, coordination, node, authn, authz, certificates rest.Interface
+	core, coordination, node, authn, authz, certificates, storage rest.Interface
 }
 
 // New makes a client; nothing is dialled until the first request.
@@ -111,6 +116,7 @@ func New(c *rest.Config) (*Client, error) {
 		{&cl.authn, authnv1.SchemeGroupVersion},
 		{&cl.authz, authzv1.SchemeGroupVersion},
 		{&cl.certificates, certificatesv1.SchemeGroupVersion},
+		{&cl.storage, storagev1.SchemeGroupVersion},
 	} {
 		if *g.into, err = groupClient(cfg, hc, g.gv); err != nil {
 			return nil, err
@@ -239,6 +245,38 @@ type CertificateSigningRequestInterface interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*certificatesv1.CertificateSigningRequest, error)
 	Create(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, opts metav1.CreateOptions) (*certificatesv1.CertificateSigningRequest, error)
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// CSINodeInterface keeps the node's CSINode: the CSI drivers registered on it.
+type CSINodeInterface interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*storagev1.CSINode, error)
+	Create(ctx context.Context, n *storagev1.CSINode, opts metav1.CreateOptions) (*storagev1.CSINode, error)
+	Update(ctx context.Context, n *storagev1.CSINode, opts metav1.UpdateOptions) (*storagev1.CSINode, error)
+}
+
+// CSIDriverInterface reads what a CSI driver asks of the node (attach, pod info, fsGroup policy).
+type CSIDriverInterface interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*storagev1.CSIDriver, error)
+}
+
+// VolumeAttachmentInterface reads whether a volume is attached to the node, for drivers that attach.
+type VolumeAttachmentInterface interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*storagev1.VolumeAttachment, error)
+}
+
+func (c *Client) VolumeAttachments() VolumeAttachmentInterface {
+	return resource[*storagev1.VolumeAttachment, *storagev1.VolumeAttachmentList]{c.storage, "volumeattachments", "",
+		func() *storagev1.VolumeAttachment { return &storagev1.VolumeAttachment{} },
+		func() *storagev1.VolumeAttachmentList { return &storagev1.VolumeAttachmentList{} }}
+}
+
+func (c *Client) CSINodes() CSINodeInterface {
+	return resource[*storagev1.CSINode, *storagev1.CSINodeList]{c.storage, "csinodes", "",
+		func() *storagev1.CSINode { return &storagev1.CSINode{} }, func() *storagev1.CSINodeList { return &storagev1.CSINodeList{} }}
+}
+func (c *Client) CSIDrivers() CSIDriverInterface {
+	return resource[*storagev1.CSIDriver, *storagev1.CSIDriverList]{c.storage, "csidrivers", "",
+		func() *storagev1.CSIDriver { return &storagev1.CSIDriver{} }, func() *storagev1.CSIDriverList { return &storagev1.CSIDriverList{} }}
 }
 
 func (c *Client) Pods(namespace string) PodInterface {

@@ -59,6 +59,11 @@ func (c *Client) TokenReviews() kubeclient.TokenReviewInterface {
 func (c *Client) SubjectAccessReviews() kubeclient.SubjectAccessReviewInterface {
 	return c.AuthorizationV1().SubjectAccessReviews()
 }
+func (c *Client) CSINodes() kubeclient.CSINodeInterface     { return c.StorageV1().CSINodes() }
+func (c *Client) CSIDrivers() kubeclient.CSIDriverInterface { return c.StorageV1().CSIDrivers() }
+func (c *Client) VolumeAttachments() kubeclient.VolumeAttachmentInterface {
+	return c.StorageV1().VolumeAttachments()
+}
 func (c *Client) CertificateSigningRequests() kubeclient.CertificateSigningRequestInterface {
 	return c.CertificatesV1().CertificateSigningRequests()
 }
