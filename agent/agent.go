@@ -30,6 +30,7 @@ import (
 	"github.com/nodelet/nodelet/agent/cm/qos"
 	"github.com/nodelet/nodelet/agent/containergc"
 	"github.com/nodelet/nodelet/agent/credentials"
+	"github.com/nodelet/nodelet/agent/csi"
 	"github.com/nodelet/nodelet/agent/eviction"
 	"github.com/nodelet/nodelet/agent/gc"
 	"github.com/nodelet/nodelet/agent/images"
@@ -175,6 +176,12 @@ func New(cfg agentconfig.Config, deps Deps) (_ *Agent, err error) {
 		vols.Claims = client
 	}
 	metrics.VolumeStats(vols.LocalClaims) // kubelet_volume_stats_* of the local PVs pods use
+	var csiClient csi.Client              // standalone: no CSINode, no persistent volumes
+	if client != nil {
+		csiClient = client
+	}
+	csiVolumes := csi.New(csi.Config{NodeName: cfg.NodeName, RootDir: cfg.RootDir, Client: csiClient, Secrets: vols.SecretData, Log: log})
+	vols.CSI = csiVolumes
 	if client == nil && cfg.Kubelet.StaticPodPath != "" {
 		// Standalone: secrets and config maps sit beside the static pod manifests.
 		vols.Objects = &volumemanager.DirObjects{Dir: cfg.Kubelet.StaticPodPath}
@@ -332,7 +339,8 @@ func New(cfg agentconfig.Config, deps Deps) (_ *Agent, err error) {
 	}
 
 	podResources := podresources.New(podresources.Deps{Pods: a.state, Devices: devices, CPUs: cpus, Log: log})
-	plugins := pluginmanager.New(pluginmanager.Dir(cfg.RootDir), map[string]pluginmanager.Handler{registerapi.DevicePlugin: devices}, log)
+	plugins := pluginmanager.New(pluginmanager.Dir(cfg.RootDir), map[string]pluginmanager.Handler{registerapi.DevicePlugin: devices,
+		registerapi.CSIPlugin: csiVolumes}, log)
 	a.parts = []part{{"node allocatable", loop(nodeCM.Run)}, {"CPU manager", loop(cpus.Run)},
 		{"device manager", vital(devices.Run)},
 		{"pod resources", vital(func(ctx context.Context) error { return podResources.Serve(ctx, podresources.SocketPath(cfg.RootDir)) })},

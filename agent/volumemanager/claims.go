@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodelet/nodelet/agent/csi"
 	"github.com/nodelet/nodelet/agent/kubeclient"
 	"github.com/nodelet/nodelet/agent/metrics"
 )
@@ -40,12 +41,21 @@ type claimed struct {
 	// kubelet measures for kubelet_volume_stats_* (a hostPath PV it does not).
 	namespace, claim string
 	local            bool
+	// csi: published by a CSI driver; later syncs leave it be, as the kubelet's actual state of
+	// the world keeps a mounted volume mounted.
+	csi bool
 }
 
 // setUpClaim resolves a persistentVolumeClaim or generic ephemeral volume to its bound PV, as the
 // kubelet's desired state populator does (and with its messages), and makes the PV ready for the
 // pod: the hostPath and local PVs this node supports are folders of the host that containers bind.
 func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, v *v1.Volume) error {
+	m.mu.Lock()
+	done := m.claims[pod.UID][v.Name].csi
+	m.mu.Unlock()
+	if done {
+		return nil
+	}
 	claim, readOnly, ephemeral := "", false, v.Ephemeral != nil
 	if ephemeral {
 		// A generic ephemeral volume's claim is the one the ephemeral volume controller makes for
@@ -83,8 +93,23 @@ func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, v *v1.Volume) err
 				return fmt.Errorf("PV %s: fsGroup: %w", pv.Name, err)
 			}
 		}
+	case pv.Spec.CSI != nil:
+		if m.CSI == nil {
+			return fmt.Errorf("PV %s: CSI volumes need an API server: %w", pv.Name, ErrClaim)
+		}
+		ro := readOnly || pv.Spec.CSI.ReadOnly
+		target, ownership, err := m.CSI.SetUp(ctx, pod, csi.Volume{Name: v.Name, PV: pv, Source: pv.Spec.CSI, ReadOnly: ro})
+		if err != nil {
+			return fmt.Errorf("MountVolume.SetUp failed for volume %q : %w", v.Name, err)
+		}
+		if g := fsGroup(pod); g != nil && ownership {
+			if err := ownTree(target, *g, fsGroupChangePolicy(pod)); err != nil {
+				return fmt.Errorf("PV %s: fsGroup: %w", pv.Name, err)
+			}
+		}
+		path, readOnly = target, ro
 	default:
-		return fmt.Errorf("PV %s: only hostPath and local PersistentVolumes are supported on this node: %w", pv.Name, ErrClaim)
+		return fmt.Errorf("PV %s: only hostPath, local and CSI PersistentVolumes are supported on this node: %w", pv.Name, ErrClaim)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -94,7 +119,8 @@ func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, v *v1.Volume) err
 	if m.claims[pod.UID] == nil {
 		m.claims[pod.UID] = map[string]claimed{}
 	}
-	m.claims[pod.UID][v.Name] = claimed{path: path, readOnly: readOnly, namespace: pod.Namespace, claim: claim, local: pv.Spec.Local != nil}
+	m.claims[pod.UID][v.Name] = claimed{path: path, readOnly: readOnly, namespace: pod.Namespace, claim: claim, local: pv.Spec.Local != nil,
+		csi: pv.Spec.CSI != nil}
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodelet/nodelet/agent/csi"
 	"github.com/nodelet/nodelet/test/harness/kubefake"
 	"github.com/nodelet/nodelet/test/harness/testutil"
 )
@@ -72,7 +73,7 @@ func TestClaimsResolveToTheirPV(t *testing.T) {
 		{claim: "dying", err: "error processing PVC ns/dying: PVC is being deleted"},
 		{claim: "stolen", err: "error processing PVC ns/stolen: found PV object pv-other but its pv.Spec.ClaimRef.UID uid-someone-else does not point to claim.UID uid-stolen"},
 		{claim: "unbound-pv", err: "error processing PVC ns/unbound-pv: found PV object pv-free but it has a nil pv.Spec.ClaimRef indicating it is not yet bound to the claim"},
-		{claim: "nfs", err: "PV pv-nfs: only hostPath and local PersistentVolumes are supported on this node"},
+		{claim: "nfs", err: "PV pv-nfs: only hostPath, local and CSI PersistentVolumes are supported on this node"},
 		{claim: "block", err: "PV pv-block has volumeMode Block: raw block volumes are not supported"},
 		{claim: "localfile", err: "is not a folder"},
 	} {
@@ -200,5 +201,56 @@ func TestEphemeralVolumeUsesThePodsOwnClaim(t *testing.T) {
 	err := m2.Prepare(context.Background(), other)
 	if want := "PVC ns/other-scratch was not created for pod ns/other (pod is not owner)"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("Prepare with a claim the pod does not own: %v, want %q", err, want)
+	}
+}
+
+// fakeCSI publishes every volume at a folder of its own and counts the set-ups and teardowns.
+type fakeCSI struct {
+	dir       string
+	setUps    int
+	tornDown  []types.UID
+	ownership bool
+	readOnly  bool
+}
+
+func (f *fakeCSI) SetUp(_ context.Context, pod *v1.Pod, vol csi.Volume) (string, bool, error) {
+	f.setUps++
+	f.readOnly = vol.ReadOnly
+	p := filepath.Join(f.dir, string(pod.UID), vol.Name)
+	return p, f.ownership, os.MkdirAll(p, 0o755)
+}
+
+func (f *fakeCSI) TearDown(_ context.Context, uid types.UID) error {
+	f.tornDown = append(f.tornDown, uid)
+	return nil
+}
+
+// A claim of a CSI PV is published once per pod (later syncs leave it be), given to the pod's
+// fsGroup when the driver leaves that to the node, and released when the pod's volumes go.
+func TestCSIClaimsArePublishedOnceAndReleased(t *testing.T) {
+	client := kubefake.New(claim("db", "pv-csi", v1.ClaimBound), pv("pv-csi", "uid-db", v1.PersistentVolumeSource{
+		CSI: &v1.CSIPersistentVolumeSource{Driver: "d", VolumeHandle: "h", ReadOnly: true}}))
+	f := &fakeCSI{dir: t.TempDir(), ownership: true}
+	m := &Manager{RootDir: t.TempDir(), Claims: client, CSI: f}
+	pod := claimPod("db", false)
+	gid := int64(4321)
+	pod.Spec.SecurityContext = &v1.PodSecurityContext{FSGroup: &gid}
+	for range 2 {
+		if err := m.Prepare(context.Background(), pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path, readOnly, ok := m.ClaimPath(pod, "data")
+	if f.setUps != 1 || !ok || path != filepath.Join(f.dir, string(pod.UID), "data") || !readOnly || !f.readOnly {
+		t.Fatalf("set-ups %d, path %q %v %v (driver told read-only %v)", f.setUps, path, readOnly, ok, f.readOnly)
+	}
+	if st, err := os.Stat(path); err != nil || st.Sys().(*syscall.Stat_t).Gid != uint32(gid) {
+		t.Errorf("the volume's group: %v %v", st, err)
+	}
+	if err := m.TearDownVolumes(pod.UID); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.tornDown) != 1 || f.tornDown[0] != pod.UID {
+		t.Errorf("torn down %v", f.tornDown)
 	}
 }

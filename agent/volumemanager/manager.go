@@ -33,6 +33,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodelet/nodelet/agent/csi"
 	"github.com/nodelet/nodelet/agent/internal/podpath"
 	"github.com/nodelet/nodelet/agent/kubeclient"
 )
@@ -60,10 +61,19 @@ type Manager struct {
 	Now     func() time.Time
 	// Recorder gets a FailedMount event when a pod's volumes cannot be made; optional.
 	Recorder recorder.Interface
+	// CSI stages and publishes the CSI persistent volumes claims resolve to (*csi.Manager); nil
+	// refuses them.
+	CSI CSIVolumes
 
 	mu     sync.Mutex
 	tokens map[string]token
 	claims map[types.UID]map[string]claimed // by pod, by volume name
+}
+
+// CSIVolumes are the node side of CSI (*csi.Manager).
+type CSIVolumes interface {
+	SetUp(ctx context.Context, pod *v1.Pod, vol csi.Volume) (path string, ownership bool, err error)
+	TearDown(ctx context.Context, uid types.UID) error
 }
 
 // APIObjects is the apiserver as volumes read it (a *kubeclient.Client is one).
@@ -244,7 +254,12 @@ func (m *Manager) Unmount(uid types.UID) error {
 			errs = append(errs, m.unmountAll(p))
 		}
 	}
-	return errors.Join(errs...)
+	// CSI volumes after the subPath binds, which may be of their files; their drivers release
+	// them (a driver gone keeps them, and the pod's folder, until it is back).
+	if err := errors.Join(errs...); err != nil || m.CSI == nil {
+		return err
+	}
+	return m.CSI.TearDown(context.Background(), uid)
 }
 
 // unmountAll unmounts path until nothing is mounted there (a path mounted over twice needs two).

@@ -74,10 +74,14 @@ func volumesArea() area {
 			"bound to as the kubelet does, with its messages: a claim missing, not bound or being deleted, or a PV bound to "+
 			"another claim, fails the mount (FailedMount \"MountVolume.SetUp failed: volume \\\"<name>\\\": error processing "+
 			"PVC <namespace>/<claim>: PVC is not bound\"). hostPath and local PVs are bound into the containers (a writable "+
-			"local PV is given to the pod's fsGroup as the kubelet's local plugin does, fsGroupChangePolicy honoured); a PV of "+
-			"any other kind, or of volumeMode Block, fails the mount naming the PV",
+			"local PV is given to the pod's fsGroup as the kubelet's local plugin does, fsGroupChangePolicy honoured); a CSI PV "+
+			"of a driver registered on the node is staged (once per node, when the driver stages) and published for the pod "+
+			"at the kubelet's paths, with the CSIDriver's attachRequired (the VolumeAttachment waited for), podInfoOnMount "+
+			"and fsGroupPolicy honoured, and unpublished and unstaged when the pod is gone; a PV of any other kind, or of "+
+			"volumeMode Block, fails the mount naming the PV",
 			"agent/volumemanager.TestClaimsResolveToTheirPV", "agent/volumemanager.TestLocalClaimTakesTheFSGroup",
-			"agent/kuberuntime.TestClaimVolumeMount"),
+			"agent/kuberuntime.TestClaimVolumeMount", "agent/csi.TestStagePublishAndTearDown",
+			"agent/volumemanager.TestCSIClaimsArePublishedOnceAndReleased", "agent/integration.TestClusterCSIOnNodeletRuntime"),
 		h(vol+".persistentVolumeClaim.readOnly", "the PV is mounted read-only in every container",
 			"agent/volumemanager.TestClaimsResolveToTheirPV", "agent/kuberuntime.TestClaimVolumeMount"),
 		h(vol+".ephemeral", "the claim the ephemeral volume controller makes for the pod (<pod>-<volume>), waited for "+

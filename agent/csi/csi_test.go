@@ -1,0 +1,129 @@
+package csi
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/nodelet/nodelet/test/harness/csidriver"
+	"github.com/nodelet/nodelet/test/harness/kubefake"
+	"github.com/nodelet/nodelet/test/harness/testutil"
+)
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func TestValidation(t *testing.T) {
+	m := New(Config{Log: quiet()})
+	for _, tc := range []struct {
+		versions []string
+		want     string
+	}{
+		{nil, `kubernetes.io/csi: RegisterPlugin for CSI driver "d" failed. Plugin returned an empty list for supported versions`},
+		{[]string{"0.3.0", "2.0.0"}, `kubernetes.io/csi: RegisterPlugin for CSI driver "d" failed. None of the versions specified ["0.3.0" "2.0.0"] are supported.`},
+	} {
+		if err := m.ValidatePlugin("d", "/x.sock", tc.versions); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%v: %v", tc.versions, err)
+		}
+	}
+	if err := m.ValidatePlugin("d", "/x.sock", []string{"1.0.0", "0.3.0"}); err != nil {
+		t.Error(err)
+	}
+}
+
+// A persistent CSI volume of the test driver: the driver recorded on the node at registration,
+// the volume staged once for two pods, published for each (podInfoOnMount), unstaged with the last.
+func TestStagePublishAndTearDown(t *testing.T) {
+	testutil.Require(t, "losetup", "mkfs.ext4")
+	root := t.TempDir()
+	t.Cleanup(func() { testutil.UnmountUnder(root) })
+	d := csidriver.Start(t, filepath.Join(t.TempDir(), "driver"), "", "csi.nodelet.test")
+	no, yes := false, true
+	api := fake.NewSimpleClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "node-uid"}},
+		&storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: d.Name}, Spec: storagev1.CSIDriverSpec{AttachRequired: &no, PodInfoOnMount: &yes}})
+	m := New(Config{NodeName: "n1", RootDir: root, Client: kubefake.Wrap(api), Log: quiet()})
+	if err := m.RegisterPlugin(d.Name, d.Endpoint, []string{"1.0.0"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	cn, err := api.StorageV1().CSINodes().Get(ctx, "n1", metav1.GetOptions{})
+	if err != nil || len(cn.Spec.Drivers) != 1 || cn.Spec.Drivers[0].NodeID != d.NodeID || cn.OwnerReferences[0].UID != "node-uid" {
+		t.Fatalf("CSINode %+v %v", cn, err)
+	}
+	node, _ := api.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	if node.Annotations["csi.volume.kubernetes.io/nodeid"] != `{"csi.nodelet.test":"node-csi.nodelet.test"}` || node.Labels["topology.example.com/zone"] != "z1" {
+		t.Fatalf("node %v %v", node.Annotations, node.Labels)
+	}
+	pv := &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-1"}, Spec: v1.PersistentVolumeSpec{
+		AccessModes:            []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
+		PersistentVolumeSource: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: d.Name, VolumeHandle: "vol-1", FSType: "ext4"}}}}
+	pod := func(uid string) *v1.Pod {
+		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: uid, Namespace: "default", UID: types.UID(uid)}}
+	}
+	pathA, _, err := m.SetUp(ctx, pod("a"), Volume{Name: "data", PV: pv, Source: pv.Spec.CSI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(pathA, "note"), []byte("kept"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pathB, _, err := m.SetUp(ctx, pod("b"), Volume{Name: "data", PV: pv, Source: pv.Spec.CSI, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(pathB, "note")); err != nil || string(b) != "kept" {
+		t.Fatalf("the second pod reads %q %v", b, err)
+	}
+	if err := os.WriteFile(filepath.Join(pathB, "other"), nil, 0o644); err == nil {
+		t.Error("a read-only publish was written")
+	}
+	if err := m.TearDown(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.TearDown(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	info := func(uid string) string {
+		return "csi.storage.k8s.io/ephemeral=false,csi.storage.k8s.io/pod.name=" + uid + ",csi.storage.k8s.io/pod.namespace=default," +
+			"csi.storage.k8s.io/pod.uid=" + uid + ",csi.storage.k8s.io/serviceAccount.name="
+	}
+	want := []string{"stage vol-1", "publish vol-1 ro=false ctx=" + info("a"), "publish vol-1 ro=true ctx=" + info("b"),
+		"unpublish vol-1", "unpublish vol-1", "unstage vol-1"}
+	if got := d.Calls(); !slices.Equal(got, want) {
+		t.Errorf("driver calls %q, want %q", got, want)
+	}
+	if left := testutil.MountsUnder(root); len(left) != 0 {
+		t.Errorf("mounts left: %v", left)
+	}
+	if ents, err := os.ReadDir(filepath.Join(root, "plugins", PluginName, d.Name)); err != nil || len(ents) != 0 {
+		t.Errorf("the volume's global folder stays: %v %v", ents, err)
+	}
+	// The driver goes: the node forgets it.
+	m.DeRegisterPlugin(d.Name, d.Endpoint)
+	if cn, err := api.StorageV1().CSINodes().Get(ctx, "n1", metav1.GetOptions{}); err != nil || len(cn.Spec.Drivers) != 0 {
+		t.Errorf("CSINode after deregistration %+v %v", cn, err)
+	}
+}
+
+func TestDriverNamesAreFolderNames(t *testing.T) {
+	for _, name := range []string{"csi.example.com", "x0.driver-1"} {
+		if err := validDriver(name); err != nil {
+			t.Errorf("%q refused: %v", name, err)
+		}
+	}
+	for _, name := range []string{"", ".", "..", "a/b", "../x", "a\x00b"} {
+		if validDriver(name) == nil {
+			t.Errorf("%q accepted", name)
+		}
+	}
+}
