@@ -15,7 +15,9 @@ metadata:
   labels: {app: features}
 spec:
   hostNetwork: %[1]v
-  terminationGracePeriodSeconds: 5
+  # The preStop hook's budget: the app stops at once on TERM, so a long one costs nothing, and a
+  # loaded machine's exec (containerd's takes seconds then) still finishes the hook.
+  terminationGracePeriodSeconds: 60
   volumes:
   - name: scratch
     emptyDir: {}
