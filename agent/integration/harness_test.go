@@ -188,7 +188,11 @@ func startNodeletRuntimeWith(t testing.TB, dir, reg string, netArgs []string, mi
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	// The daemon has its own copy; the test's would keep the log's filesystem busy (a test that
+	// unmounts it) until the garbage collector happened to close it.
+	logf.Close()
+	if err != nil {
 		t.Fatal(err)
 	}
 	r := &criRuntime{Name: "nodelet", Endpoint: "unix://" + sock, dir: dir, cmd: cmd}

@@ -75,7 +75,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 	cmd := exec.Command(testutil.LookPath("containerd"), "--config", cfgPath)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	logf.Close() // containerd has its own copy; ours would keep the log's filesystem busy
+	if err != nil {
 		t.Fatal(err)
 	}
 	return cmd, "unix://" + sock

@@ -137,7 +137,9 @@ func start(t testing.TB, root, bridge, subnet string) *Runtime {
 	r.cmd = exec.Command(bin, args...)
 	r.cmd.Stdout, r.cmd.Stderr = logf, logf
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := r.cmd.Start(); err != nil {
+	err = r.cmd.Start()
+	logf.Close() // the daemon has its own copy; ours would keep the log's filesystem busy
+	if err != nil {
 		t.Fatal(err)
 	}
 	r.Endpoint = "unix://" + sock
