@@ -7,7 +7,8 @@
 #      control plane (the Kubernetes binaries are built once from the Go module proxy and cached in
 #      /var/cache/nodelet: ~7–12 minutes the first time on a machine, seconds afterwards);
 #   4. nodelet agent joined to that control plane (Node, Lease, mirror pod, Deployment, graceful
-#      delete, scale to 0), on nodelet's runtime and on containerd;
+#      delete, scale to 0, pressure, resize, the upstream sample device plugin, metrics-server and
+#      Prometheus as clients, a CSI driver), on nodelet's runtime and on containerd;
 #   5. a subset of the upstream Kubernetes conformance specs (hack/conformance-subset.txt) with
 #      nodelet agent as the node (hack/conformance.sh runs the whole node set by hand).
 # go test replays every fuzz target's seed corpus (testdata/fuzz/) as plain tests; it never searches
