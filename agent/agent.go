@@ -290,7 +290,7 @@ func New(cfg agentconfig.Config, deps Deps) (_ *Agent, err error) {
 		NodeIPs: cfg.NodeIPs, MaxPods: int(cfg.Kubelet.MaxPods), StatusUpdateFrequency: cfg.Kubelet.NodeStatusUpdateFrequency.Duration,
 		StatusReportFrequency: cfg.Kubelet.NodeStatusReportFrequency.Duration,
 		LeaseDurationSeconds:  cfg.Kubelet.NodeLeaseDurationSeconds, Log: log, Pressure: evictions.NodeConditions, Resources: nodeCM.Resources,
-		Devices: devices}
+		Devices: devices, VolumesInUse: csiVolumes.VolumesInUse}
 	if client != nil && *cfg.Kubelet.RegisterNode {
 		nodeDeps.Client = client
 		nodeDeps.Watched = ownNode

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/version"
 
 	"github.com/nodelet/nodelet/agent/kubeclient"
@@ -50,6 +52,7 @@ type Manager struct {
 
 	mu      sync.Mutex
 	drivers map[string]driver
+	inUse   map[types.UID]map[v1.UniqueVolumeName]bool // attachable volumes, by pod
 }
 
 // driver is one registered driver: where it listens and the highest CSI version it speaks.
@@ -58,12 +61,16 @@ type driver struct {
 	version  *version.Version
 }
 
-// New makes the manager; drivers come through the plugin manager (RegisterPlugin).
+// New makes the manager, the volumes in use found from what pods' folders publish; drivers come
+// through the plugin manager (RegisterPlugin).
 func New(cfg Config) *Manager {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Manager{cfg: cfg, log: cfg.Log.With("component", "csi"), drivers: map[string]driver{}}
+	m := &Manager{cfg: cfg, log: cfg.Log.With("component", "csi"), drivers: map[string]driver{},
+		inUse: map[types.UID]map[v1.UniqueVolumeName]bool{}}
+	m.reconstruct()
+	return m
 }
 
 func logf(format string, args ...any) string { return PluginName + ": " + fmt.Sprintf(format, args...) }

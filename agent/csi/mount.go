@@ -96,6 +96,9 @@ func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod, vol Volume) (path stri
 	if err != nil {
 		return "", false, err
 	}
+	// Listed in use before the attachment is waited for, so the attach/detach controller never
+	// detaches what this pod may be about to publish.
+	m.markInUse(pod.UID, uniqueName(src.Driver, src.VolumeHandle), attaches(drv))
 	publishContext, err := m.publishContext(ctx, drv, src)
 	if err != nil {
 		return "", false, err
@@ -229,10 +232,16 @@ func (m *Manager) csiDriver(ctx context.Context, name string) (*storagev1.CSIDri
 	return d, nil
 }
 
+// attaches: the driver's volumes are attached by the attach/detach controller (as without a
+// CSIDriver object).
+func attaches(drv *storagev1.CSIDriver) bool {
+	return drv == nil || drv.Spec.AttachRequired == nil || *drv.Spec.AttachRequired
+}
+
 // publishContext is the attachment's metadata for a driver that attaches: the kubelet waits for
 // the VolumeAttachment the attach/detach controller made to be attached.
 func (m *Manager) publishContext(ctx context.Context, drv *storagev1.CSIDriver, src *v1.CSIPersistentVolumeSource) (map[string]string, error) {
-	if drv != nil && drv.Spec.AttachRequired != nil && !*drv.Spec.AttachRequired {
+	if !attaches(drv) {
 		return nil, nil
 	}
 	if m.cfg.Client == nil {

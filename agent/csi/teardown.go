@@ -24,6 +24,7 @@ func (m *Manager) TearDown(ctx context.Context, uid types.UID) error {
 	root := filepath.Join(volumes, "kubernetes.io~csi")
 	ents, err := os.ReadDir(root)
 	if errors.Is(err, os.ErrNotExist) {
+		m.released(uid)
 		return nil
 	}
 	if err != nil {
@@ -59,6 +60,7 @@ func (m *Manager) TearDown(ctx context.Context, uid types.UID) error {
 			}
 		}
 	}
+	m.released(uid)
 	return nil
 }
 

@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	goruntime "runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -19,7 +18,6 @@ import (
 	"github.com/nodelet/nodelet/agent/kubeclient"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -70,6 +68,9 @@ type Deps struct {
 	Resources func() (capacity, allocatable v1.ResourceList)
 	// Devices are the device plugins' resources (nil: none).
 	Devices DeviceResources
+	// VolumesInUse are the attachable volumes the node's pods use (status.volumesInUse), which
+	// the attach/detach controller does not detach; nil reports none.
+	VolumesInUse func() []v1.UniqueVolumeName
 	// Recorder receives the node's events (nil: none recorded).
 	Recorder Recorder
 	// Watched returns the registered Node as a watch of it last saw it (the agent's node lister);
@@ -173,97 +174,8 @@ func (m *Manager) Build(ctx context.Context) *v1.Node {
 	return node
 }
 
-// initialNode is the Node's metadata and spec as the kubelet registers them.
-func (m *Manager) initialNode() *v1.Node {
-	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: m.NodeName, Labels: map[string]string{
-		"kubernetes.io/hostname":  m.NodeName,
-		"kubernetes.io/os":        goruntime.GOOS,
-		"kubernetes.io/arch":      goruntime.GOARCH,
-		"beta.kubernetes.io/os":   goruntime.GOOS,
-		"beta.kubernetes.io/arch": goruntime.GOARCH,
-	}}}
-	for k, v := range m.Labels {
-		node.Labels[k] = v
-	}
-	node.Spec.Taints = append([]v1.Taint(nil), m.Taints...)
-	return node
-}
-
 // NodeUID is the registered Node's UID, "" before registration.
 func (m *Manager) NodeUID() types.UID { return m.nodeUID.Load().(types.UID) }
-
-// Run records the agent's start, then keeps the Node current until ctx ends: in memory only
-// without a client; with one it registers the node (retrying), then updates status and lease.
-func (m *Manager) Run(ctx context.Context) {
-	// Tools match the kubelet's wording, so the agent keeps it.
-	m.record([]event{{v1.EventTypeNormal, "Starting", "Starting kubelet."}})
-	if m.Client == nil {
-		m.runStandalone(ctx)
-		return
-	}
-	if m.PodCIDR != "" {
-		// As with the kubelet, the controller-manager's allocation wins; say so rather than
-		// leave the user to find out which range pods got.
-		m.Log.Warn("podCIDR is used only without an API server: pods get the Node's spec.podCIDRs",
-			"podCIDR", m.PodCIDR, "node", m.NodeName)
-	}
-	for {
-		err := m.Register(ctx)
-		if err == nil {
-			break
-		}
-		m.Log.Warn("register node", "node", m.NodeName, "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
-	}
-	m.keepCurrent(ctx)
-}
-
-func (m *Manager) runStandalone(ctx context.Context) {
-	m.Build(ctx)
-	m.syncPodCIDR(ctx)
-	t := time.NewTicker(m.StatusUpdateFrequency)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			m.Build(ctx)
-			m.syncPodCIDR(ctx)
-		}
-	}
-}
-
-// Register creates the Node, or refreshes the status of an existing one.
-func (m *Manager) Register(ctx context.Context) error {
-	node := m.initialNode()
-	m.fillStatus(ctx, &node.Status)
-	// The apiserver may drop a created Node's status, so the conditions (and their events) come
-	// with the status update that follows, compared with what the apiserver then holds.
-	node.Status.Conditions = nil
-	created, err := m.Client.Nodes().Create(ctx, node, metav1.CreateOptions{})
-	switch {
-	case err == nil:
-		m.nodeUID.Store(created.UID)
-		// Status is a subresource: a create may drop it, so write it once more.
-		return m.UpdateStatus(ctx)
-	case apierrors.IsAlreadyExists(err):
-		existing, err := m.Client.Nodes().Get(ctx, m.NodeName, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		m.nodeUID.Store(existing.UID)
-		m.mu.Lock()
-		m.resetExtended = m.Devices != nil && m.Devices.ShouldResetExtendedResourceCapacity()
-		m.mu.Unlock()
-		return m.UpdateStatus(ctx)
-	}
-	return err
-}
 
 // UpdateStatus writes the node's status: addresses, capacity, info, and conditions.
 // As the kubelet, the first read comes from the apiserver's cache (resourceVersion 0), a retry
@@ -353,6 +265,9 @@ func (m *Manager) fillStatus(ctx context.Context, s *v1.NodeStatus) []event {
 		}
 	}
 	s.Images = m.images(ctx)
+	if m.VolumesInUse != nil {
+		s.VolumesInUse = m.VolumesInUse()
+	}
 	ready, reason, msg, handlers := m.runtimeStatus(ctx)
 	s.RuntimeHandlers = handlers
 	var conds []v1.NodeCondition
