@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodelet/nodelet/agent/pluginmanager"
 	"github.com/nodelet/nodelet/test/harness/csidriver"
@@ -125,6 +127,86 @@ func csiScenario(t *testing.T, e *env) {
 	// Nothing of the volume stays mounted on the node (the pods' folders nor the staging path).
 	if left := testutil.MountsUnder(filepath.Join(e.cfg.RootDir, "plugins"), filepath.Join(e.cfg.RootDir, "pods")); len(left) != 0 {
 		t.Fatalf("mounts left: %v", left)
+	}
+	blockScenario(t, e, client)
+}
+
+// blockScenario: a local PV of volumeMode Block (a loop device) is the device of the containers
+// that name its claim in volumeDevices: one pod writes a sector, another reads it back; a pod
+// mounting the claim as a folder is refused with the kubelet's words.
+func blockScenario(t *testing.T, e *env, client kubernetes.Interface) {
+	testutil.Require(t, "losetup")
+	ctx := context.Background()
+	img := filepath.Join(t.TempDir(), "block.img")
+	if err := os.WriteFile(img, make([]byte, 4<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("losetup", "--find", "--show", img).Output()
+	if err != nil {
+		t.Fatalf("losetup: %v", err)
+	}
+	dev := strings.TrimSpace(string(out))
+	t.Cleanup(func() { exec.Command("losetup", "-d", dev).Run() })
+	block := v1.PersistentVolumeBlock
+	empty := ""
+	affinity := &v1.VolumeNodeAffinity{Required: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{MatchExpressions: []v1.NodeSelectorRequirement{
+		{Key: "kubernetes.io/hostname", Operator: v1.NodeSelectorOpIn, Values: []string{"e2e"}}}}}}}
+	if _, err := client.CoreV1().PersistentVolumes().Create(ctx, &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-block"},
+		Spec: v1.PersistentVolumeSpec{Capacity: v1.ResourceList{v1.ResourceStorage: resource.MustParse("4Mi")}, VolumeMode: &block,
+			AccessModes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce}, NodeAffinity: affinity,
+			PersistentVolumeSource: v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: dev}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoreV1().PersistentVolumeClaims("default").Create(ctx, &v1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "raw"},
+		Spec: v1.PersistentVolumeClaimSpec{StorageClassName: &empty, VolumeName: "pv-block", VolumeMode: &block,
+			AccessModes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
+			Resources:   v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: resource.MustParse("4Mi")}}}},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	grace := int64(2)
+	pod := func(name, script string, mount bool) *v1.Pod {
+		c := v1.Container{Name: "app", Image: e.reg + "/busybox:1", Command: []string{"/bin/sh", "-c", script}}
+		if mount {
+			c.VolumeMounts = []v1.VolumeMount{{Name: "raw", MountPath: "/raw"}}
+		} else {
+			c.VolumeDevices = []v1.VolumeDevice{{Name: "raw", DevicePath: "/dev/xvdz"}}
+		}
+		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.PodSpec{NodeName: "e2e", TerminationGracePeriodSeconds: &grace,
+			HostNetwork: true, RestartPolicy: v1.RestartPolicyNever, Containers: []v1.Container{c},
+			Volumes: []v1.Volume{{Name: "raw", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "raw"}}}}}}
+	}
+	for _, p := range []*v1.Pod{
+		pod("raw-writer", "test -b /dev/xvdz && echo block-kept | dd of=/dev/xvdz bs=512 count=1 conv=sync,fsync", false),
+		pod("raw-reader", "dd if=/dev/xvdz bs=512 count=1 | tr -d '\\000'", false),
+	} {
+		if _, err := client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		e.eventually(p.Name+" done", func() bool { return podPhase(ctx, client, p.Name) == v1.PodSucceeded })
+	}
+	if out := podLog(t, e, "raw-reader"); !strings.Contains(out, "block-kept") {
+		t.Fatalf("the reader read %q from the device", out)
+	}
+	if _, err := client.CoreV1().Pods("default").Create(ctx, pod("raw-mounter", "true", true), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("the mounting pod refused", func() bool {
+		evs, err := client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=raw-mounter"})
+		if err != nil {
+			return false
+		}
+		for _, ev := range evs.Items {
+			if ev.Reason == "FailedMount" && strings.Contains(ev.Message, "volume raw has volumeMode Block, but is specified in volumeMounts") {
+				return true
+			}
+		}
+		return false
+	})
+	for _, name := range []string{"raw-writer", "raw-reader", "raw-mounter"} {
+		if err := client.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

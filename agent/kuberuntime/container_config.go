@@ -314,7 +314,8 @@ func (m *Manager) generateContainerConfig(ctx context.Context, pod *v1.Pod, c *v
 // were pulled (pullImageVolumes).
 func (m *Manager) generateContainerConfigWith(ctx context.Context, pod *v1.Pod, c *v1.Container, restartCount int, imageRef string,
 	podIPs []string, imageVols imageVolumes) (*runtimeapi.ContainerConfig, error) {
-	if err := refuseVolumeDevices(c); err != nil {
+	volumeDevices, err := m.makeVolumeDevices(pod, c)
+	if err != nil {
 		return nil, err
 	}
 	sc := containerSecurityContext(pod, c)
@@ -379,6 +380,8 @@ func (m *Manager) generateContainerConfigWith(ctx context.Context, pod *v1.Pod, 
 		}
 		applyDevices(cfg, devs)
 	}
+	// After the device plugins' devices, as the kubelet adds them.
+	cfg.Devices = append(cfg.Devices, volumeDevices...)
 	applyContainerUserns(cfg, userns)
 	if cfg.Linux.SecurityContext.SupplementalGroupsPolicy, err = m.supplementalGroupsPolicy(ctx, pod); err != nil {
 		return nil, err

@@ -37,8 +37,9 @@ var ErrClaim = errors.New("persistent volume claim")
 type claimed struct {
 	path     string
 	readOnly bool
-	// namespace and claim name the PVC; local: the PV is a local one, whose filesystem the
-	// kubelet measures for kubelet_volume_stats_* (a hostPath PV it does not).
+	// namespace and claim name the PVC; local: the PV is a local folder, whose filesystem the
+	// kubelet measures for kubelet_volume_stats_* (a hostPath PV it does not; a local block
+	// device path is a device node, mapped into containers, not a filesystem here).
 	namespace, claim string
 	local            bool
 	// csi: published by a CSI driver; later syncs leave it be, as the kubelet's actual state of
@@ -68,11 +69,20 @@ func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, v *v1.Volume) err
 	if err != nil {
 		return fmt.Errorf("error processing PVC %s/%s: %w", pod.Namespace, claim, err)
 	}
-	if pv.Spec.VolumeMode != nil && *pv.Spec.VolumeMode == v1.PersistentVolumeBlock {
-		return fmt.Errorf("PV %s has volumeMode Block: raw block volumes are not supported: %w", pv.Name, ErrClaim)
+	block := pv.Spec.VolumeMode != nil && *pv.Spec.VolumeMode == v1.PersistentVolumeBlock
+	if err := modeMatches(pod, v.Name, block); err != nil {
+		return err
 	}
 	var path string
 	switch {
+	case block && pv.Spec.Local != nil:
+		// The device itself goes to the containers that name the volume in volumeDevices.
+		path = pv.Spec.Local.Path
+		if err := isBlockDevice(path); err != nil {
+			return fmt.Errorf("PV %s: local path: %w", pv.Name, err)
+		}
+	case block:
+		return fmt.Errorf("PV %s has volumeMode Block: only local PVs are mapped as raw block devices on this node: %w", pv.Name, ErrClaim)
 	case pv.Spec.HostPath != nil:
 		if err := CheckHostPath(&v1.HostPathVolumeSource{Path: pv.Spec.HostPath.Path, Type: pv.Spec.HostPath.Type}); err != nil {
 			return fmt.Errorf("PV %s: %w", pv.Name, err)
@@ -119,8 +129,53 @@ func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, v *v1.Volume) err
 	if m.claims[pod.UID] == nil {
 		m.claims[pod.UID] = map[string]claimed{}
 	}
-	m.claims[pod.UID][v.Name] = claimed{path: path, readOnly: readOnly, namespace: pod.Namespace, claim: claim, local: pv.Spec.Local != nil,
+	m.claims[pod.UID][v.Name] = claimed{path: path, readOnly: readOnly, namespace: pod.Namespace, claim: claim, local: pv.Spec.Local != nil && !block,
 		csi: pv.Spec.CSI != nil}
+	return nil
+}
+
+// modeMatches refuses, with the kubelet's messages, a claim a container uses other than its
+// volumeMode says: a Block PV in volumeMounts, a Filesystem one in volumeDevices.
+func modeMatches(pod *v1.Pod, name string, block bool) error {
+	mode := v1.PersistentVolumeFilesystem
+	if block {
+		mode = v1.PersistentVolumeBlock
+	}
+	var mounted, mapped bool
+	visit := func(mounts []v1.VolumeMount, devices []v1.VolumeDevice) {
+		for _, m := range mounts {
+			mounted = mounted || m.Name == name
+		}
+		for _, d := range devices {
+			mapped = mapped || d.Name == name
+		}
+	}
+	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range list {
+			visit(list[i].VolumeMounts, list[i].VolumeDevices)
+		}
+	}
+	for i := range pod.Spec.EphemeralContainers {
+		visit(pod.Spec.EphemeralContainers[i].VolumeMounts, pod.Spec.EphemeralContainers[i].VolumeDevices)
+	}
+	switch {
+	case mounted && block:
+		return fmt.Errorf("volume %s has volumeMode %s, but is specified in volumeMounts", name, mode)
+	case mapped && !block:
+		return fmt.Errorf("volume %s has volumeMode %s, but is specified in volumeDevices", name, mode)
+	}
+	return nil
+}
+
+// isBlockDevice: path is (or links to) a block device node.
+func isBlockDevice(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if st.Mode()&os.ModeDevice == 0 || st.Mode()&os.ModeCharDevice != 0 {
+		return fmt.Errorf("%s is not a block device: %w", path, ErrClaim)
+	}
 	return nil
 }
 

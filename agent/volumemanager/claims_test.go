@@ -3,12 +3,14 @@ package volumemanager
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 
+	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -74,7 +76,7 @@ func TestClaimsResolveToTheirPV(t *testing.T) {
 		{claim: "stolen", err: "error processing PVC ns/stolen: found PV object pv-other but its pv.Spec.ClaimRef.UID uid-someone-else does not point to claim.UID uid-stolen"},
 		{claim: "unbound-pv", err: "error processing PVC ns/unbound-pv: found PV object pv-free but it has a nil pv.Spec.ClaimRef indicating it is not yet bound to the claim"},
 		{claim: "nfs", err: "PV pv-nfs: only hostPath, local and CSI PersistentVolumes are supported on this node"},
-		{claim: "block", err: "PV pv-block has volumeMode Block: raw block volumes are not supported"},
+		{claim: "block", err: "PV pv-block: local path: " + local + " is not a block device"},
 		{claim: "localfile", err: "is not a folder"},
 	} {
 		t.Run(tc.claim, func(t *testing.T) {
@@ -252,5 +254,60 @@ func TestCSIClaimsArePublishedOnceAndReleased(t *testing.T) {
 	}
 	if len(f.tornDown) != 1 || f.tornDown[0] != pod.UID {
 		t.Errorf("torn down %v", f.tornDown)
+	}
+}
+
+// TestBlockClaims: a local PV of volumeMode Block is its device node, for the containers that
+// name it in volumeDevices; a claim used against its volumeMode fails with the kubelet's words.
+func TestBlockClaims(t *testing.T) {
+	testutil.Require(t)
+	dev := filepath.Join(t.TempDir(), "loop-like")
+	if err := unix.Mknod(dev, unix.S_IFBLK|0o600, int(unix.Mkdev(7, 201))); err != nil {
+		t.Fatal(err)
+	}
+	block := v1.PersistentVolumeBlock
+	blockPV := func(name, claimUID string, src v1.PersistentVolumeSource) *v1.PersistentVolume {
+		p := pv(name, claimUID, src)
+		p.Spec.VolumeMode = &block
+		return p
+	}
+	client := kubefake.New(
+		claim("dev", "pv-dev", v1.ClaimBound), blockPV("pv-dev", "uid-dev", v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: dev}}),
+		claim("dir", "pv-dir", v1.ClaimBound), pv("pv-dir", "uid-dir", v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: t.TempDir()}}),
+		claim("hostblock", "pv-hb", v1.ClaimBound), blockPV("pv-hb", "uid-hostblock", v1.PersistentVolumeSource{HostPath: &v1.HostPathVolumeSource{Path: dev}}),
+	)
+	m := &Manager{RootDir: t.TempDir(), Claims: client}
+	for _, tc := range []struct {
+		claim, err string
+		mounted    bool // the container names it in volumeMounts, else in volumeDevices
+	}{
+		{claim: "dev"},
+		{claim: "dev", mounted: true, err: "volume data has volumeMode Block, but is specified in volumeMounts"},
+		{claim: "dir", err: "volume data has volumeMode Filesystem, but is specified in volumeDevices"},
+		{claim: "hostblock", err: "PV pv-hb has volumeMode Block: only local PVs are mapped as raw block devices on this node"},
+	} {
+		t.Run(fmt.Sprint(tc.claim, tc.mounted), func(t *testing.T) {
+			pod := claimPod(tc.claim, false)
+			c := v1.Container{Name: "c", VolumeDevices: []v1.VolumeDevice{{Name: "data", DevicePath: "/dev/xvda"}}}
+			if tc.mounted {
+				c = v1.Container{Name: "c", VolumeMounts: []v1.VolumeMount{{Name: "data", MountPath: "/data"}}}
+			}
+			pod.Spec.Containers = []v1.Container{c}
+			err := m.Prepare(context.Background(), pod)
+			path, _, ok := m.ClaimPath(pod, "data")
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) || ok {
+					t.Fatalf("Prepare: %v (path %q %v), want %q", err, path, ok, tc.err)
+				}
+				return
+			}
+			if err != nil || !ok || path != dev {
+				t.Fatalf("Prepare: %v; ClaimPath %q %v, want %s", err, path, ok, dev)
+			}
+			if claims := m.LocalClaims(); len(claims) != 0 {
+				t.Errorf("a block device measured as a filesystem: %v", claims)
+			}
+			m.Forget(pod.UID)
+		})
 	}
 }

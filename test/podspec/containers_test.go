@@ -64,9 +64,14 @@ func containersArea() area {
 			"agent/volumemanager.TestSubPathSymlinkEscape", "agent/integration.TestWorkloadOnNodeletRuntime"),
 		ref("spec.ephemeralContainers[].volumeMounts[].{subPath|subPathExpr}", ephemeralRefusal,
 			"agent/podvalidation.TestValidateEphemeralContainersRefuses"),
-		ref(anyContainer+".volumeDevices[]", "nodelet maps no block devices: the container does not start, "+
-			"CreateContainerConfigError \"volumeDevices: volume \\\"<name>\\\" at <devicePath>: block volumes are not supported\"",
-			"test/podspec.TestVolumeDevicesAreRefused"),
+		h(anyContainer+".volumeDevices[].{name|devicePath}", "the claim's device node at devicePath (read, write, mknod; read only for a "+
+			"claim read-only), as the kubelet's block volumes: local PVs of volumeMode Block; a claim of volumeMode "+
+			"Filesystem named here, or a Block one in volumeMounts, fails the mount with the kubelet's words (\"volume <name> "+
+			"has volumeMode Filesystem, but is specified in volumeDevices\"); a claim not set up as a block device keeps the "+
+			"container from being created (CreateContainerConfigError \"cannot find volume \\\"<name>\\\" to pass into "+
+			"container \\\"<container>\\\"\"); raw block volumes of CSI drivers and hostPath PVs are refused naming the PV",
+			"agent/volumemanager.TestBlockClaims", "agent/kuberuntime.TestVolumeDevices", "test/podspec.TestVolumeDevicesNeedABlockClaim",
+			"agent/integration.TestClusterCSIOnNodeletRuntime"),
 
 		// Ports.
 		h(appOrInit+".ports[].containerPort", "app containers' ports become the sandbox's port mappings (as with the "+

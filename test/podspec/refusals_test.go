@@ -8,14 +8,15 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// A container asking for a block volume's device is refused with the error the status shows
+// A container naming in volumeDevices a claim the volume manager has not set up as a block
+// device (here: none is set up) is refused with the error the status shows
 // (CreateContainerConfigError), and nothing is created.
-func TestVolumeDevicesAreRefused(t *testing.T) {
+func TestVolumeDevicesNeedABlockClaim(t *testing.T) {
 	pod := basePod()
 	pod.Spec.Volumes = []v1.Volume{{Name: "blk", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "c"}}}}
 	pod.Spec.Containers[0].VolumeDevices = []v1.VolumeDevice{{Name: "blk", DevicePath: "/dev/xvda"}}
 	got := syncOnce(t, pod)
-	if got.err == nil || !strings.Contains(got.err.Error(), `volumeDevices: volume "blk" at /dev/xvda: block volumes are not supported`) ||
+	if got.err == nil || !strings.Contains(got.err.Error(), `cannot find volume "blk" to pass into container "c"`) ||
 		got.container != nil {
 		t.Fatalf("sync: %v, container %v", got.err, got.container)
 	}

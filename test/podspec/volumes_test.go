@@ -77,9 +77,10 @@ func volumesArea() area {
 			"local PV is given to the pod's fsGroup as the kubelet's local plugin does, fsGroupChangePolicy honoured); a CSI PV "+
 			"of a driver registered on the node is staged (once per node, when the driver stages) and published for the pod "+
 			"at the kubelet's paths, with the CSIDriver's attachRequired (the VolumeAttachment waited for), podInfoOnMount "+
-			"and fsGroupPolicy honoured, and unpublished and unstaged when the pod is gone; a PV of any other kind, or of "+
-			"volumeMode Block, fails the mount naming the PV",
-			"agent/volumemanager.TestClaimsResolveToTheirPV", "agent/volumemanager.TestLocalClaimTakesTheFSGroup",
+			"and fsGroupPolicy honoured, and unpublished and unstaged when the pod is gone; a local PV of volumeMode Block is "+
+			"the device of the containers naming it in volumeDevices; a PV of any other kind, or a block PV not local, "+
+			"fails the mount naming the PV; the attachable ones are listed in the Node's volumesInUse until torn down",
+			"agent/volumemanager.TestClaimsResolveToTheirPV", "agent/volumemanager.TestBlockClaims", "agent/csi.TestVolumesInUse", "agent/volumemanager.TestLocalClaimTakesTheFSGroup",
 			"agent/kuberuntime.TestClaimVolumeMount", "agent/csi.TestStagePublishAndTearDown",
 			"agent/volumemanager.TestCSIClaimsArePublishedOnceAndReleased", "agent/integration.TestClusterCSIOnNodeletRuntime"),
 		h(vol+".persistentVolumeClaim.readOnly", "the PV is mounted read-only in every container",
