@@ -25,6 +25,9 @@
 #                  (hack/conformance-subset.txt) and one of the rest of the node suite
 #                  (hack/node-suite-subset.txt);
 #   --focus REGEX  replaces the selection's focus; --skip REGEX adds to its skips.
+# Where PID 1 keeps its mount namespace closed to root, every mode but --subset runs the node in a
+# PID and mount namespace of its own (this script its PID 1), so that the suite's host-exec pods
+# can enter the node's mount namespace.
 # Specs of the conformance set that cannot run on one machine are skipped with the reason from
 # hack/conformance-skips.txt in every mode. A selection that runs no spec fails. --keep keeps the
 # work dir (reports, every component's log). Exit 0 only when nothing failed.
@@ -34,6 +37,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/kube/lib.sh"
 
 usage="usage: $0 [--runtime nodelet|containerd] [--node-suite|--subset] [--focus REGEX] [--skip REGEX] [--procs N] [--keep]"
+args=("$@")
 runtime=nodelet procs=3 mode=conformance user_focus= user_skip=
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -48,6 +52,20 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$runtime" in nodelet|containerd) ;; *) nl_die "--runtime is nodelet or containerd, not $runtime" ;; esac
+
+# The e2e suite reaches into the node through host-exec pods that enter the mount namespace of
+# the node's PID 1 (nsenter --mount=/rootfs/proc/1/ns/mnt): how the storage specs make local
+# volumes, loop devices and tmpfs mounts on the node. Where this machine's init refuses that even
+# to root, the run (beyond the --subset slice hack/test.sh runs as it always has) takes a PID and
+# mount namespace of its own, as a node in a container (kind's) does: this script is the node's
+# PID 1, the node's mounts are shared among its pods and none reaches the host's namespace, and
+# what is left running when the script ends dies with it.
+if [ "$mode" != subset ] && [ -z "${NL_NODE_NS:-}" ] && ! nsenter --mount=/proc/1/ns/mnt -- true 2>/dev/null; then
+  export NL_NODE_NS=1
+  nl_say "PID 1 keeps its mount namespace closed: the node runs in a PID and mount namespace of its own"
+  exec unshare --pid --fork --mount --propagation slave --mount-proc -- \
+    bash -c 'mount --make-rshared / && exec bash "$0" "$@"' "$0" ${args[@]+"${args[@]}"}
+fi
 
 alternatives() { nl_alternatives "$@"; }
 join_alt() { nl_join_alt "$@"; }

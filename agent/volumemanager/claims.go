@@ -45,6 +45,9 @@ type claimed struct {
 	// csi: published by a CSI driver; later syncs leave it be, as the kubelet's actual state of
 	// the world keeps a mounted volume mounted.
 	csi bool
+	// deviceMount: path is the node's mount of a local block device's filesystem, unmounted
+	// once no pod claims it.
+	deviceMount bool
 }
 
 // setUpClaim resolves a persistentVolumeClaim or generic ephemeral volume to its bound PV, as the
@@ -74,6 +77,7 @@ func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, v *v1.Volume) err
 		return err
 	}
 	var path string
+	deviceMount := false
 	switch {
 	case block && pv.Spec.Local != nil:
 		// The device itself goes to the containers that name the volume in volumeDevices.
@@ -94,8 +98,16 @@ func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, v *v1.Volume) err
 		if err != nil {
 			return fmt.Errorf("PV %s: local path: %w", pv.Name, err)
 		}
-		if !st.IsDir() {
-			return fmt.Errorf("PV %s: local path %s is not a folder (a block device needs volumeMode Block): %w", pv.Name, path, ErrClaim)
+		if st.Mode()&os.ModeDevice != 0 && st.Mode()&os.ModeCharDevice == 0 {
+			// Held from the mount to the claim's record, so that no release unmounts it between.
+			m.devMu.Lock()
+			defer m.devMu.Unlock()
+			if path, err = m.mountLocalDevice(pv, readOnly); err != nil {
+				return fmt.Errorf("PV %s: %w", pv.Name, err)
+			}
+			deviceMount = true
+		} else if !st.IsDir() {
+			return fmt.Errorf("PV %s: local path %s is neither a folder nor a block device: %w", pv.Name, path, ErrClaim)
 		}
 		// As the kubelet's local volume plugin: a writable local volume is given to the pod's fsGroup.
 		if g := fsGroup(pod); g != nil && !readOnly {
@@ -130,7 +142,7 @@ func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, v *v1.Volume) err
 		m.claims[pod.UID] = map[string]claimed{}
 	}
 	m.claims[pod.UID][v.Name] = claimed{path: path, readOnly: readOnly, namespace: pod.Namespace, claim: claim, local: pv.Spec.Local != nil && !block,
-		csi: pv.Spec.CSI != nil}
+		csi: pv.Spec.CSI != nil, deviceMount: deviceMount}
 	return nil
 }
 

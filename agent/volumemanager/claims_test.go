@@ -77,7 +77,7 @@ func TestClaimsResolveToTheirPV(t *testing.T) {
 		{claim: "unbound-pv", err: "error processing PVC ns/unbound-pv: found PV object pv-free but it has a nil pv.Spec.ClaimRef indicating it is not yet bound to the claim"},
 		{claim: "nfs", err: "PV pv-nfs: only hostPath, local and CSI PersistentVolumes are supported on this node"},
 		{claim: "block", err: "PV pv-block: local path: " + local + " is not a block device"},
-		{claim: "localfile", err: "is not a folder"},
+		{claim: "localfile", err: "is neither a folder nor a block device"},
 	} {
 		t.Run(tc.claim, func(t *testing.T) {
 			pod := claimPod(tc.claim, tc.readOnly)

@@ -65,6 +65,8 @@ type Manager struct {
 	// refuses them.
 	CSI CSIVolumes
 
+	// devMu orders the mounts and unmounts of local block devices' filesystems, which pods share.
+	devMu  sync.Mutex
 	mu     sync.Mutex
 	tokens map[string]token
 	claims map[types.UID]map[string]claimed // by pod, by volume name
@@ -254,9 +256,13 @@ func (m *Manager) Unmount(uid types.UID) error {
 			errs = append(errs, m.unmountAll(p))
 		}
 	}
-	// CSI volumes after the subPath binds, which may be of their files; their drivers release
-	// them (a driver gone keeps them, and the pod's folder, until it is back).
-	if err := errors.Join(errs...); err != nil || m.CSI == nil {
+	// Local devices' filesystems and CSI volumes after the subPath binds, which may be of their
+	// files; CSI drivers release theirs (a driver gone keeps them, and the pod's folder, until it
+	// is back).
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if err := m.releaseLocalDevices(uid); err != nil || m.CSI == nil {
 		return err
 	}
 	return m.CSI.TearDown(context.Background(), uid)

@@ -74,13 +74,16 @@ func volumesArea() area {
 			"bound to as the kubelet does, with its messages: a claim missing, not bound or being deleted, or a PV bound to "+
 			"another claim, fails the mount (FailedMount \"MountVolume.SetUp failed: volume \\\"<name>\\\": error processing "+
 			"PVC <namespace>/<claim>: PVC is not bound\"). hostPath and local PVs are bound into the containers (a writable "+
-			"local PV is given to the pod's fsGroup as the kubelet's local plugin does, fsGroupChangePolicy honoured); a CSI PV "+
+			"local PV is given to the pod's fsGroup as the kubelet's local plugin does, fsGroupChangePolicy honoured; a local "+
+			"PV whose path is a block device is its filesystem, made when the device has none (fsType, ext4 by default) and "+
+			"mounted once per node at the kubelet's plugins/kubernetes.io/local-volume/mounts/<pv> until no pod claims it); a CSI PV "+
 			"of a driver registered on the node is staged (once per node, when the driver stages) and published for the pod "+
 			"at the kubelet's paths, with the CSIDriver's attachRequired (the VolumeAttachment waited for), podInfoOnMount "+
 			"and fsGroupPolicy honoured, and unpublished and unstaged when the pod is gone; a local PV of volumeMode Block is "+
 			"the device of the containers naming it in volumeDevices; a PV of any other kind, or a block PV not local, "+
 			"fails the mount naming the PV; the attachable ones are listed in the Node's volumesInUse until torn down",
-			"agent/volumemanager.TestClaimsResolveToTheirPV", "agent/volumemanager.TestBlockClaims", "agent/csi.TestVolumesInUse", "agent/volumemanager.TestLocalClaimTakesTheFSGroup",
+			"agent/volumemanager.TestClaimsResolveToTheirPV", "agent/volumemanager.TestBlockClaims", "agent/csi.TestVolumesInUse",
+			"agent/volumemanager.TestLocalDeviceFilesystem", "agent/volumemanager.TestLocalClaimTakesTheFSGroup",
 			"agent/kuberuntime.TestClaimVolumeMount", "agent/csi.TestStagePublishAndTearDown",
 			"agent/volumemanager.TestCSIClaimsArePublishedOnceAndReleased", "agent/integration.TestClusterCSIOnNodeletRuntime"),
 		h(vol+".persistentVolumeClaim.readOnly", "the PV is mounted read-only in every container",
