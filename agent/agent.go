@@ -175,8 +175,8 @@ func New(cfg agentconfig.Config, deps Deps) (_ *Agent, err error) {
 	if client != nil {
 		vols.Claims = client
 	}
-	metrics.VolumeStats(vols.LocalClaims) // kubelet_volume_stats_* of the local PVs pods use
-	var csiClient csi.Client              // standalone: no CSINode, no persistent volumes
+	metrics.VolumeStats(vols.ClaimStats) // kubelet_volume_stats_* of the claims pods use
+	var csiClient csi.Client             // standalone: no CSINode, no persistent volumes
 	if client != nil {
 		csiClient = client
 	}
@@ -192,7 +192,7 @@ func New(cfg agentconfig.Config, deps Deps) (_ *Agent, err error) {
 	containerGC := &containergc.GC{Runtime: runtime, Pods: containergc.DeletedFunc(a.state.Gone), PodLogsDir: cfg.Kubelet.PodLogsDir, Log: log,
 		Policy: containergc.Policy{MinAge: cfg.MinimumContainerTTL, MaxPerPodContainer: cfg.MaxPerPodContainer, MaxContainers: cfg.MaxContainers}}
 	summary := stats.New(runtime, stats.Options{NodeName: cfg.NodeName, RootDir: cfg.RootDir,
-		LogDir: cfg.Kubelet.PodLogsDir, PodsCgroup: cfg.PodsCgroup})
+		LogDir: cfg.Kubelet.PodLogsDir, PodsCgroup: cfg.PodsCgroup, Claims: vols})
 	machine := &eviction.Machine{RootDir: cfg.RootDir, ImageFs: eviction.ImageFsMountpoint(imageService), PodsCgroup: cfg.PodsCgroup}
 	if cfg.Kubelet.KernelMemcgNotification {
 		if err := machine.CheckMemcgNotification(); err != nil {

@@ -38,23 +38,20 @@ func dial(endpoint string) (*client, error) {
 
 func (c *client) close() { c.conn.Close() }
 
-// capabilities reports the node service's STAGE_UNSTAGE_VOLUME and VOLUME_MOUNT_GROUP.
-func (c *client) capabilities(ctx context.Context) (stage, mountGroup bool, err error) {
+// capabilities are the node service's RPC capabilities (STAGE_UNSTAGE_VOLUME, GET_VOLUME_STATS,
+// VOLUME_MOUNT_GROUP, ...).
+func (c *client) capabilities(ctx context.Context) (map[csipb.NodeServiceCapability_RPC_Type]bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	resp, err := c.node.NodeGetCapabilities(ctx, &csipb.NodeGetCapabilitiesRequest{})
 	if err != nil {
-		return false, false, err
+		return nil, err
 	}
+	caps := map[csipb.NodeServiceCapability_RPC_Type]bool{}
 	for _, cap := range resp.GetCapabilities() {
-		switch cap.GetRpc().GetType() {
-		case csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME:
-			stage = true
-		case csipb.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP:
-			mountGroup = true
-		}
+		caps[cap.GetRpc().GetType()] = true
 	}
-	return stage, mountGroup, nil
+	return caps, nil
 }
 
 func (c *client) info(ctx context.Context) (*csipb.NodeGetInfoResponse, error) {

@@ -77,6 +77,11 @@ func TestStagePublishAndTearDown(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(pathA, "note"), []byte("kept"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The driver measures what it published (GET_VOLUME_STATS): the loop device's ext4.
+	fs, err := m.VolumeStats(ctx, "a", "data")
+	if err != nil || fs == nil || fs.CapacityBytes == nil || *fs.CapacityBytes == 0 || fs.InodesUsed == nil || *fs.InodesUsed == 0 {
+		t.Fatalf("volume stats %+v %v", fs, err)
+	}
 	pathB, _, err := m.SetUp(ctx, pod("b"), Volume{Name: "data", PV: pv, Source: pv.Spec.CSI, ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)

@@ -103,7 +103,8 @@ func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod, vol Volume) (path stri
 	if err != nil {
 		return "", false, err
 	}
-	stage, mountGroup, err := c.capabilities(ctx)
+	caps, err := c.capabilities(ctx)
+	stage, mountGroup := caps[csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME], caps[csipb.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP]
 	if err != nil {
 		return "", false, errors.New(logf("mounter.SetUpAt failed to check for STAGE_UNSTAGE_VOLUME capability: %v", err))
 	}

@@ -3,6 +3,7 @@ package metrics
 import (
 	"crypto/tls"
 	"crypto/x509"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"math"
 	"strings"
 	"testing"
@@ -45,15 +46,25 @@ func TestServingCertificateSeries(t *testing.T) {
 	}
 }
 
-func TestVolumeStatsOfLocalClaims(t *testing.T) {
-	dir := t.TempDir()
+func TestVolumeStatsOfClaims(t *testing.T) {
+	capacity, avail, used, inodes, free, usedInodes := uint64(1<<30), uint64(1<<29), uint64(1<<29), uint64(100), uint64(60), uint64(40)
 	VolumeStats(func() []VolumeClaim {
-		return []VolumeClaim{{Namespace: "db", Claim: "data", Path: dir}, {Namespace: "db", Claim: "gone", Path: dir + "/missing"}}
+		return []VolumeClaim{{Namespace: "db", Claim: "data", FS: statsapi.FsStats{CapacityBytes: &capacity, AvailableBytes: &avail,
+			UsedBytes: &used, Inodes: &inodes, InodesFree: &free, InodesUsed: &usedInodes}},
+			{Namespace: "db", Claim: "bytes-only", FS: statsapi.FsStats{CapacityBytes: &capacity}}}
 	})
-	for _, name := range []string{"capacity_bytes", "available_bytes", "used_bytes", "inodes", "inodes_free", "inodes_used"} {
+	want := map[string]float64{"capacity_bytes": 1 << 30, "available_bytes": 1 << 29, "used_bytes": 1 << 29, "inodes": 100,
+		"inodes_free": 60, "inodes_used": 40}
+	for name, v := range want {
 		m := gather(t, "kubelet_volume_stats_"+name)
+		if name == "capacity_bytes" {
+			if len(m) != 2 {
+				t.Fatalf("%s: %v, want both claims", name, m)
+			}
+			m = m[1:] // sorted by label: bytes-only, then data
+		}
 		if len(m) != 1 {
-			t.Fatalf("%s: %v, want the one claim that can be measured", name, m)
+			t.Fatalf("%s: %v, want only the claim measured so", name, m)
 		}
 		var labels []string
 		for _, l := range m[0].GetLabel() {
@@ -62,8 +73,8 @@ func TestVolumeStatsOfLocalClaims(t *testing.T) {
 		if got := strings.Join(labels, ","); got != "namespace=db,persistentvolumeclaim=data" {
 			t.Errorf("%s labels %s", name, got)
 		}
-		if name == "capacity_bytes" && m[0].GetGauge().GetValue() <= 0 {
-			t.Errorf("capacity %v", m[0].GetGauge().GetValue())
+		if m[0].GetGauge().GetValue() != v {
+			t.Errorf("%s = %v, want %v", name, m[0].GetGauge().GetValue(), v)
 		}
 	}
 }

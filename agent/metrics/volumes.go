@@ -4,14 +4,15 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sys/unix"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodelet/nodelet/internal/lazy"
 )
 
-// VolumeClaim is a persistent volume claim a pod uses, and where its volume is on the host.
+// VolumeClaim is a persistent volume claim a pod uses, and its volume's figures as measured.
 type VolumeClaim struct {
-	Namespace, Claim, Path string
+	Namespace, Claim string
+	FS               statsapi.FsStats
 }
 
 var (
@@ -21,9 +22,8 @@ var (
 )
 
 // VolumeStats registers the kubelet's kubelet_volume_stats_* series for the claims list gives,
-// measured on each scrape from their filesystems (statfs), as the kubelet measures the volumes
-// of plugins that report filesystem metrics (local PVs). An agent made again in the same process
-// (tests) reports its own.
+// measured on each scrape (the volume manager measures them as the kubelet's volume plugins do).
+// An agent made again in the same process (tests) reports its own.
 func VolumeStats(list func() []VolumeClaim) {
 	once.Do(build)
 	volumesMu.Lock()
@@ -60,7 +60,7 @@ func (volumeCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collect measures each claim's filesystem; one that cannot be measured is left out.
+// Collect reports each claim's figures; one a measure left out is not reported.
 func (volumeCollector) Collect(ch chan<- prometheus.Metric) {
 	volumesMu.Lock()
 	list := volumesList
@@ -70,19 +70,14 @@ func (volumeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	d := volumeDescs.Get()
 	for _, c := range list() {
-		var st unix.Statfs_t
-		if err := unix.Statfs(c.Path, &st); err != nil {
-			continue
+		for _, f := range []struct {
+			desc *prometheus.Desc
+			v    *uint64
+		}{{d.capacity, c.FS.CapacityBytes}, {d.available, c.FS.AvailableBytes}, {d.used, c.FS.UsedBytes},
+			{d.inodes, c.FS.Inodes}, {d.inodesFree, c.FS.InodesFree}, {d.inodesUsed, c.FS.InodesUsed}} {
+			if f.v != nil {
+				ch <- prometheus.MustNewConstMetric(f.desc, prometheus.GaugeValue, float64(*f.v), c.Namespace, c.Claim)
+			}
 		}
-		bs := float64(st.Bsize)
-		g := func(desc *prometheus.Desc, v float64) {
-			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, c.Namespace, c.Claim)
-		}
-		g(d.capacity, float64(st.Blocks)*bs)
-		g(d.available, float64(st.Bavail)*bs)
-		g(d.used, float64(st.Blocks-st.Bfree)*bs)
-		g(d.inodes, float64(st.Files))
-		g(d.inodesFree, float64(st.Ffree))
-		g(d.inodesUsed, float64(st.Files-st.Ffree))
 	}
 }

@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"context"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -161,8 +162,15 @@ func (p *Provider) addStorage(ps *statsapi.PodStats, now metav1.Time) {
 }
 
 // addVolumes reports each volume the agent made for the pod under
-// RootDir/pods/<uid>/volumes/<plugin>/<name>: its usage, and its filesystem's capacity.
-func (p *Provider) addVolumes(ps *statsapi.PodStats, now metav1.Time) {
+// RootDir/pods/<uid>/volumes/<plugin>/<name>: its usage, and its filesystem's capacity; then
+// its claimed volumes, as the volume manager measures them (a CSI volume's folder holds the
+// driver's mount, which only the driver measures rightly).
+func (p *Provider) addVolumes(ctx context.Context, ps *statsapi.PodStats, now metav1.Time) {
+	if p.opts.Claims != nil {
+		defer func() {
+			ps.VolumeStats = append(ps.VolumeStats, p.opts.Claims.PodClaimStats(ctx, types.UID(ps.PodRef.UID))...)
+		}()
+	}
 	volumes, err := podpath.VolumesDir(p.opts.RootDir, types.UID(ps.PodRef.UID))
 	if err != nil {
 		return
@@ -172,6 +180,9 @@ func (p *Provider) addVolumes(ps *statsapi.PodStats, now metav1.Time) {
 		return
 	}
 	for _, plugin := range plugins {
+		if plugin.Name() == "kubernetes.io~csi" {
+			continue
+		}
 		dir := filepath.Join(volumes, plugin.Name())
 		vols, err := os.ReadDir(dir)
 		if err != nil {

@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -33,7 +34,7 @@ func TestClimbingPodRefReadsNothingOutside(t *testing.T) {
 			ps := &statsapi.PodStats{PodRef: c.ref}
 			now := metav1.NewTime(time.Unix(1, 0))
 			p.addStorage(ps, now)
-			p.addVolumes(ps, now)
+			p.addVolumes(context.Background(), ps, now)
 			if len(ps.VolumeStats) != 0 {
 				t.Fatalf("volumes measured outside the root: %+v", ps.VolumeStats)
 			}

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
@@ -42,6 +43,13 @@ type Options struct {
 	PodsCgroup string
 	// RuntimeCgroup, when set, is reported as the "runtime" system container.
 	RuntimeCgroup string
+	// Claims measures pods' claimed volumes (the volume manager); nil reports none.
+	Claims ClaimStats
+}
+
+// ClaimStats are a pod's claimed volumes, measured and named with their claims.
+type ClaimStats interface {
+	PodClaimStats(ctx context.Context, uid types.UID) []statsapi.VolumeStats
 }
 
 // Provider answers Summary calls; it remembers the previous CPU sample to report usage rates.
@@ -182,7 +190,7 @@ func (p *Provider) pods(ctx context.Context, now metav1.Time) ([]statsapi.PodSta
 			}
 		}
 		p.addStorage(&ps, now)
-		p.addVolumes(&ps, now)
+		p.addVolumes(ctx, &ps, now)
 		out = append(out, ps)
 	}
 	return out, nil
@@ -233,7 +241,7 @@ func (p *Provider) podsFromContainers(ctx context.Context, now metav1.Time) ([]s
 			byPod[id].ProcessStats = &statsapi.ProcessStats{ProcessCount: &n}
 		}
 		p.addStorage(byPod[id], now)
-		p.addVolumes(byPod[id], now)
+		p.addVolumes(ctx, byPod[id], now)
 		out = append(out, *byPod[id])
 	}
 	return out, nil

@@ -1,14 +1,12 @@
 package volumemanager
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"syscall"
 
@@ -19,7 +17,6 @@ import (
 
 	"github.com/nodelet/nodelet/agent/csi"
 	"github.com/nodelet/nodelet/agent/kubeclient"
-	"github.com/nodelet/nodelet/agent/metrics"
 )
 
 // ClaimClient reads the claims of pods' volumes and the PersistentVolumes they are bound to (a
@@ -189,29 +186,6 @@ func isBlockDevice(path string) error {
 		return fmt.Errorf("%s is not a block device: %w", path, ErrClaim)
 	}
 	return nil
-}
-
-// LocalClaims are the claims of local PVs the node's pods use, once each (by namespace, then
-// claim), with their host paths: what kubelet_volume_stats_* report.
-func (m *Manager) LocalClaims() []metrics.VolumeClaim {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	seen := map[[2]string]bool{}
-	var out []metrics.VolumeClaim
-	for _, vols := range m.claims {
-		for _, c := range vols {
-			k := [2]string{c.namespace, c.claim}
-			if !c.local || seen[k] {
-				continue
-			}
-			seen[k] = true
-			out = append(out, metrics.VolumeClaim{Namespace: c.namespace, Claim: c.claim, Path: c.path})
-		}
-	}
-	slices.SortFunc(out, func(a, b metrics.VolumeClaim) int {
-		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Claim, b.Claim))
-	})
-	return out
 }
 
 // boundPV is the PV the claim is bound to, checked to be bound to it in turn; an ephemeral

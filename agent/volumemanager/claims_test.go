@@ -14,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodelet/nodelet/agent/csi"
 	"github.com/nodelet/nodelet/test/harness/kubefake"
@@ -227,6 +228,10 @@ func (f *fakeCSI) TearDown(_ context.Context, uid types.UID) error {
 	return nil
 }
 
+func (f *fakeCSI) VolumeStats(_ context.Context, uid types.UID, volume string) (*statsapi.FsStats, error) {
+	return statfs(filepath.Join(f.dir, string(uid), volume)), nil
+}
+
 // A claim of a CSI PV is published once per pod (later syncs leave it be), given to the pod's
 // fsGroup when the driver leaves that to the node, and released when the pod's volumes go.
 func TestCSIClaimsArePublishedOnceAndReleased(t *testing.T) {
@@ -304,7 +309,7 @@ func TestBlockClaims(t *testing.T) {
 			if err != nil || !ok || path != dev {
 				t.Fatalf("Prepare: %v; ClaimPath %q %v, want %s", err, path, ok, dev)
 			}
-			if claims := m.LocalClaims(); len(claims) != 0 {
+			if claims := m.ClaimStats(); len(claims) != 0 {
 				t.Errorf("a block device measured as a filesystem: %v", claims)
 			}
 			m.Forget(pod.UID)

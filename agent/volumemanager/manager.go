@@ -32,6 +32,7 @@ import (
 	"github.com/nodelet/nodelet/agent/recorder"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodelet/nodelet/agent/csi"
 	"github.com/nodelet/nodelet/agent/internal/podpath"
@@ -76,6 +77,7 @@ type Manager struct {
 type CSIVolumes interface {
 	SetUp(ctx context.Context, pod *v1.Pod, vol csi.Volume) (path string, ownership bool, err error)
 	TearDown(ctx context.Context, uid types.UID) error
+	VolumeStats(ctx context.Context, uid types.UID, volume string) (*statsapi.FsStats, error)
 }
 
 // APIObjects is the apiserver as volumes read it (a *kubeclient.Client is one).

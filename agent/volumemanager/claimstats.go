@@ -1,0 +1,104 @@
+package volumemanager
+
+import (
+	"cmp"
+	"context"
+	"slices"
+
+	"golang.org/x/sys/unix"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/nodelet/nodelet/agent/metrics"
+)
+
+// PodClaimStats are the pod's claimed volumes as the kubelet's summary reports them, each with
+// its claim: local PVs (a folder, or a block device's filesystem) measured by statfs as the
+// kubelet's local plugin measures them, CSI volumes by their driver (NodeGetVolumeStats, when it
+// offers it). hostPath PVs and raw block devices are not measured, as the kubelet does not.
+func (m *Manager) PodClaimStats(ctx context.Context, uid types.UID) []statsapi.VolumeStats {
+	type one struct {
+		name string
+		c    claimed
+	}
+	m.mu.Lock()
+	var list []one
+	for name, c := range m.claims[uid] {
+		list = append(list, one{name, c})
+	}
+	m.mu.Unlock()
+	slices.SortFunc(list, func(a, b one) int { return cmp.Compare(a.name, b.name) })
+	var out []statsapi.VolumeStats
+	for _, v := range list {
+		fs := m.measureClaim(ctx, uid, v.name, v.c)
+		if fs == nil {
+			continue
+		}
+		out = append(out, statsapi.VolumeStats{Name: v.name, FsStats: *fs,
+			PVCRef: &statsapi.PVCReference{Name: v.c.claim, Namespace: v.c.namespace}})
+	}
+	return out
+}
+
+// ClaimStats are the claims the node's pods use, once each (by namespace, then claim), measured:
+// what kubelet_volume_stats_* report.
+func (m *Manager) ClaimStats() []metrics.VolumeClaim {
+	type one struct {
+		uid  types.UID
+		name string
+		c    claimed
+	}
+	m.mu.Lock()
+	seen := map[[2]string]bool{}
+	var list []one
+	for uid, vols := range m.claims {
+		for name, c := range vols {
+			k := [2]string{c.namespace, c.claim}
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			list = append(list, one{uid, name, c})
+		}
+	}
+	m.mu.Unlock()
+	var out []metrics.VolumeClaim
+	for _, v := range list {
+		if fs := m.measureClaim(context.Background(), v.uid, v.name, v.c); fs != nil {
+			out = append(out, metrics.VolumeClaim{Namespace: v.c.namespace, Claim: v.c.claim, FS: *fs})
+		}
+	}
+	slices.SortFunc(out, func(a, b metrics.VolumeClaim) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Claim, b.Claim))
+	})
+	return out
+}
+
+// measureClaim is one claimed volume's figures, nil when it is not measured (or cannot be now).
+func (m *Manager) measureClaim(ctx context.Context, uid types.UID, name string, c claimed) *statsapi.FsStats {
+	switch {
+	case c.csi && m.CSI != nil:
+		fs, err := m.CSI.VolumeStats(ctx, uid, name)
+		if err != nil {
+			return nil
+		}
+		return fs
+	case c.local:
+		return statfs(c.path)
+	}
+	return nil
+}
+
+// statfs is the filesystem at path: capacity, available and used bytes, and inodes.
+func statfs(path string) *statsapi.FsStats {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return nil
+	}
+	bs := uint64(st.Bsize)
+	capacity, avail, used := st.Blocks*bs, st.Bavail*bs, (st.Blocks-st.Bfree)*bs
+	inodes, free, usedInodes := st.Files, st.Ffree, st.Files-st.Ffree
+	return &statsapi.FsStats{Time: metav1.Now(), CapacityBytes: &capacity, AvailableBytes: &avail, UsedBytes: &used,
+		Inodes: &inodes, InodesFree: &free, InodesUsed: &usedInodes}
+}
