@@ -2,6 +2,8 @@ package csi
 
 import (
 	"context"
+	"crypto/sha256"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -130,5 +132,62 @@ func TestDriverNamesAreFolderNames(t *testing.T) {
 		if validDriver(name) == nil {
 			t.Errorf("%q accepted", name)
 		}
+	}
+}
+
+// An inline volume: refused for a driver whose CSIDriver does not list the Ephemeral mode;
+// published without staging under the handle the kubelet derives from the pod and volume, with
+// the volume's attributes and the pod's information; unpublished at the pod's teardown.
+func TestInlineVolume(t *testing.T) {
+	testutil.Require(t, "losetup", "mkfs.ext4")
+	root := t.TempDir()
+	t.Cleanup(func() { testutil.UnmountUnder(root) })
+	d := csidriver.Start(t, filepath.Join(t.TempDir(), "driver"), "", "csi.nodelet.test")
+	yes := true
+	drv := &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: d.Name}, Spec: storagev1.CSIDriverSpec{PodInfoOnMount: &yes,
+		VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent}}}
+	api := fake.NewSimpleClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "node-uid"}}, drv)
+	m := New(Config{NodeName: "n1", RootDir: root, Client: kubefake.Wrap(api), Log: quiet()})
+	if err := m.RegisterPlugin(d.Name, d.Endpoint, []string{"1.0.0"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "pod-1"}}
+	vol := &v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: d.Name,
+		VolumeAttributes: map[string]string{"size": "16Mi"}}}}
+	if _, _, err := m.SetUp(ctx, pod, Inline(pod, vol)); err == nil || !strings.Contains(err.Error(),
+		`volume mode "Ephemeral" not supported by driver csi.nodelet.test (only supports ["Persistent"])`) {
+		t.Fatalf("set up for a driver without the Ephemeral mode: %v", err)
+	}
+	drv.Spec.VolumeLifecycleModes = append(drv.Spec.VolumeLifecycleModes, storagev1.VolumeLifecycleEphemeral)
+	if _, err := api.StorageV1().CSIDrivers().Update(ctx, drv, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	path, _, err := m.SetUp(ctx, pod, Inline(pod, vol))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(path, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data, err := loadVolData(filepath.Dir(path))
+	handle := fmt.Sprintf("csi-%x", sha256.Sum256([]byte("pod-1scratch")))
+	if err != nil || data.VolumeLifecycleMode != "Ephemeral" || data.VolumeHandle != handle || data.SpecVolID != "scratch" {
+		t.Fatalf("vol_data.json %+v %v", data, err)
+	}
+	if got := m.VolumesInUse(); len(got) != 0 {
+		t.Errorf("an inline volume listed in use: %v", got)
+	}
+	if err := m.TearDown(ctx, "pod-1"); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"publish " + handle + " ro=false ctx=csi.storage.k8s.io/ephemeral=true,csi.storage.k8s.io/pod.name=web," +
+		"csi.storage.k8s.io/pod.namespace=default,csi.storage.k8s.io/pod.uid=pod-1,csi.storage.k8s.io/serviceAccount.name=,size=16Mi",
+		"unpublish " + handle}
+	if got := d.Calls(); !slices.Equal(got, want) {
+		t.Errorf("driver calls %q, want %q", got, want)
+	}
+	if left := testutil.MountsUnder(root); len(left) != 0 {
+		t.Errorf("mounts left: %v", left)
 	}
 }

@@ -41,6 +41,9 @@ type Volume struct {
 	Source *v1.CSIPersistentVolumeSource
 	// ReadOnly: the pod's claim or the PV says so.
 	ReadOnly bool
+	// Ephemeral: an inline volume of the pod (Inline makes it), published without staging or
+	// attaching, its lifecycle the pod's.
+	Ephemeral bool
 }
 
 // validDriver: a driver name becomes a folder name; the apiserver allows only DNS names, and a
@@ -96,12 +99,20 @@ func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod, vol Volume) (path stri
 	if err != nil {
 		return "", false, err
 	}
-	// Listed in use before the attachment is waited for, so the attach/detach controller never
-	// detaches what this pod may be about to publish.
-	m.markInUse(pod.UID, uniqueName(src.Driver, src.VolumeHandle), attaches(drv))
-	publishContext, err := m.publishContext(ctx, drv, src)
-	if err != nil {
-		return "", false, err
+	mode := storagev1.VolumeLifecyclePersistent
+	var publishContext map[string]string
+	if vol.Ephemeral {
+		mode = storagev1.VolumeLifecycleEphemeral
+		if err := supportsEphemeral(drv, src.Driver); err != nil {
+			return "", false, err
+		}
+	} else {
+		// Listed in use before the attachment is waited for, so the attach/detach controller
+		// never detaches what this pod may be about to publish.
+		m.markInUse(pod.UID, uniqueName(src.Driver, src.VolumeHandle), attaches(drv))
+		if publishContext, err = m.publishContext(ctx, drv, src); err != nil {
+			return "", false, err
+		}
 	}
 	caps, err := c.capabilities(ctx)
 	stage, mountGroup := caps[csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME], caps[csipb.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP]
@@ -130,7 +141,7 @@ func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod, vol Volume) (path stri
 		capability.GetMount().VolumeMountGroup = mountGroupArg
 	}
 	staging := ""
-	if stage {
+	if stage && !vol.Ephemeral {
 		global := m.globalDir(src.Driver, src.VolumeHandle)
 		staging = filepath.Join(global, "globalmount")
 		if err := m.stage(ctx, c, src, capability, publishContext, global, staging); err != nil {
@@ -145,7 +156,7 @@ func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod, vol Volume) (path stri
 		return "", false, errors.New(logf("mounter.SetUpAt failed to create dir %q: %v", dir, err))
 	}
 	data := volData{SpecVolID: vol.PV.Name, VolumeHandle: src.VolumeHandle, DriverName: src.Driver, NodeName: m.cfg.NodeName,
-		AttachmentID: attachmentName(src.VolumeHandle, src.Driver, m.cfg.NodeName), VolumeLifecycleMode: string(storagev1.VolumeLifecyclePersistent)}
+		AttachmentID: attachmentName(src.VolumeHandle, src.Driver, m.cfg.NodeName), VolumeLifecycleMode: string(mode)}
 	if err := saveVolData(dir, data); err != nil {
 		return "", false, err
 	}
@@ -153,7 +164,7 @@ func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod, vol Volume) (path stri
 	if drv != nil && drv.Spec.PodInfoOnMount != nil && *drv.Spec.PodInfoOnMount {
 		attrs = merged(attrs, map[string]string{"csi.storage.k8s.io/pod.name": pod.Name, "csi.storage.k8s.io/pod.namespace": pod.Namespace,
 			"csi.storage.k8s.io/pod.uid": string(pod.UID), "csi.storage.k8s.io/serviceAccount.name": pod.Spec.ServiceAccountName,
-			"csi.storage.k8s.io/ephemeral": "false"})
+			"csi.storage.k8s.io/ephemeral": fmt.Sprint(vol.Ephemeral)})
 	}
 	secrets, err := m.secrets(ctx, src.NodePublishSecretRef)
 	if err != nil {

@@ -74,7 +74,7 @@ func (m *Manager) makeMounts(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 					return nil, fmt.Errorf("volume %q: %w", vol.Name, err)
 				}
 			}
-		case vol.PersistentVolumeClaim != nil, vol.Ephemeral != nil:
+		case vol.PersistentVolumeClaim != nil, vol.Ephemeral != nil, vol.CSI != nil:
 			p, readOnly, ok := "", false, false
 			if m.Volumes != nil {
 				p, readOnly, ok = m.Volumes.ClaimPath(pod, vol.Name)
@@ -90,7 +90,7 @@ func (m *Manager) makeMounts(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 				p, ok = m.Volumes.Path(pod, vol.Name)
 			}
 			if !ok {
-				return nil, fmt.Errorf("volume %q: unsupported volume type (emptyDir, hostPath, persistentVolumeClaim, ephemeral, image, secret, configMap, downwardAPI and projected are)", vol.Name)
+				return nil, fmt.Errorf("volume %q: unsupported volume type (emptyDir, hostPath, persistentVolumeClaim, ephemeral, csi, image, secret, configMap, downwardAPI and projected are)", vol.Name)
 			}
 			host = p
 			// API-backed volumes are read-only in the container, as with the kubelet.

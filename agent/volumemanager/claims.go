@@ -121,25 +121,63 @@ func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, v *v1.Volume) err
 		if err != nil {
 			return fmt.Errorf("MountVolume.SetUp failed for volume %q : %w", v.Name, err)
 		}
-		if g := fsGroup(pod); g != nil && ownership {
-			if err := ownTree(target, *g, fsGroupChangePolicy(pod)); err != nil {
-				return fmt.Errorf("PV %s: fsGroup: %w", pv.Name, err)
-			}
+		if err := ownCSI(pod, target, ownership); err != nil {
+			return fmt.Errorf("PV %s: %w", pv.Name, err)
 		}
 		path, readOnly = target, ro
 	default:
 		return fmt.Errorf("PV %s: only hostPath, local and CSI PersistentVolumes are supported on this node: %w", pv.Name, ErrClaim)
 	}
+	m.record(pod.UID, v.Name, claimed{path: path, readOnly: readOnly, namespace: pod.Namespace, claim: claim, local: pv.Spec.Local != nil && !block,
+		csi: pv.Spec.CSI != nil, deviceMount: deviceMount})
+	return nil
+}
+
+func (m *Manager) record(uid types.UID, volume string, c claimed) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.claims == nil {
 		m.claims = map[types.UID]map[string]claimed{}
 	}
-	if m.claims[pod.UID] == nil {
-		m.claims[pod.UID] = map[string]claimed{}
+	if m.claims[uid] == nil {
+		m.claims[uid] = map[string]claimed{}
 	}
-	m.claims[pod.UID][v.Name] = claimed{path: path, readOnly: readOnly, namespace: pod.Namespace, claim: claim, local: pv.Spec.Local != nil && !block,
-		csi: pv.Spec.CSI != nil, deviceMount: deviceMount}
+	m.claims[uid][volume] = c
+}
+
+// setUpInlineCSI publishes the pod's inline CSI volume, once per pod, as the kubelet's CSI plugin
+// does (csi.Inline); containers bind it as they bind a claimed volume.
+func (m *Manager) setUpInlineCSI(ctx context.Context, pod *v1.Pod, v *v1.Volume) error {
+	m.mu.Lock()
+	done := m.claims[pod.UID][v.Name].csi
+	m.mu.Unlock()
+	if done {
+		return nil
+	}
+	if m.CSI == nil {
+		return fmt.Errorf("inline CSI volumes need an API server: %w", ErrClaim)
+	}
+	vol := csi.Inline(pod, v)
+	target, ownership, err := m.CSI.SetUp(ctx, pod, vol)
+	if err != nil {
+		return fmt.Errorf("MountVolume.SetUp failed for volume %q : %w", v.Name, err)
+	}
+	if err := ownCSI(pod, target, ownership); err != nil {
+		return err
+	}
+	m.record(pod.UID, v.Name, claimed{path: target, readOnly: vol.ReadOnly, namespace: pod.Namespace, csi: true})
+	return nil
+}
+
+// ownCSI gives a published CSI volume to the pod's fsGroup when the driver leaves that to the node.
+func ownCSI(pod *v1.Pod, target string, ownership bool) error {
+	g := fsGroup(pod)
+	if g == nil || !ownership {
+		return nil
+	}
+	if err := ownTree(target, *g, fsGroupChangePolicy(pod)); err != nil {
+		return fmt.Errorf("fsGroup: %w", err)
+	}
 	return nil
 }
 

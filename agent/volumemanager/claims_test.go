@@ -214,11 +214,12 @@ type fakeCSI struct {
 	tornDown  []types.UID
 	ownership bool
 	readOnly  bool
+	ephemeral bool
 }
 
 func (f *fakeCSI) SetUp(_ context.Context, pod *v1.Pod, vol csi.Volume) (string, bool, error) {
 	f.setUps++
-	f.readOnly = vol.ReadOnly
+	f.readOnly, f.ephemeral = vol.ReadOnly, vol.Ephemeral
 	p := filepath.Join(f.dir, string(pod.UID), vol.Name)
 	return p, f.ownership, os.MkdirAll(p, 0o755)
 }
@@ -259,6 +260,40 @@ func TestCSIClaimsArePublishedOnceAndReleased(t *testing.T) {
 	}
 	if len(f.tornDown) != 1 || f.tornDown[0] != pod.UID {
 		t.Errorf("torn down %v", f.tornDown)
+	}
+}
+
+// An inline CSI volume is published once per pod as an ephemeral volume, bound like a claimed
+// one, measured in the pod's summary without a claim and left out of the claims' series.
+func TestInlineCSIVolume(t *testing.T) {
+	f := &fakeCSI{dir: t.TempDir()}
+	m := &Manager{RootDir: t.TempDir(), CSI: f}
+	ro := true
+	pod := testPod("uid-inline", v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: "d", ReadOnly: &ro}}})
+	for range 2 {
+		if err := m.Prepare(context.Background(), pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path, readOnly, ok := m.ClaimPath(pod, "scratch")
+	if f.setUps != 1 || !f.ephemeral || !ok || path != filepath.Join(f.dir, "uid-inline", "scratch") || !readOnly {
+		t.Fatalf("set-ups %d (ephemeral %v), path %q %v %v", f.setUps, f.ephemeral, path, readOnly, ok)
+	}
+	if st := m.PodClaimStats(context.Background(), pod.UID); len(st) != 1 || st[0].Name != "scratch" || st[0].PVCRef != nil || st[0].CapacityBytes == nil {
+		t.Errorf("pod volume stats %+v", st)
+	}
+	if c := m.ClaimStats(); len(c) != 0 {
+		t.Errorf("an inline volume in the claims' series: %+v", c)
+	}
+	if err := m.TearDownVolumes(pod.UID); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.tornDown) != 1 {
+		t.Errorf("torn down %v", f.tornDown)
+	}
+	standalone := &Manager{RootDir: t.TempDir()}
+	if err := standalone.Prepare(context.Background(), pod); !errors.Is(err, ErrClaim) {
+		t.Errorf("an inline CSI volume without CSI: %v", err)
 	}
 }
 

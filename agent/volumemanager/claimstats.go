@@ -13,8 +13,8 @@ import (
 	"github.com/nodelet/nodelet/agent/metrics"
 )
 
-// PodClaimStats are the pod's claimed volumes as the kubelet's summary reports them, each with
-// its claim: local PVs (a folder, or a block device's filesystem) measured by statfs as the
+// PodClaimStats are the pod's claimed volumes (and inline CSI ones) as the kubelet's summary
+// reports them, each with its claim: local PVs (a folder, or a block device's filesystem) measured by statfs as the
 // kubelet's local plugin measures them, CSI volumes by their driver (NodeGetVolumeStats, when it
 // offers it). hostPath PVs and raw block devices are not measured, as the kubelet does not.
 func (m *Manager) PodClaimStats(ctx context.Context, uid types.UID) []statsapi.VolumeStats {
@@ -35,8 +35,11 @@ func (m *Manager) PodClaimStats(ctx context.Context, uid types.UID) []statsapi.V
 		if fs == nil {
 			continue
 		}
-		out = append(out, statsapi.VolumeStats{Name: v.name, FsStats: *fs,
-			PVCRef: &statsapi.PVCReference{Name: v.c.claim, Namespace: v.c.namespace}})
+		vs := statsapi.VolumeStats{Name: v.name, FsStats: *fs}
+		if v.c.claim != "" { // an inline CSI volume has none
+			vs.PVCRef = &statsapi.PVCReference{Name: v.c.claim, Namespace: v.c.namespace}
+		}
+		out = append(out, vs)
 	}
 	return out
 }
@@ -55,7 +58,7 @@ func (m *Manager) ClaimStats() []metrics.VolumeClaim {
 	for uid, vols := range m.claims {
 		for name, c := range vols {
 			k := [2]string{c.namespace, c.claim}
-			if seen[k] {
+			if c.claim == "" || seen[k] {
 				continue
 			}
 			seen[k] = true

@@ -207,6 +207,8 @@ func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod) error {
 			err = CheckHostPath(v.HostPath)
 		case v.PersistentVolumeClaim != nil, v.Ephemeral != nil:
 			err = m.setUpClaim(ctx, pod, v)
+		case v.CSI != nil:
+			err = m.setUpInlineCSI(ctx, pod, v)
 		}
 		if err != nil {
 			return fmt.Errorf("volume %q: %w", v.Name, err)

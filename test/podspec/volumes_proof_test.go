@@ -183,7 +183,7 @@ func TestUnsupportedVolumeIsRefused(t *testing.T) {
 			member(t, &pod.Spec.Volumes[0].VolumeSource, kind)
 			pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/data"}}
 			got := syncOnce(t, pod)
-			const want = `volume "data": unsupported volume type (emptyDir, hostPath, persistentVolumeClaim, ephemeral, image, secret, configMap, downwardAPI and projected are)`
+			const want = `volume "data": unsupported volume type (emptyDir, hostPath, persistentVolumeClaim, ephemeral, csi, image, secret, configMap, downwardAPI and projected are)`
 			if got.err == nil || !strings.Contains(got.err.Error(), want) || !errors.Is(got.err, kubecontainer.ErrCreateConfig) || got.container != nil {
 				t.Fatalf("sync: %v, container %v; want CreateContainerConfigError %q", got.err, got.container, want)
 			}

@@ -8,7 +8,7 @@ const (
 	downward = vol + ".{downwardAPI|projected.sources[].downwardAPI}"
 
 	unsupportedVolume = "a container mounting it does not start: CreateContainerConfigError \"volume \\\"<name>\\\": " +
-		"unsupported volume type (emptyDir, hostPath, persistentVolumeClaim, ephemeral, image, secret, configMap, downwardAPI and projected are)\"; " +
+		"unsupported volume type (emptyDir, hostPath, persistentVolumeClaim, ephemeral, csi, image, secret, configMap, downwardAPI and projected are)\"; " +
 		"a volume no container mounts is not set up"
 )
 
@@ -94,7 +94,14 @@ func volumesArea() area {
 			"agent/volumemanager.TestEphemeralVolumeUsesThePodsOwnClaim", "agent/kuberuntime.TestClaimVolumeMount"),
 		na(vol+".ephemeral.volumeClaimTemplate", "the ephemeral volume controller makes the claim from it; the node reads "+
 			"only the claim"),
-		ref(vol+".{csi|nfs|iscsi|fc|rbd|cephfs|glusterfs|flexVolume|cinder|"+
+		h(vol+".csi.{driver|volumeAttributes|fsType|readOnly|nodePublishSecretRef.name}", "an inline (ephemeral) volume of a "+
+			"CSI driver registered on the node whose CSIDriver lists the Ephemeral lifecycle mode (else FailedMount \"volume "+
+			"mode \\\"Ephemeral\\\" not supported by driver <driver> ...\"), as the kubelet's CSI plugin: its own handle "+
+			"csi-<sha256(pod UID + volume name)>, published (never staged nor attached) at the kubelet's path with the "+
+			"volume's attributes, fsType, read-only flag and publish secret (from the pod's namespace), podInfoOnMount with "+
+			"csi.storage.k8s.io/ephemeral=true, fsGroup as the CSIDriver's fsGroupPolicy says; unpublished at the pod's teardown",
+			"agent/csi.TestInlineVolume", "agent/volumemanager.TestInlineCSIVolume"),
+		ref(vol+".{nfs|iscsi|fc|rbd|cephfs|glusterfs|flexVolume|cinder|"+
 			"azureFile|azureDisk|awsElasticBlockStore|gcePersistentDisk|vsphereVolume|photonPersistentDisk|portworxVolume|"+
 			"scaleIO|storageos|quobyte|flocker|gitRepo}", unsupportedVolume, refusalProof, "agent/kuberuntime.TestGenerateConfigs"),
 	}}

@@ -257,6 +257,9 @@ func (d *Driver) NodeUnstageVolume(_ context.Context, r *csi.NodeUnstageVolumeRe
 }
 
 func (d *Driver) NodePublishVolume(_ context.Context, r *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
+	if r.StagingTargetPath == "" {
+		return d.publishEphemeral(r)
+	}
 	d.mu.Lock()
 	dev, ok := d.loops[r.VolumeId]
 	d.mu.Unlock()
@@ -284,6 +287,26 @@ func (d *Driver) NodePublishVolume(_ context.Context, r *csi.NodePublishVolumeRe
 		if _, err := run("mount", "-o", "remount,bind,ro", r.TargetPath); err != nil {
 			return nil, err
 		}
+	}
+	d.record(fmt.Sprintf("publish %s ro=%v ctx=%s", r.VolumeId, r.Readonly, contextKeys(r.VolumeContext)))
+	return &csi.NodePublishVolumeResponse{}, nil
+}
+
+// publishEphemeral serves an inline volume (one published without staging): a tmpfs of 16 MiB
+// of its own at the target, gone at unpublish.
+func (d *Driver) publishEphemeral(r *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
+	if isMount(r.TargetPath) {
+		return &csi.NodePublishVolumeResponse{}, nil
+	}
+	if err := os.MkdirAll(r.TargetPath, 0o750); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	opts := "size=16m"
+	if r.Readonly {
+		opts += ",ro"
+	}
+	if _, err := run("mount", "-t", "tmpfs", "-o", opts, "csi-ephemeral", r.TargetPath); err != nil {
+		return nil, err
 	}
 	d.record(fmt.Sprintf("publish %s ro=%v ctx=%s", r.VolumeId, r.Readonly, contextKeys(r.VolumeContext)))
 	return &csi.NodePublishVolumeResponse{}, nil
