@@ -344,7 +344,7 @@ func New(cfg agentconfig.Config, deps Deps) (_ *Agent, err error) {
 	a.parts = []part{{"node allocatable", loop(nodeCM.Run)}, {"CPU manager", loop(cpus.Run)},
 		{"device manager", vital(devices.Run)},
 		{"pod resources", vital(func(ctx context.Context) error { return podResources.Serve(ctx, podresources.SocketPath(cfg.RootDir)) })},
-		{"plugin manager", plugins.Run}}
+		{"plugin manager", plugins.Run}, {"CSINode", loop(csiVolumes.Run)}}
 	if podQOS != nil {
 		a.parts = append(a.parts, part{"QoS cgroups", loop(podQOS.Run)})
 	}

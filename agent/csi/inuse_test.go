@@ -95,3 +95,29 @@ func TestVolumesInUse(t *testing.T) {
 		t.Errorf("mounts left: %v", left)
 	}
 }
+
+// The node's CSINode is made once its Node exists, before any driver registers; one found is
+// left alone.
+func TestCSINodeAtStart(t *testing.T) {
+	api := fake.NewSimpleClientset()
+	m := New(Config{NodeName: "n1", RootDir: t.TempDir(), Client: kubefake.Wrap(api), Log: quiet()})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { m.Run(ctx); close(done) }()
+	if _, err := api.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "node-uid"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	cn, err := api.StorageV1().CSINodes().Get(ctx, "n1", metav1.GetOptions{})
+	if err != nil || len(cn.Spec.Drivers) != 0 || len(cn.OwnerReferences) != 1 || cn.OwnerReferences[0].UID != "node-uid" {
+		t.Fatalf("CSINode %+v %v", cn, err)
+	}
+	api.ClearActions()
+	m.Run(ctx)
+	for _, a := range api.Actions() {
+		if a.GetVerb() != "get" {
+			t.Errorf("a CSINode found was changed: %v", a)
+		}
+	}
+}
