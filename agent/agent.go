@@ -180,7 +180,8 @@ func New(cfg agentconfig.Config, deps Deps) (_ *Agent, err error) {
 	if client != nil {
 		csiClient = client
 	}
-	csiVolumes := csi.New(csi.Config{NodeName: cfg.NodeName, RootDir: cfg.RootDir, Client: csiClient, Secrets: vols.SecretData, Log: log})
+	csiVolumes := csi.New(csi.Config{NodeName: cfg.NodeName, RootDir: cfg.RootDir, Client: csiClient, Secrets: vols.SecretData,
+		Token: vols.TokenStatus, Log: log})
 	vols.CSI = csiVolumes
 	if client == nil && cfg.Kubelet.StaticPodPath != "" {
 		// Standalone: secrets and config maps sit beside the static pod manifests.

@@ -42,7 +42,10 @@ type Config struct {
 	Client   Client
 	// Secrets reads a Secret's data, for the drivers' stage and publish secrets.
 	Secrets func(ctx context.Context, namespace, name string) (map[string][]byte, error)
-	Log     *slog.Logger
+	// Token gets pods' service account tokens for drivers that ask (CSIDriver tokenRequests);
+	// nil refuses those drivers' volumes.
+	Token TokenFunc
+	Log   *slog.Logger
 }
 
 // Manager keeps the registered drivers and mounts their volumes.

@@ -11,7 +11,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -72,10 +74,11 @@ func TestStagePublishAndTearDown(t *testing.T) {
 	pod := func(uid string) *v1.Pod {
 		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: uid, Namespace: "default", UID: types.UID(uid)}}
 	}
-	pathA, _, err := m.SetUp(ctx, pod("a"), Volume{Name: "data", PV: pv, Source: pv.Spec.CSI})
+	pubA, err := m.SetUp(ctx, pod("a"), Volume{Name: "data", PV: pv, Source: pv.Spec.CSI})
 	if err != nil {
 		t.Fatal(err)
 	}
+	pathA := pubA.Path
 	if err := os.WriteFile(filepath.Join(pathA, "note"), []byte("kept"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -84,10 +87,11 @@ func TestStagePublishAndTearDown(t *testing.T) {
 	if err != nil || fs == nil || fs.CapacityBytes == nil || *fs.CapacityBytes == 0 || fs.InodesUsed == nil || *fs.InodesUsed == 0 {
 		t.Fatalf("volume stats %+v %v", fs, err)
 	}
-	pathB, _, err := m.SetUp(ctx, pod("b"), Volume{Name: "data", PV: pv, Source: pv.Spec.CSI, ReadOnly: true})
+	pubB, err := m.SetUp(ctx, pod("b"), Volume{Name: "data", PV: pv, Source: pv.Spec.CSI, ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
+	pathB := pubB.Path
 	if b, err := os.ReadFile(filepath.Join(pathB, "note")); err != nil || string(b) != "kept" {
 		t.Fatalf("the second pod reads %q %v", b, err)
 	}
@@ -155,7 +159,7 @@ func TestInlineVolume(t *testing.T) {
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "pod-1"}}
 	vol := &v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: d.Name,
 		VolumeAttributes: map[string]string{"size": "16Mi"}}}}
-	if _, _, err := m.SetUp(ctx, pod, Inline(pod, vol)); err == nil || !strings.Contains(err.Error(),
+	if _, err := m.SetUp(ctx, pod, Inline(pod, vol)); err == nil || !strings.Contains(err.Error(),
 		`volume mode "Ephemeral" not supported by driver csi.nodelet.test (only supports ["Persistent"])`) {
 		t.Fatalf("set up for a driver without the Ephemeral mode: %v", err)
 	}
@@ -163,7 +167,8 @@ func TestInlineVolume(t *testing.T) {
 	if _, err := api.StorageV1().CSIDrivers().Update(ctx, drv, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	path, _, err := m.SetUp(ctx, pod, Inline(pod, vol))
+	pub, err := m.SetUp(ctx, pod, Inline(pod, vol))
+	path := pub.Path
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,6 +191,63 @@ func TestInlineVolume(t *testing.T) {
 		"unpublish " + handle}
 	if got := d.Calls(); !slices.Equal(got, want) {
 		t.Errorf("driver calls %q, want %q", got, want)
+	}
+	if left := testutil.MountsUnder(root); len(left) != 0 {
+		t.Errorf("mounts left: %v", left)
+	}
+}
+
+// A driver whose CSIDriver asks for service account tokens gets them in the volume context,
+// as a JSON map by audience under the kubelet's key, and, with requiresRepublish, is published
+// again at later syncs.
+func TestTokensAndRepublish(t *testing.T) {
+	testutil.Require(t, "losetup", "mkfs.ext4")
+	root := t.TempDir()
+	t.Cleanup(func() { testutil.UnmountUnder(root) })
+	d := csidriver.Start(t, filepath.Join(t.TempDir(), "driver"), "", "csi.nodelet.test")
+	yes := true
+	drv := &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: d.Name}, Spec: storagev1.CSIDriverSpec{RequiresRepublish: &yes,
+		TokenRequests:        []storagev1.TokenRequest{{Audience: "vault"}},
+		VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecycleEphemeral}}}
+	api := fake.NewSimpleClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "node-uid"}}, drv)
+	var audiences []string
+	token := func(_ context.Context, pod *v1.Pod, audience string, _ *int64) (authenticationv1.TokenRequestStatus, error) {
+		audiences = append(audiences, audience)
+		return authenticationv1.TokenRequestStatus{Token: "tok-" + pod.Name, ExpirationTimestamp: metav1.NewTime(time.Unix(2000000000, 0).UTC())}, nil
+	}
+	m := New(Config{NodeName: "n1", RootDir: root, Client: kubefake.Wrap(api), Token: token, Log: quiet()})
+	if err := m.RegisterPlugin(d.Name, d.Endpoint, []string{"1.0.0"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "pod-1"}}
+	vol := &v1.Volume{Name: "secrets", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: d.Name}}}
+	pub, err := m.SetUp(ctx, pod, Inline(pod, vol))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !pub.Republish || !slices.Equal(audiences, []string{"vault"}) {
+		t.Fatalf("published %+v, tokens asked for %v", pub, audiences)
+	}
+	calls := d.Calls()
+	want := `ctx=csi.storage.k8s.io/serviceAccount.tokens={"vault":{"token":"tok-web","expirationTimestamp":"2033-05-18T03:33:20Z"}}`
+	if len(calls) != 1 || !strings.HasSuffix(calls[0], want) {
+		t.Fatalf("driver calls %q, want one ending %s", calls, want)
+	}
+	if err := m.TearDown(ctx, "pod-1"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Without a token source the volume is refused, naming what failed.
+	m2 := New(Config{NodeName: "n1", RootDir: root, Client: kubefake.Wrap(api), Log: quiet()})
+	if err := m2.RegisterPlugin(d.Name, d.Endpoint, []string{"1.0.0"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m2.SetUp(ctx, pod, Inline(pod, vol)); err == nil || !strings.Contains(err.Error(), "service account tokens") {
+		t.Fatalf("set up without tokens: %v", err)
+	}
+	if err := m2.TearDown(ctx, "pod-1"); err != nil {
+		t.Fatal(err)
 	}
 	if left := testutil.MountsUnder(root); len(left) != 0 {
 		t.Errorf("mounts left: %v", left)

@@ -38,7 +38,7 @@ func TestVolumesInUse(t *testing.T) {
 	}
 	want := []v1.UniqueVolumeName{"kubernetes.io/csi/csi.nodelet.test^vol-1"}
 
-	if _, _, err := m.SetUp(ctx, pod("a"), Volume{Name: "data", PV: pv, Source: pv.Spec.CSI}); err == nil {
+	if _, err := m.SetUp(ctx, pod("a"), Volume{Name: "data", PV: pv, Source: pv.Spec.CSI}); err == nil {
 		t.Fatal("set up before the volume was attached")
 	}
 	if got := m.VolumesInUse(); !slices.Equal(got, want) {
@@ -50,7 +50,7 @@ func TestVolumesInUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, uid := range []string{"a", "b"} {
-		if _, _, err := m.SetUp(ctx, pod(uid), Volume{Name: "data", PV: pv, Source: pv.Spec.CSI}); err != nil {
+		if _, err := m.SetUp(ctx, pod(uid), Volume{Name: "data", PV: pv, Source: pv.Spec.CSI}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -82,7 +82,7 @@ func TestVolumesInUse(t *testing.T) {
 		Spec: storagev1.CSIDriverSpec{AttachRequired: &no}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := m.SetUp(ctx, pod("c"), Volume{Name: "data", PV: pv, Source: pv.Spec.CSI}); err != nil {
+	if _, err := m.SetUp(ctx, pod("c"), Volume{Name: "data", PV: pv, Source: pv.Spec.CSI}); err != nil {
 		t.Fatal(err)
 	}
 	if got := m.VolumesInUse(); len(got) != 0 {

@@ -79,49 +79,60 @@ func attachmentName(handle, driverName, node string) string {
 	return fmt.Sprintf("csi-%x", sha256.Sum256([]byte(handle+driverName+node)))
 }
 
+// Published is a volume set up for a pod.
+type Published struct {
+	// Path is the host path containers bind.
+	Path string
+	// Ownership: the node gives the volume to the pod's fsGroup (the driver does not).
+	Ownership bool
+	// Republish: the driver's CSIDriver asks for NodePublishVolume again at each of the pod's
+	// syncs (requiresRepublish), to renew what it mounted (service account tokens).
+	Republish bool
+}
+
 // SetUp stages the volume on the node (once, when the driver stages) and publishes it for the
 // pod, returning the host path containers bind. fsGroup is the pod's, passed to drivers that
 // apply it themselves (VOLUME_MOUNT_GROUP); the caller applies it otherwise, when ownership says.
-func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod, vol Volume) (path string, ownership bool, err error) {
+func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod, vol Volume) (Published, error) {
 	src := vol.Source
 	if src.Driver == "" || src.VolumeHandle == "" {
-		return "", false, errors.New(logf("mounter.SetUpAt failed: the PV %s names no driver or volume handle", vol.PV.Name))
+		return Published{}, errors.New(logf("mounter.SetUpAt failed: the PV %s names no driver or volume handle", vol.PV.Name))
 	}
 	if err := validDriver(src.Driver); err != nil {
-		return "", false, err
+		return Published{}, err
 	}
 	c, err := m.client(src.Driver)
 	if err != nil {
-		return "", false, errors.New(logf("mounter.SetUpAt failed to get CSI client: %v", err))
+		return Published{}, errors.New(logf("mounter.SetUpAt failed to get CSI client: %v", err))
 	}
 	defer c.close()
 	drv, err := m.csiDriver(ctx, src.Driver)
 	if err != nil {
-		return "", false, err
+		return Published{}, err
 	}
 	mode := storagev1.VolumeLifecyclePersistent
 	var publishContext map[string]string
 	if vol.Ephemeral {
 		mode = storagev1.VolumeLifecycleEphemeral
 		if err := supportsEphemeral(drv, src.Driver); err != nil {
-			return "", false, err
+			return Published{}, err
 		}
 	} else {
 		// Listed in use before the attachment is waited for, so the attach/detach controller
 		// never detaches what this pod may be about to publish.
 		m.markInUse(pod.UID, uniqueName(src.Driver, src.VolumeHandle), attaches(drv))
 		if publishContext, err = m.publishContext(ctx, drv, src); err != nil {
-			return "", false, err
+			return Published{}, err
 		}
 	}
 	caps, err := c.capabilities(ctx)
 	stage, mountGroup := caps[csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME], caps[csipb.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP]
 	if err != nil {
-		return "", false, errors.New(logf("mounter.SetUpAt failed to check for STAGE_UNSTAGE_VOLUME capability: %v", err))
+		return Published{}, errors.New(logf("mounter.SetUpAt failed to check for STAGE_UNSTAGE_VOLUME capability: %v", err))
 	}
 	block := vol.PV.Spec.VolumeMode != nil && *vol.PV.Spec.VolumeMode == v1.PersistentVolumeBlock
 	if block {
-		return "", false, fmt.Errorf("PV %s has volumeMode Block: raw block volumes are not supported", vol.PV.Name)
+		return Published{}, fmt.Errorf("PV %s has volumeMode Block: raw block volumes are not supported", vol.PV.Name)
 	}
 	capability := &csipb.VolumeCapability{
 		AccessType: &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{FsType: src.FSType, MountFlags: vol.PV.Spec.MountOptions}},
@@ -145,20 +156,20 @@ func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod, vol Volume) (path stri
 		global := m.globalDir(src.Driver, src.VolumeHandle)
 		staging = filepath.Join(global, "globalmount")
 		if err := m.stage(ctx, c, src, capability, publishContext, global, staging); err != nil {
-			return "", false, err
+			return Published{}, err
 		}
 	}
 	dir, err := m.targetDir(string(pod.UID), vol.Name)
 	if err != nil {
-		return "", false, err
+		return Published{}, err
 	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return "", false, errors.New(logf("mounter.SetUpAt failed to create dir %q: %v", dir, err))
+		return Published{}, errors.New(logf("mounter.SetUpAt failed to create dir %q: %v", dir, err))
 	}
 	data := volData{SpecVolID: vol.PV.Name, VolumeHandle: src.VolumeHandle, DriverName: src.Driver, NodeName: m.cfg.NodeName,
 		AttachmentID: attachmentName(src.VolumeHandle, src.Driver, m.cfg.NodeName), VolumeLifecycleMode: string(mode)}
 	if err := saveVolData(dir, data); err != nil {
-		return "", false, err
+		return Published{}, err
 	}
 	attrs := src.VolumeAttributes
 	if drv != nil && drv.Spec.PodInfoOnMount != nil && *drv.Spec.PodInfoOnMount {
@@ -166,9 +177,16 @@ func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod, vol Volume) (path stri
 			"csi.storage.k8s.io/pod.uid": string(pod.UID), "csi.storage.k8s.io/serviceAccount.name": pod.Spec.ServiceAccountName,
 			"csi.storage.k8s.io/ephemeral": fmt.Sprint(vol.Ephemeral)})
 	}
+	if drv != nil && len(drv.Spec.TokenRequests) > 0 {
+		tokens, err := m.podTokens(ctx, pod, drv.Spec.TokenRequests)
+		if err != nil {
+			return Published{}, err
+		}
+		attrs = merged(attrs, tokens)
+	}
 	secrets, err := m.secrets(ctx, src.NodePublishSecretRef)
 	if err != nil {
-		return "", false, err
+		return Published{}, err
 	}
 	target := filepath.Join(dir, "mount")
 	pctx, cancel := context.WithTimeout(ctx, callTimeout)
@@ -176,13 +194,14 @@ func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod, vol Volume) (path stri
 	if _, err := c.node.NodePublishVolume(pctx, &csipb.NodePublishVolumeRequest{VolumeId: src.VolumeHandle, PublishContext: publishContext,
 		StagingTargetPath: staging, TargetPath: target, VolumeCapability: capability, Readonly: vol.ReadOnly,
 		Secrets: secrets, VolumeContext: attrs}); err != nil {
-		return "", false, errors.New(logf("mounter.SetUpAt failed: rpc error: %v", err))
+		return Published{}, errors.New(logf("mounter.SetUpAt failed: rpc error: %v", err))
 	}
 	// The kubelet applies fsGroup when the driver does not: File always, ReadWriteOnceWithFSType
 	// for a volume with an fsType that only one node writes.
-	ownership = group != nil && mountGroupArg == "" && !vol.ReadOnly && (policy == storagev1.FileFSGroupPolicy ||
+	ownership := group != nil && mountGroupArg == "" && !vol.ReadOnly && (policy == storagev1.FileFSGroupPolicy ||
 		(policy == storagev1.ReadWriteOnceWithFSTypeFSGroupPolicy && src.FSType != "" && onlyRWO(vol.PV.Spec.AccessModes)))
-	return target, ownership, nil
+	republish := drv != nil && drv.Spec.RequiresRepublish != nil && *drv.Spec.RequiresRepublish
+	return Published{Path: target, Ownership: ownership, Republish: republish}, nil
 }
 
 // stage makes the volume ready on the node, once: the staging path's vol_data.json says it was.

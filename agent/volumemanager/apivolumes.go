@@ -34,8 +34,8 @@ var ErrNoAPIServer = errors.New("volume needs the apiserver, and the agent runs 
 const defaultMode = 0o644
 
 type token struct {
-	value   string
-	refresh time.Time
+	value            string
+	refresh, expires time.Time
 }
 
 func (m *Manager) now() time.Time {
@@ -353,34 +353,48 @@ func downwardFiles(pod *v1.Pod, items []v1.DownwardAPIVolumeFile, def *int32, al
 }
 
 func (m *Manager) serviceAccountToken(ctx context.Context, pod *v1.Pod, p *v1.ServiceAccountTokenProjection) (string, error) {
+	t, err := m.requestToken(ctx, pod, p.Audience, p.ExpirationSeconds)
+	return t.value, err
+}
+
+// TokenStatus is a token of the pod's service account for a CSI driver that asks for one
+// (csi.TokenFunc), from the same cache as projected tokens.
+func (m *Manager) TokenStatus(ctx context.Context, pod *v1.Pod, audience string, expirationSeconds *int64) (authenticationv1.TokenRequestStatus, error) {
+	t, err := m.requestToken(ctx, pod, audience, expirationSeconds)
+	return authenticationv1.TokenRequestStatus{Token: t.value, ExpirationTimestamp: metav1.NewTime(t.expires)}, err
+}
+
+// requestToken is a token of the pod's service account bound to the pod, cached until 80% of
+// its life has passed, as the kubelet's token manager keeps them.
+func (m *Manager) requestToken(ctx context.Context, pod *v1.Pod, audience string, expirationSeconds *int64) (token, error) {
 	if m.Client == nil {
-		return "", ErrNoAPIServer
+		return token{}, ErrNoAPIServer
 	}
 	exp := int64(3607)
-	if p.ExpirationSeconds != nil {
-		exp = *p.ExpirationSeconds
+	if expirationSeconds != nil {
+		exp = *expirationSeconds
 	}
 	sa := pod.Spec.ServiceAccountName
 	if sa == "" {
 		sa = "default"
 	}
-	key := fmt.Sprintf("%s/%s/%s/%d", pod.UID, sa, p.Audience, exp)
+	key := fmt.Sprintf("%s/%s/%s/%d", pod.UID, sa, audience, exp)
 	m.mu.Lock()
 	if t, ok := m.tokens[key]; ok && m.now().Before(t.refresh) {
 		m.mu.Unlock()
-		return t.value, nil
+		return t, nil
 	}
 	m.mu.Unlock()
 	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
 		ExpirationSeconds: &exp,
 		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
 	}}
-	if p.Audience != "" {
-		req.Spec.Audiences = []string{p.Audience}
+	if audience != "" {
+		req.Spec.Audiences = []string{audience}
 	}
 	resp, err := m.Client.ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, req, metav1.CreateOptions{})
 	if err != nil {
-		return "", fmt.Errorf("token for service account %s/%s: %w", pod.Namespace, sa, err)
+		return token{}, fmt.Errorf("token for service account %s/%s: %w", pod.Namespace, sa, err)
 	}
 	// Refresh at 80% of the lifetime, as the kubelet does.
 	issued := m.now()
@@ -388,13 +402,14 @@ func (m *Manager) serviceAccountToken(ctx context.Context, pod *v1.Pod, p *v1.Se
 	if life <= 0 {
 		life = time.Duration(exp) * time.Second
 	}
+	t := token{value: resp.Status.Token, refresh: issued.Add(life * 8 / 10), expires: issued.Add(life)}
 	m.mu.Lock()
 	if m.tokens == nil {
 		m.tokens = map[string]token{}
 	}
-	m.tokens[key] = token{value: resp.Status.Token, refresh: issued.Add(life * 8 / 10)}
+	m.tokens[key] = t
 	m.mu.Unlock()
-	return resp.Status.Token, nil
+	return t, nil
 }
 
 // SecretData reads a secret.

@@ -3,8 +3,10 @@ package volumemanager
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -106,5 +108,36 @@ func TestPrepareErrors(t *testing.T) {
 		if err := m.Prepare(context.Background(), pod(v)); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// A CSI driver's token comes from the projected tokens' cache, with its expiry: asked again
+// before 80% of its life it is the same token, after it a new one.
+func TestTokenStatusForCSIDrivers(t *testing.T) {
+	client := fake.NewSimpleClientset()
+	issued := 0
+	var audiences []string
+	client.PrependReactor("create", "serviceaccounts", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		issued++
+		req := a.(k8stesting.CreateAction).GetObject().(*authenticationv1.TokenRequest)
+		audiences = append(audiences, req.Spec.Audiences...)
+		return true, &authenticationv1.TokenRequest{Status: authenticationv1.TokenRequestStatus{
+			Token: fmt.Sprint("token-", issued), ExpirationTimestamp: metav1.NewTime(time.Unix(1000+3600, 0))}}, nil
+	})
+	now := time.Unix(1000, 0)
+	m := &Manager{Client: kubefake.Wrap(client), RootDir: t.TempDir(), Now: func() time.Time { return now }}
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u1"}}
+	for _, step := range []struct {
+		after time.Duration
+		want  string
+	}{{0, "token-1"}, {2000 * time.Second, "token-1"}, {3000 * time.Second, "token-2"}} {
+		now = time.Unix(1000, 0).Add(step.after)
+		st, err := m.TokenStatus(context.Background(), pod, "vault", nil)
+		if err != nil || st.Token != step.want || st.ExpirationTimestamp.IsZero() {
+			t.Fatalf("after %v: %+v %v, want %s", step.after, st, err, step.want)
+		}
+	}
+	if !slices.Equal(audiences, []string{"vault", "vault"}) {
+		t.Errorf("audiences asked for %v", audiences)
 	}
 }

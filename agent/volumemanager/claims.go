@@ -40,8 +40,9 @@ type claimed struct {
 	namespace, claim string
 	local            bool
 	// csi: published by a CSI driver; later syncs leave it be, as the kubelet's actual state of
-	// the world keeps a mounted volume mounted.
-	csi bool
+	// the world keeps a mounted volume mounted, unless republish: the driver asks to be called
+	// again at each sync.
+	csi, republish bool
 	// deviceMount: path is the node's mount of a local block device's filesystem, unmounted
 	// once no pod claims it.
 	deviceMount bool
@@ -51,10 +52,7 @@ type claimed struct {
 // kubelet's desired state populator does (and with its messages), and makes the PV ready for the
 // pod: the hostPath and local PVs this node supports are folders of the host that containers bind.
 func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, v *v1.Volume) error {
-	m.mu.Lock()
-	done := m.claims[pod.UID][v.Name].csi
-	m.mu.Unlock()
-	if done {
+	if m.published(pod.UID, v.Name) {
 		return nil
 	}
 	claim, readOnly, ephemeral := "", false, v.Ephemeral != nil
@@ -74,7 +72,7 @@ func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, v *v1.Volume) err
 		return err
 	}
 	var path string
-	deviceMount := false
+	deviceMount, republish := false, false
 	switch {
 	case block && pv.Spec.Local != nil:
 		// The device itself goes to the containers that name the volume in volumeDevices.
@@ -117,20 +115,29 @@ func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, v *v1.Volume) err
 			return fmt.Errorf("PV %s: CSI volumes need an API server: %w", pv.Name, ErrClaim)
 		}
 		ro := readOnly || pv.Spec.CSI.ReadOnly
-		target, ownership, err := m.CSI.SetUp(ctx, pod, csi.Volume{Name: v.Name, PV: pv, Source: pv.Spec.CSI, ReadOnly: ro})
+		pub, err := m.CSI.SetUp(ctx, pod, csi.Volume{Name: v.Name, PV: pv, Source: pv.Spec.CSI, ReadOnly: ro})
 		if err != nil {
 			return fmt.Errorf("MountVolume.SetUp failed for volume %q : %w", v.Name, err)
 		}
-		if err := ownCSI(pod, target, ownership); err != nil {
+		if err := ownCSI(pod, pub.Path, pub.Ownership); err != nil {
 			return fmt.Errorf("PV %s: %w", pv.Name, err)
 		}
-		path, readOnly = target, ro
+		path, readOnly, republish = pub.Path, ro, pub.Republish
 	default:
 		return fmt.Errorf("PV %s: only hostPath, local and CSI PersistentVolumes are supported on this node: %w", pv.Name, ErrClaim)
 	}
 	m.record(pod.UID, v.Name, claimed{path: path, readOnly: readOnly, namespace: pod.Namespace, claim: claim, local: pv.Spec.Local != nil && !block,
-		csi: pv.Spec.CSI != nil, deviceMount: deviceMount})
+		csi: pv.Spec.CSI != nil, republish: republish, deviceMount: deviceMount})
 	return nil
+}
+
+// published: the pod's CSI volume is published and its driver does not ask to publish it again
+// at each sync (requiresRepublish), so later syncs leave it be.
+func (m *Manager) published(uid types.UID, volume string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := m.claims[uid][volume]
+	return c.csi && !c.republish
 }
 
 func (m *Manager) record(uid types.UID, volume string, c claimed) {
@@ -148,24 +155,21 @@ func (m *Manager) record(uid types.UID, volume string, c claimed) {
 // setUpInlineCSI publishes the pod's inline CSI volume, once per pod, as the kubelet's CSI plugin
 // does (csi.Inline); containers bind it as they bind a claimed volume.
 func (m *Manager) setUpInlineCSI(ctx context.Context, pod *v1.Pod, v *v1.Volume) error {
-	m.mu.Lock()
-	done := m.claims[pod.UID][v.Name].csi
-	m.mu.Unlock()
-	if done {
+	if m.published(pod.UID, v.Name) {
 		return nil
 	}
 	if m.CSI == nil {
 		return fmt.Errorf("inline CSI volumes need an API server: %w", ErrClaim)
 	}
 	vol := csi.Inline(pod, v)
-	target, ownership, err := m.CSI.SetUp(ctx, pod, vol)
+	pub, err := m.CSI.SetUp(ctx, pod, vol)
 	if err != nil {
 		return fmt.Errorf("MountVolume.SetUp failed for volume %q : %w", v.Name, err)
 	}
-	if err := ownCSI(pod, target, ownership); err != nil {
+	if err := ownCSI(pod, pub.Path, pub.Ownership); err != nil {
 		return err
 	}
-	m.record(pod.UID, v.Name, claimed{path: target, readOnly: vol.ReadOnly, namespace: pod.Namespace, csi: true})
+	m.record(pod.UID, v.Name, claimed{path: pub.Path, readOnly: vol.ReadOnly, namespace: pod.Namespace, csi: true, republish: pub.Republish})
 	return nil
 }
 

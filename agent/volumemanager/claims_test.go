@@ -215,13 +215,14 @@ type fakeCSI struct {
 	ownership bool
 	readOnly  bool
 	ephemeral bool
+	republish bool
 }
 
-func (f *fakeCSI) SetUp(_ context.Context, pod *v1.Pod, vol csi.Volume) (string, bool, error) {
+func (f *fakeCSI) SetUp(_ context.Context, pod *v1.Pod, vol csi.Volume) (csi.Published, error) {
 	f.setUps++
 	f.readOnly, f.ephemeral = vol.ReadOnly, vol.Ephemeral
 	p := filepath.Join(f.dir, string(pod.UID), vol.Name)
-	return p, f.ownership, os.MkdirAll(p, 0o755)
+	return csi.Published{Path: p, Ownership: f.ownership, Republish: f.republish}, os.MkdirAll(p, 0o755)
 }
 
 func (f *fakeCSI) TearDown(_ context.Context, uid types.UID) error {
@@ -294,6 +295,21 @@ func TestInlineCSIVolume(t *testing.T) {
 	standalone := &Manager{RootDir: t.TempDir()}
 	if err := standalone.Prepare(context.Background(), pod); !errors.Is(err, ErrClaim) {
 		t.Errorf("an inline CSI volume without CSI: %v", err)
+	}
+}
+
+// A CSI volume whose driver asks for requiresRepublish is published again at every sync.
+func TestRepublishedCSIVolume(t *testing.T) {
+	f := &fakeCSI{dir: t.TempDir(), republish: true}
+	m := &Manager{RootDir: t.TempDir(), CSI: f}
+	pod := testPod("uid-re", v1.Volume{Name: "secrets", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: "d"}}})
+	for range 3 {
+		if err := m.Prepare(context.Background(), pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f.setUps != 3 {
+		t.Fatalf("published %d times in three syncs, want 3", f.setUps)
 	}
 }
 

@@ -75,7 +75,7 @@ type Manager struct {
 
 // CSIVolumes are the node side of CSI (*csi.Manager).
 type CSIVolumes interface {
-	SetUp(ctx context.Context, pod *v1.Pod, vol csi.Volume) (path string, ownership bool, err error)
+	SetUp(ctx context.Context, pod *v1.Pod, vol csi.Volume) (csi.Published, error)
 	TearDown(ctx context.Context, uid types.UID) error
 	VolumeStats(ctx context.Context, uid types.UID, volume string) (*statsapi.FsStats, error)
 }

@@ -78,8 +78,9 @@ func volumesArea() area {
 			"PV whose path is a block device is its filesystem, made when the device has none (fsType, ext4 by default) and "+
 			"mounted once per node at the kubelet's plugins/kubernetes.io/local-volume/mounts/<pv> until no pod claims it); a CSI PV "+
 			"of a driver registered on the node is staged (once per node, when the driver stages) and published for the pod "+
-			"at the kubelet's paths, with the CSIDriver's attachRequired (the VolumeAttachment waited for), podInfoOnMount "+
-			"and fsGroupPolicy honoured, and unpublished and unstaged when the pod is gone; a local PV of volumeMode Block is "+
+			"at the kubelet's paths, with the CSIDriver's attachRequired (the VolumeAttachment waited for), podInfoOnMount, "+
+			"fsGroupPolicy, tokenRequests (the pod's service account tokens in the volume context, as the kubelet passes "+
+			"them) and requiresRepublish (published again at each sync) honoured, and unpublished and unstaged when the pod is gone; a local PV of volumeMode Block is "+
 			"the device of the containers naming it in volumeDevices; a PV of any other kind, or a block PV not local, "+
 			"fails the mount naming the PV; the attachable ones are listed in the Node's volumesInUse until torn down",
 			"agent/volumemanager.TestClaimsResolveToTheirPV", "agent/volumemanager.TestBlockClaims", "agent/csi.TestVolumesInUse",
@@ -99,8 +100,10 @@ func volumesArea() area {
 			"mode \\\"Ephemeral\\\" not supported by driver <driver> ...\"), as the kubelet's CSI plugin: its own handle "+
 			"csi-<sha256(pod UID + volume name)>, published (never staged nor attached) at the kubelet's path with the "+
 			"volume's attributes, fsType, read-only flag and publish secret (from the pod's namespace), podInfoOnMount with "+
-			"csi.storage.k8s.io/ephemeral=true, fsGroup as the CSIDriver's fsGroupPolicy says; unpublished at the pod's teardown",
-			"agent/csi.TestInlineVolume", "agent/volumemanager.TestInlineCSIVolume"),
+			"csi.storage.k8s.io/ephemeral=true, service account tokens and republishing as the CSIDriver asks, fsGroup as "+
+			"its fsGroupPolicy says; unpublished at the pod's teardown",
+			"agent/csi.TestInlineVolume", "agent/volumemanager.TestInlineCSIVolume", "agent/csi.TestTokensAndRepublish",
+			"agent/volumemanager.TestRepublishedCSIVolume", "agent/volumemanager.TestTokenStatusForCSIDrivers"),
 		ref(vol+".{nfs|iscsi|fc|rbd|cephfs|glusterfs|flexVolume|cinder|"+
 			"azureFile|azureDisk|awsElasticBlockStore|gcePersistentDisk|vsphereVolume|photonPersistentDisk|portworxVolume|"+
 			"scaleIO|storageos|quobyte|flocker|gitRepo}", unsupportedVolume, refusalProof, "agent/kuberuntime.TestGenerateConfigs"),
