@@ -8,7 +8,8 @@
 #      /var/cache/nodelet: ~7–12 minutes the first time on a machine, seconds afterwards);
 #   4. nodelet agent joined to that control plane (Node, Lease, mirror pod, Deployment, graceful
 #      delete, scale to 0, pressure, resize, the upstream sample device plugin, metrics-server and
-#      Prometheus as clients, a CSI driver), on nodelet's runtime and on containerd;
+#      Prometheus as clients, a CSI driver, local block devices, rancher's local-path provisioner
+#      under a StatefulSet), on nodelet's runtime and on containerd;
 #   5. a subset of the upstream Kubernetes conformance specs (hack/conformance-subset.txt) with
 #      nodelet agent as the node (hack/conformance.sh runs the whole node set by hand).
 # go test replays every fuzz target's seed corpus (testdata/fuzz/) as plain tests; it never searches
@@ -34,7 +35,7 @@ step "critest against nodelet runtime"
 bash hack/critest.sh
 step "building the upstream Kubernetes binaries (cached)"
 bash hack/kube/build.sh >/dev/null
-bash hack/kube/build.sh sample-device-plugin metrics-server prometheus >/dev/null
+bash hack/kube/build.sh sample-device-plugin metrics-server prometheus local-path-provisioner >/dev/null
 step "the upstream kubelet on nodelet's runtime, standalone and in a cluster"
 bash hack/kube/kubelet-on-nodelet.sh --cluster
 step "nodelet agent joined to a real control plane, on nodelet's runtime and on containerd"

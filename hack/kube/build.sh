@@ -20,8 +20,11 @@
 #   metrics-server sigs.k8s.io/metrics-server (kubectl top's source of figures)
 #   prometheus     github.com/prometheus/prometheus's server, with only its file, HTTP and
 #                  Kubernetes service discovery (build tags remove_all_sd,enable_kubernetes_sd)
+#   local-path-provisioner  github.com/rancher/local-path-provisioner, a dynamic provisioner of
+#                  local and hostPath PVs whose helper pods make the volumes' folders on the node
 # Env: KUBE_VERSION (v1.34.4), ETCD_VERSION (v3.6.5), METRICS_SERVER_VERSION (v0.8.0),
-# PROMETHEUS_VERSION (v0.316.0, the Go module of Prometheus 3.16), NODELET_CACHE (/var/cache/nodelet).
+# PROMETHEUS_VERSION (v0.316.0, the Go module of Prometheus 3.16), LOCAL_PATH_VERSION (v0.0.30),
+# NODELET_CACHE (/var/cache/nodelet).
 # Prints the bin dir on its last line.
 set -euo pipefail
 
@@ -29,6 +32,7 @@ KUBE_VERSION=${KUBE_VERSION:-v1.34.4}
 ETCD_VERSION=${ETCD_VERSION:-v3.6.5}
 METRICS_SERVER_VERSION=${METRICS_SERVER_VERSION:-v0.8.0}
 PROMETHEUS_VERSION=${PROMETHEUS_VERSION:-v0.316.0}
+LOCAL_PATH_VERSION=${LOCAL_PATH_VERSION:-v0.0.30}
 cache=${NODELET_CACHE:-/var/cache/nodelet}
 base=$cache/kube-$KUBE_VERSION
 bin=$base/bin
@@ -42,7 +46,7 @@ die() { printf 'kube/build.sh: %s\n' "$*" >&2; exit 1; }
 
 kube_bins=(kubelet kube-apiserver kube-controller-manager kube-scheduler kubectl)
 etcd_bins=(etcd etcdctl)
-e2e_bins=(e2e-node.test agnhost ginkgo kube-proxy sample-device-plugin metrics-server prometheus)
+e2e_bins=(e2e-node.test agnhost ginkgo kube-proxy sample-device-plugin metrics-server prometheus local-path-provisioner)
 want=("$@")
 [ ${#want[@]} -gt 0 ] || want=("${kube_bins[@]}" "${etcd_bins[@]}")
 mkdir -p "$bin"
@@ -154,6 +158,11 @@ for b in "${want[@]}"; do
     tool_wrapper "$d" github.com/prometheus/prometheus "$PROMETHEUS_VERSION"
     say "building prometheus $PROMETHEUS_VERSION"
     (cd "$d" && go build -trimpath -tags remove_all_sd,enable_kubernetes_sd -ldflags "-s -w" -o "$bin/$b.tmp" github.com/prometheus/prometheus/cmd/prometheus)
+  elif [ "$b" = local-path-provisioner ]; then
+    d=$cache/local-path-provisioner-$LOCAL_PATH_VERSION/wrap
+    tool_wrapper "$d" github.com/rancher/local-path-provisioner "$LOCAL_PATH_VERSION"
+    say "building local-path-provisioner $LOCAL_PATH_VERSION"
+    (cd "$d" && go build -trimpath -ldflags "-s -w" -o "$bin/$b.tmp" github.com/rancher/local-path-provisioner)
   elif [ "$b" = ginkgo ]; then
     kube_wrapper "$kdir"
     say "building the ginkgo CLI"
