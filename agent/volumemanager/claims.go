@@ -43,9 +43,6 @@ type claimed struct {
 	// the world keeps a mounted volume mounted, unless republish: the driver asks to be called
 	// again at each sync.
 	csi, republish bool
-	// deviceMount: path is the node's mount of a local block device's filesystem, unmounted
-	// once no pod claims it.
-	deviceMount bool
 }
 
 // setUpClaim resolves a persistentVolumeClaim or generic ephemeral volume to its bound PV, as the
@@ -72,7 +69,7 @@ func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, v *v1.Volume) err
 		return err
 	}
 	var path string
-	deviceMount, republish := false, false
+	republish := false
 	switch {
 	case block && pv.Spec.Local != nil:
 		// The device itself goes to the containers that name the volume in volumeDevices.
@@ -100,7 +97,9 @@ func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, v *v1.Volume) err
 			if path, err = m.mountLocalDevice(pv, readOnly); err != nil {
 				return fmt.Errorf("PV %s: %w", pv.Name, err)
 			}
-			deviceMount = true
+			if err := m.markDeviceUse(pod.UID, pv.Name); err != nil {
+				return fmt.Errorf("PV %s: %w", pv.Name, err)
+			}
 		} else if !st.IsDir() {
 			return fmt.Errorf("PV %s: local path %s is neither a folder nor a block device: %w", pv.Name, path, ErrClaim)
 		}
@@ -127,7 +126,7 @@ func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, v *v1.Volume) err
 		return fmt.Errorf("PV %s: only hostPath, local and CSI PersistentVolumes are supported on this node: %w", pv.Name, ErrClaim)
 	}
 	m.record(pod.UID, v.Name, claimed{path: path, readOnly: readOnly, namespace: pod.Namespace, claim: claim, local: pv.Spec.Local != nil && !block,
-		csi: pv.Spec.CSI != nil, republish: republish, deviceMount: deviceMount})
+		csi: pv.Spec.CSI != nil, republish: republish})
 	return nil
 }
 

@@ -55,38 +55,75 @@ func (m *Manager) mountLocalDevice(pv *v1.PersistentVolume, readOnly bool) (stri
 	return target, nil
 }
 
-// releaseLocalDevices unmounts the device filesystems the pod held that no other pod of the
-// node still claims, once the pod's containers are gone; the pod's claims of them are dropped.
+// markDeviceUse records on disk that the pod uses the PV's device mount: an empty folder
+// pods/<uid>/volumes/kubernetes.io~local-volume/<pv>, where the kubelet binds the mount. What the
+// markers say survives the agent, so that a pod deleted while the agent was down still releases
+// the mount, and one still running keeps it. Callers hold devMu.
+func (m *Manager) markDeviceUse(uid types.UID, pv string) error {
+	dir, err := podpath.PluginDir(m.RootDir, uid, localVolumePlugin)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return err
+	}
+	if err := os.Mkdir(filepath.Join(dir, pv), 0o750); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	return nil
+}
+
+const localVolumePlugin = "kubernetes.io~local-volume"
+
+// releaseLocalDevices unmounts the device filesystems the pod held that no other pod's folder
+// still marks, once the pod's containers are gone.
 func (m *Manager) releaseLocalDevices(uid types.UID) error {
+	dir, err := podpath.PluginDir(m.RootDir, uid, localVolumePlugin)
+	if err != nil {
+		return err
+	}
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
 	m.devMu.Lock()
 	defer m.devMu.Unlock()
-	m.mu.Lock()
-	var unused []string
-	for name, c := range m.claims[uid] {
-		if !c.deviceMount {
-			continue
-		}
-		delete(m.claims[uid], name)
-		used := false
-		for other, vols := range m.claims {
-			for _, o := range vols {
-				used = used || (other != uid && o.deviceMount && o.path == c.path)
-			}
-		}
-		if !used {
-			unused = append(unused, c.path)
-		}
-	}
-	m.mu.Unlock()
 	var errs []error
-	for _, p := range unused {
-		if err := m.unmountAll(p); err != nil {
+	for _, e := range ents {
+		pv := e.Name()
+		if err := os.Remove(filepath.Join(dir, pv)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 			continue
 		}
-		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if m.deviceMarkedElsewhere(pv) {
+			continue
+		}
+		target := filepath.Join(m.localDeviceMounts(), pv)
+		if err := m.unmountAll(target); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := os.Remove(target); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// deviceMarkedElsewhere: some pod's folder still marks the PV's device mount as used.
+func (m *Manager) deviceMarkedElsewhere(pv string) bool {
+	pods, _ := os.ReadDir(filepath.Join(m.RootDir, "pods"))
+	for _, p := range pods {
+		dir, err := podpath.PluginDir(m.RootDir, types.UID(p.Name()), localVolumePlugin)
+		if err != nil {
+			continue
+		}
+		if _, err := os.Lstat(filepath.Join(dir, pv)); err == nil {
+			return true
+		}
+	}
+	return false
 }

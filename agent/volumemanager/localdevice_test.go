@@ -17,7 +17,8 @@ import (
 
 // A local PV of volumeMode Filesystem whose path is a block device is the device's filesystem,
 // made when the device has none and mounted once for every pod that claims it; the last pod's
-// teardown unmounts it, and the next pod finds what the first wrote (no second format).
+// teardown unmounts it (also that of an agent restarted in between), and the next pod finds what
+// the first wrote (no second format).
 func TestLocalDeviceFilesystem(t *testing.T) {
 	testutil.Require(t, "losetup", "mkfs.ext4", "blkid")
 	img := filepath.Join(t.TempDir(), "disk.img")
@@ -60,6 +61,8 @@ func TestLocalDeviceFilesystem(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(want, "note"), []byte("kept"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// An agent restarted knows the pods' use from their folders alone.
+	m = &Manager{RootDir: root, Claims: client}
 	if err := m.Unmount(a.UID); err != nil {
 		t.Fatal(err)
 	}
