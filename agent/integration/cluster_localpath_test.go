@@ -45,7 +45,7 @@ func localPathScenario(t *testing.T, e *env) {
 	config := fmt.Sprintf(`{"nodePathMap":[{"node":"DEFAULT_PATH_FOR_NON_LISTED_NODES","paths":[%q]}]}`, volumes)
 	// The scripts and helper pod of the provisioner's own deployment, on the host's network as
 	// every pod of these tests (the runtimes have no pod network here).
-	helperPod := `apiVersion: v1
+	helperPod := fmt.Sprintf(`apiVersion: v1
 kind: Pod
 metadata:
   name: helper-pod
@@ -53,9 +53,9 @@ spec:
   hostNetwork: true
   containers:
   - name: helper-pod
-    image: busybox
+    image: %s/busybox:1
     imagePullPolicy: IfNotPresent
-`
+`, e.reg)
 	if _, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
