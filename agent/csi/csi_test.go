@@ -253,3 +253,82 @@ func TestTokensAndRepublish(t *testing.T) {
 		t.Errorf("mounts left: %v", left)
 	}
 }
+
+// A PV of volumeMode Block: staged once, published for each pod as a file the driver puts the
+// device on (at the kubelet's block paths), one device shared by both pods; the pods' marks
+// let a restarted agent tear them down, and the last one unstages.
+func TestBlockVolume(t *testing.T) {
+	testutil.Require(t, "losetup", "mkfs.ext4")
+	root := t.TempDir()
+	t.Cleanup(func() { testutil.UnmountUnder(root) })
+	d := csidriver.Start(t, filepath.Join(t.TempDir(), "driver"), "", "csi.nodelet.test")
+	no := false
+	api := fake.NewSimpleClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "node-uid"}},
+		&storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: d.Name}, Spec: storagev1.CSIDriverSpec{AttachRequired: &no}})
+	m := New(Config{NodeName: "n1", RootDir: root, Client: kubefake.Wrap(api), Log: quiet()})
+	if err := m.RegisterPlugin(d.Name, d.Endpoint, []string{"1.0.0"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	block := v1.PersistentVolumeBlock
+	pv := &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-raw"}, Spec: v1.PersistentVolumeSpec{VolumeMode: &block,
+		AccessModes:            []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
+		PersistentVolumeSource: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: d.Name, VolumeHandle: "raw-1"}}}}
+	pod := func(uid string) *v1.Pod {
+		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: uid, Namespace: "default", UID: types.UID(uid)}}
+	}
+	paths := map[string]string{}
+	for _, uid := range []string{"a", "b"} {
+		pub, err := m.SetUp(ctx, pod(uid), Volume{Name: "raw", PV: pv, Source: pv.Spec.CSI})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := filepath.Join(root, "plugins", PluginName, "volumeDevices", "publish", "pv-raw", uid); pub.Path != want {
+			t.Fatalf("published at %s, want %s", pub.Path, want)
+		}
+		if st, err := os.Stat(pub.Path); err != nil || st.Mode()&os.ModeDevice == 0 || st.Mode()&os.ModeCharDevice != 0 {
+			t.Fatalf("%s is not a block device: %v %v", pub.Path, st, err)
+		}
+		paths[uid] = pub.Path
+	}
+	f, err := os.OpenFile(paths["a"], os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.WriteAt([]byte("shared"), 0)
+	f.Sync()
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 6)
+	if f, err := os.Open(paths["b"]); err != nil {
+		t.Fatal(err)
+	} else {
+		f.ReadAt(got, 0)
+		f.Close()
+	}
+	if string(got) != "shared" {
+		t.Fatalf("pod b reads %q from the device pod a wrote", got)
+	}
+
+	m = New(Config{NodeName: "n1", RootDir: root, Client: kubefake.Wrap(api), Log: quiet()}) // restarted
+	if err := m.RegisterPlugin(d.Name, d.Endpoint, []string{"1.0.0"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, uid := range []types.UID{"a", "b"} {
+		if err := m.TearDown(ctx, uid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"stage raw-1", "publish raw-1 ro=false ctx=", "publish raw-1 ro=false ctx=", "unpublish raw-1", "unpublish raw-1", "unstage raw-1"}
+	if got := d.Calls(); !slices.Equal(got, want) {
+		t.Errorf("driver calls %q, want %q", got, want)
+	}
+	if left := testutil.MountsUnder(root); len(left) != 0 {
+		t.Errorf("mounts left: %v", left)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(root, "plugins", PluginName, "volumeDevices", "publish")); len(ents) != 0 {
+		t.Errorf("publish folders left: %v", ents)
+	}
+}

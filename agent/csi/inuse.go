@@ -62,7 +62,8 @@ func (m *Manager) VolumesInUse() []v1.UniqueVolumeName {
 	return out
 }
 
-// reconstruct marks in use every volume a pod folder publishes (as its vol_data.json says), so
+// reconstruct marks in use every volume a pod folder publishes (as its vol_data.json says, or
+// its block volumes' marks), so
 // that an agent restarted with volumes in place lists them before its pods are synced again.
 // Whether a driver attaches is not known without asking the API; the kubelet assumes it does
 // when it cannot tell, and the pod's next set up corrects it.
@@ -72,6 +73,17 @@ func (m *Manager) reconstruct() {
 		return
 	}
 	for _, p := range pods {
+		if marks, err := m.podBlockDir(types.UID(p.Name())); err == nil {
+			ents, _ := os.ReadDir(marks)
+			for _, e := range ents {
+				if podpath.Element("PV name", e.Name()) != nil {
+					continue
+				}
+				if d, err := loadVolData(m.blockDir(e.Name(), "data")); err == nil && validDriver(d.DriverName) == nil && d.VolumeHandle != "" {
+					m.markInUse(types.UID(p.Name()), uniqueName(d.DriverName, d.VolumeHandle), true)
+				}
+			}
+		}
 		dir, err := podpath.PluginDir(m.cfg.RootDir, types.UID(p.Name()), "kubernetes.io~csi")
 		if err != nil {
 			continue

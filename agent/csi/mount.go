@@ -130,9 +130,11 @@ func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod, vol Volume) (Published
 	if err != nil {
 		return Published{}, errors.New(logf("mounter.SetUpAt failed to check for STAGE_UNSTAGE_VOLUME capability: %v", err))
 	}
-	block := vol.PV.Spec.VolumeMode != nil && *vol.PV.Spec.VolumeMode == v1.PersistentVolumeBlock
-	if block {
-		return Published{}, fmt.Errorf("PV %s has volumeMode Block: raw block volumes are not supported", vol.PV.Name)
+	if vol.PV.Spec.VolumeMode != nil && *vol.PV.Spec.VolumeMode == v1.PersistentVolumeBlock {
+		if vol.Ephemeral {
+			return Published{}, fmt.Errorf("inline volume %s: CSI inline volumes are filesystems", vol.Name)
+		}
+		return m.publishBlock(ctx, c, pod, vol, drv, publishContext, stage)
 	}
 	capability := &csipb.VolumeCapability{
 		AccessType: &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{FsType: src.FSType, MountFlags: vol.PV.Spec.MountOptions}},
@@ -171,20 +173,7 @@ func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod, vol Volume) (Published
 	if err := saveVolData(dir, data); err != nil {
 		return Published{}, err
 	}
-	attrs := src.VolumeAttributes
-	if drv != nil && drv.Spec.PodInfoOnMount != nil && *drv.Spec.PodInfoOnMount {
-		attrs = merged(attrs, map[string]string{"csi.storage.k8s.io/pod.name": pod.Name, "csi.storage.k8s.io/pod.namespace": pod.Namespace,
-			"csi.storage.k8s.io/pod.uid": string(pod.UID), "csi.storage.k8s.io/serviceAccount.name": pod.Spec.ServiceAccountName,
-			"csi.storage.k8s.io/ephemeral": fmt.Sprint(vol.Ephemeral)})
-	}
-	if drv != nil && len(drv.Spec.TokenRequests) > 0 {
-		tokens, err := m.podTokens(ctx, pod, drv.Spec.TokenRequests)
-		if err != nil {
-			return Published{}, err
-		}
-		attrs = merged(attrs, tokens)
-	}
-	secrets, err := m.secrets(ctx, src.NodePublishSecretRef)
+	attrs, secrets, err := m.publishInputs(ctx, pod, vol, drv)
 	if err != nil {
 		return Published{}, err
 	}
@@ -200,8 +189,32 @@ func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod, vol Volume) (Published
 	// for a volume with an fsType that only one node writes.
 	ownership := group != nil && mountGroupArg == "" && !vol.ReadOnly && (policy == storagev1.FileFSGroupPolicy ||
 		(policy == storagev1.ReadWriteOnceWithFSTypeFSGroupPolicy && src.FSType != "" && onlyRWO(vol.PV.Spec.AccessModes)))
-	republish := drv != nil && drv.Spec.RequiresRepublish != nil && *drv.Spec.RequiresRepublish
-	return Published{Path: target, Ownership: ownership, Republish: republish}, nil
+	return Published{Path: target, Ownership: ownership, Republish: republishes(drv)}, nil
+}
+
+func republishes(drv *storagev1.CSIDriver) bool {
+	return drv != nil && drv.Spec.RequiresRepublish != nil && *drv.Spec.RequiresRepublish
+}
+
+// publishInputs are NodePublishVolume's volume context and secrets: the volume's attributes,
+// the pod's information and service account tokens when the CSIDriver asks for them, and the
+// publish secret.
+func (m *Manager) publishInputs(ctx context.Context, pod *v1.Pod, vol Volume, drv *storagev1.CSIDriver) (attrs, secrets map[string]string, err error) {
+	attrs = vol.Source.VolumeAttributes
+	if drv != nil && drv.Spec.PodInfoOnMount != nil && *drv.Spec.PodInfoOnMount {
+		attrs = merged(attrs, map[string]string{"csi.storage.k8s.io/pod.name": pod.Name, "csi.storage.k8s.io/pod.namespace": pod.Namespace,
+			"csi.storage.k8s.io/pod.uid": string(pod.UID), "csi.storage.k8s.io/serviceAccount.name": pod.Spec.ServiceAccountName,
+			"csi.storage.k8s.io/ephemeral": fmt.Sprint(vol.Ephemeral)})
+	}
+	if drv != nil && len(drv.Spec.TokenRequests) > 0 {
+		tokens, err := m.podTokens(ctx, pod, drv.Spec.TokenRequests)
+		if err != nil {
+			return nil, nil, err
+		}
+		attrs = merged(attrs, tokens)
+	}
+	secrets, err = m.secrets(ctx, vol.Source.NodePublishSecretRef)
+	return attrs, secrets, err
 }
 
 // stage makes the volume ready on the node, once: the staging path's vol_data.json says it was.

@@ -13,10 +13,13 @@ import (
 	"github.com/nodelet/nodelet/agent/internal/podpath"
 )
 
-// TearDown unpublishes every CSI volume of the pod (as its vol_data.json files name them) and
-// unstages those no other pod on the node publishes any more. It stops at the first volume a
+// TearDown unpublishes every CSI volume of the pod (as its vol_data.json files name them, and
+// its raw block volumes' marks) and unstages those no other pod on the node publishes any more. It stops at the first volume a
 // driver cannot release (a driver gone is waited for: the caller tries again later).
 func (m *Manager) TearDown(ctx context.Context, uid types.UID) error {
+	if err := m.tearDownBlock(ctx, uid); err != nil {
+		return err
+	}
 	volumes, err := podpath.VolumesDir(m.cfg.RootDir, uid)
 	if err != nil {
 		return err

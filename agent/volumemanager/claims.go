@@ -77,8 +77,18 @@ func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, v *v1.Volume) err
 		if err := isBlockDevice(path); err != nil {
 			return fmt.Errorf("PV %s: local path: %w", pv.Name, err)
 		}
+	case block && pv.Spec.CSI != nil:
+		if m.CSI == nil {
+			return fmt.Errorf("PV %s: CSI volumes need an API server: %w", pv.Name, ErrClaim)
+		}
+		ro := readOnly || pv.Spec.CSI.ReadOnly
+		pub, err := m.CSI.SetUp(ctx, pod, csi.Volume{Name: v.Name, PV: pv, Source: pv.Spec.CSI, ReadOnly: ro})
+		if err != nil {
+			return fmt.Errorf("MapVolume.SetUpDevice failed for volume %q : %w", v.Name, err)
+		}
+		path, readOnly, republish = pub.Path, ro, pub.Republish
 	case block:
-		return fmt.Errorf("PV %s has volumeMode Block: only local PVs are mapped as raw block devices on this node: %w", pv.Name, ErrClaim)
+		return fmt.Errorf("PV %s has volumeMode Block: only local and CSI PVs are mapped as raw block devices on this node: %w", pv.Name, ErrClaim)
 	case pv.Spec.HostPath != nil:
 		if err := CheckHostPath(&v1.HostPathVolumeSource{Path: pv.Spec.HostPath.Path, Type: pv.Spec.HostPath.Type}); err != nil {
 			return fmt.Errorf("PV %s: %w", pv.Name, err)

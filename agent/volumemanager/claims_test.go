@@ -340,7 +340,7 @@ func TestBlockClaims(t *testing.T) {
 		{claim: "dev"},
 		{claim: "dev", mounted: true, err: "volume data has volumeMode Block, but is specified in volumeMounts"},
 		{claim: "dir", err: "volume data has volumeMode Filesystem, but is specified in volumeDevices"},
-		{claim: "hostblock", err: "PV pv-hb has volumeMode Block: only local PVs are mapped as raw block devices on this node"},
+		{claim: "hostblock", err: "PV pv-hb has volumeMode Block: only local and CSI PVs are mapped as raw block devices on this node"},
 	} {
 		t.Run(fmt.Sprint(tc.claim, tc.mounted), func(t *testing.T) {
 			pod := claimPod(tc.claim, false)

@@ -65,12 +65,13 @@ func containersArea() area {
 		ref("spec.ephemeralContainers[].volumeMounts[].{subPath|subPathExpr}", ephemeralRefusal,
 			"agent/podvalidation.TestValidateEphemeralContainersRefuses"),
 		h(anyContainer+".volumeDevices[].{name|devicePath}", "the claim's device node at devicePath (read, write, mknod; read only for a "+
-			"claim read-only), as the kubelet's block volumes: local PVs of volumeMode Block; a claim of volumeMode "+
+			"claim read-only), as the kubelet's block volumes: local PVs of volumeMode Block, and CSI ones (staged and "+
+			"published at the kubelet's volumeDevices paths, the published file the device); a claim of volumeMode "+
 			"Filesystem named here, or a Block one in volumeMounts, fails the mount with the kubelet's words (\"volume <name> "+
 			"has volumeMode Filesystem, but is specified in volumeDevices\"); a claim not set up as a block device keeps the "+
 			"container from being created (CreateContainerConfigError \"cannot find volume \\\"<name>\\\" to pass into "+
-			"container \\\"<container>\\\"\"); raw block volumes of CSI drivers and hostPath PVs are refused naming the PV",
-			"agent/volumemanager.TestBlockClaims", "agent/kuberuntime.TestVolumeDevices", "test/podspec.TestVolumeDevicesNeedABlockClaim",
+			"container \\\"<container>\\\"\"); hostPath PVs of volumeMode Block are refused naming the PV",
+			"agent/volumemanager.TestBlockClaims", "agent/kuberuntime.TestVolumeDevices", "agent/csi.TestBlockVolume", "test/podspec.TestVolumeDevicesNeedABlockClaim",
 			"agent/integration.TestClusterCSIOnNodeletRuntime"),
 
 		// Ports.
