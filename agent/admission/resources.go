@@ -6,8 +6,9 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/nodelet/nodelet/agent/internal/resourcename"
 )
 
 // InsufficientResource is one resource the node lacks for a pod. Quantities are in the unit the
@@ -72,7 +73,7 @@ func fitsResources(pod *v1.Pod, active []*v1.Pod, allocatable v1.ResourceList) [
 		// Extended resources the node does not advertise are served by the cluster (or by DRA), not
 		// by this node's device plugins: the kubelet leaves them out rather than reject every pod
 		// asking for them.
-		if _, ok := alloc[name]; !ok && isExtended(name) {
+		if _, ok := alloc[name]; !ok && resourcename.IsExtended(string(name)) {
 			continue
 		}
 		names = append(names, name)
@@ -108,16 +109,6 @@ func rank(name v1.ResourceName) int {
 // extended resources, huge pages, prefixed native ones and attachable volumes.
 func isScalar(name v1.ResourceName) bool {
 	s := string(name)
-	return isExtended(name) || strings.HasPrefix(s, v1.ResourceHugePagesPrefix) ||
+	return resourcename.IsExtended(string(name)) || strings.HasPrefix(s, v1.ResourceHugePagesPrefix) ||
 		strings.Contains(s, v1.ResourceDefaultNamespacePrefix) || strings.HasPrefix(s, v1.ResourceAttachableVolumesPrefix)
-}
-
-// isExtended reports a resource outside the kubernetes.io namespace whose quota name would be valid.
-func isExtended(name v1.ResourceName) bool {
-	s := string(name)
-	if !strings.Contains(s, "/") || strings.Contains(s, v1.ResourceDefaultNamespacePrefix) ||
-		strings.HasPrefix(s, v1.DefaultResourceRequestsPrefix) {
-		return false
-	}
-	return len(validation.IsQualifiedName(v1.DefaultResourceRequestsPrefix+s)) == 0
 }

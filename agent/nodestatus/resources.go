@@ -6,6 +6,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodelet/nodelet/agent/internal/resourcename"
 )
 
 // ownResource reports whether the agent answers for a resource of the Node's capacity: the machine's
@@ -70,7 +72,7 @@ type DeviceResources interface {
 func setDeviceResources(s *v1.NodeStatus, d DeviceResources, reset bool) {
 	if reset {
 		for name := range s.Capacity {
-			if isExtended(name) {
+			if resourcename.IsExtended(string(name)) {
 				s.Capacity[name] = *resource.NewQuantity(0, resource.DecimalSI)
 				s.Allocatable[name] = *resource.NewQuantity(0, resource.DecimalSI)
 			}
@@ -87,11 +89,4 @@ func setDeviceResources(s *v1.NodeStatus, d DeviceResources, reset bool) {
 		s.Capacity[v1.ResourceName(name)] = *resource.NewQuantity(0, resource.DecimalSI)
 		s.Allocatable[v1.ResourceName(name)] = *resource.NewQuantity(0, resource.DecimalSI)
 	}
-}
-
-// isExtended is a resource outside kubernetes.io, not a request quota name.
-func isExtended(name v1.ResourceName) bool {
-	n := string(name)
-	return strings.Contains(n, "/") && !strings.Contains(n, v1.ResourceDefaultNamespacePrefix) &&
-		!strings.HasPrefix(n, v1.DefaultResourceRequestsPrefix)
 }

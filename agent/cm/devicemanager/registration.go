@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strings"
 
-	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/nodelet/nodelet/agent/internal/resourcename"
 )
 
 // registration is the Registration service plugins call on the agent's socket.
@@ -32,7 +31,7 @@ func (r *registration) Register(_ context.Context, req *pluginapi.RegisterReques
 		return &pluginapi.Empty{}, fmt.Errorf("requested API version %q is not supported by kubelet. Supported version is %q",
 			req.Version, pluginapi.SupportedVersions)
 	}
-	if !isExtendedResourceName(req.ResourceName) {
+	if !resourcename.IsExtended(req.ResourceName) {
 		return &pluginapi.Empty{}, fmt.Errorf("the ResourceName %q is invalid", req.ResourceName)
 	}
 	// The kubelet joins the endpoint to its folder as given; here it must name a socket in that
@@ -80,16 +79,6 @@ func (m *Manager) follow(ctx context.Context, e *endpoint) {
 	}
 }
 
-// isExtendedResourceName is the apiserver's test of an extended resource: a qualified name with a
-// domain outside kubernetes.io, not a request quota name.
-func isExtendedResourceName(name string) bool {
-	if !strings.Contains(name, "/") || strings.Contains(name, v1.ResourceDefaultNamespacePrefix) ||
-		strings.HasPrefix(name, v1.DefaultResourceRequestsPrefix) {
-		return false
-	}
-	return len(validation.IsQualifiedName(v1.DefaultResourceRequestsPrefix+name)) == 0
-}
-
 // ValidatePlugin takes a device plugin registering through the plugin manager's folder
 // (plugins_registry, pluginregistration type DevicePlugin) rather than kubelet.sock: it must
 // speak v1beta1 and name an extended resource, with the kubelet's messages.
@@ -97,7 +86,7 @@ func (m *Manager) ValidatePlugin(name, endpoint string, versions []string) error
 	if !slices.Contains(versions, pluginapi.Version) {
 		return fmt.Errorf("manager version, %s, is not among plugin supported versions %v", pluginapi.Version, versions)
 	}
-	if !isExtendedResourceName(name) {
+	if !resourcename.IsExtended(name) {
 		return fmt.Errorf("invalid name of device plugin socket: the ResourceName %q is invalid", name)
 	}
 	if !filepath.IsAbs(endpoint) {
