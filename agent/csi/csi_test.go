@@ -332,3 +332,36 @@ func TestBlockVolume(t *testing.T) {
 		t.Errorf("publish folders left: %v", ents)
 	}
 }
+
+// A published volume grown on the node: the driver is asked, with the publish and staging
+// paths, to grow it to the size the controller gave it (NodeExpandVolume).
+func TestExpandVolume(t *testing.T) {
+	testutil.Require(t, "losetup", "mkfs.ext4")
+	root := t.TempDir()
+	t.Cleanup(func() { testutil.UnmountUnder(root) })
+	d := csidriver.Start(t, filepath.Join(t.TempDir(), "driver"), "", "csi.nodelet.test")
+	no := false
+	api := fake.NewSimpleClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "node-uid"}},
+		&storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: d.Name}, Spec: storagev1.CSIDriverSpec{AttachRequired: &no}})
+	m := New(Config{NodeName: "n1", RootDir: root, Client: kubefake.Wrap(api), Log: quiet()})
+	if err := m.RegisterPlugin(d.Name, d.Endpoint, []string{"1.0.0"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	pv := &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-1"}, Spec: v1.PersistentVolumeSpec{
+		AccessModes:            []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
+		PersistentVolumeSource: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: d.Name, VolumeHandle: "grow-1", FSType: "ext4"}}}}
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "default", UID: "a"}}
+	if _, err := m.SetUp(ctx, pod, Volume{Name: "data", PV: pv, Source: pv.Spec.CSI}); err != nil {
+		t.Fatal(err)
+	}
+	if done, err := m.Expand(ctx, "a", "data", pv, 128<<20); err != nil || !done {
+		t.Fatalf("expand: %v %v", done, err)
+	}
+	if calls := d.Calls(); !slices.Contains(calls, "expand grow-1 134217728 path=mount staged=true") {
+		t.Fatalf("driver calls %q", calls)
+	}
+	if err := m.TearDown(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+}

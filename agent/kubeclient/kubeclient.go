@@ -202,9 +202,11 @@ type ConfigMapInterface interface {
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 }
 
-// PersistentVolumeClaimInterface reads the claims of pods' volumes.
+// PersistentVolumeClaimInterface reads the claims of pods' volumes, and patches the status of
+// one the node expands.
 type PersistentVolumeClaimInterface interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.PersistentVolumeClaim, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*v1.PersistentVolumeClaim, error)
 }
 
 // PersistentVolumeInterface reads the volumes claims are bound to.

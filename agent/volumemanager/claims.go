@@ -49,9 +49,6 @@ type claimed struct {
 // kubelet's desired state populator does (and with its messages), and makes the PV ready for the
 // pod: the hostPath and local PVs this node supports are folders of the host that containers bind.
 func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, v *v1.Volume) error {
-	if m.published(pod.UID, v.Name) {
-		return nil
-	}
 	claim, readOnly, ephemeral := "", false, v.Ephemeral != nil
 	if ephemeral {
 		// A generic ephemeral volume's claim is the one the ephemeral volume controller makes for
@@ -59,6 +56,9 @@ func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, v *v1.Volume) err
 		claim = pod.Name + "-" + v.Name
 	} else {
 		claim, readOnly = v.PersistentVolumeClaim.ClaimName, v.PersistentVolumeClaim.ReadOnly
+	}
+	if m.published(pod.UID, v.Name) {
+		return m.expandClaim(ctx, pod, v.Name, claim)
 	}
 	pv, err := m.boundPV(ctx, pod, claim, ephemeral)
 	if err != nil {

@@ -216,6 +216,8 @@ type fakeCSI struct {
 	readOnly  bool
 	ephemeral bool
 	republish bool
+	expanded  []int64
+	expandErr error
 }
 
 func (f *fakeCSI) SetUp(_ context.Context, pod *v1.Pod, vol csi.Volume) (csi.Published, error) {
@@ -228,6 +230,11 @@ func (f *fakeCSI) SetUp(_ context.Context, pod *v1.Pod, vol csi.Volume) (csi.Pub
 func (f *fakeCSI) TearDown(_ context.Context, uid types.UID) error {
 	f.tornDown = append(f.tornDown, uid)
 	return nil
+}
+
+func (f *fakeCSI) Expand(_ context.Context, uid types.UID, volume string, pv *v1.PersistentVolume, size int64) (bool, error) {
+	f.expanded = append(f.expanded, size)
+	return true, f.expandErr
 }
 
 func (f *fakeCSI) VolumeStats(_ context.Context, uid types.UID, volume string) (*statsapi.FsStats, error) {

@@ -80,11 +80,13 @@ func volumesArea() area {
 			"of a driver registered on the node is staged (once per node, when the driver stages) and published for the pod "+
 			"at the kubelet's paths, with the CSIDriver's attachRequired (the VolumeAttachment waited for), podInfoOnMount, "+
 			"fsGroupPolicy, tokenRequests (the pod's service account tokens in the volume context, as the kubelet passes "+
-			"them) and requiresRepublish (published again at each sync) honoured, and unpublished and unstaged when the pod is gone; a local or CSI PV of volumeMode "+
+			"them) and requiresRepublish (published again at each sync) honoured, grown on the node (NodeExpandVolume) "+
+			"once the controller has grown it and the claim's status finished as the kubelet finishes it, and unpublished and unstaged when the pod is gone; a local or CSI PV of volumeMode "+
 			"Block is the device of the containers naming it in volumeDevices; a PV of any other kind, or a hostPath PV "+
 			"of volumeMode Block, fails the mount naming the PV; the attachable ones are listed in the Node's volumesInUse until torn down",
 			"agent/volumemanager.TestClaimsResolveToTheirPV", "agent/volumemanager.TestBlockClaims", "agent/csi.TestVolumesInUse",
-			"agent/volumemanager.TestLocalDeviceFilesystem", "agent/volumemanager.TestLocalClaimTakesTheFSGroup",
+			"agent/volumemanager.TestLocalDeviceFilesystem",
+			"agent/volumemanager.TestExpandClaim", "agent/csi.TestExpandVolume", "agent/volumemanager.TestLocalClaimTakesTheFSGroup",
 			"agent/kuberuntime.TestClaimVolumeMount", "agent/csi.TestStagePublishAndTearDown",
 			"agent/volumemanager.TestCSIClaimsArePublishedOnceAndReleased", "agent/integration.TestClusterCSIOnNodeletRuntime"),
 		h(vol+".persistentVolumeClaim.readOnly", "the PV is mounted read-only in every container",

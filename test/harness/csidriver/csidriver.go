@@ -149,10 +149,39 @@ func (d *Driver) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.Nod
 
 func (d *Driver) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequest) (*csi.NodeGetCapabilitiesResponse, error) {
 	var caps []*csi.NodeServiceCapability
-	for _, t := range []csi.NodeServiceCapability_RPC_Type{csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME, csi.NodeServiceCapability_RPC_GET_VOLUME_STATS} {
+	for _, t := range []csi.NodeServiceCapability_RPC_Type{csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME, csi.NodeServiceCapability_RPC_GET_VOLUME_STATS,
+		csi.NodeServiceCapability_RPC_EXPAND_VOLUME} {
 		caps = append(caps, &csi.NodeServiceCapability{Type: &csi.NodeServiceCapability_Rpc{Rpc: &csi.NodeServiceCapability_RPC{Type: t}}})
 	}
 	return &csi.NodeGetCapabilitiesResponse{Capabilities: caps}, nil
+}
+
+// NodeExpandVolume grows a staged volume's file to the size asked and has the loop device see
+// it. It leaves the ext4 on it as it is: growing a mounted ext4 needs CAP_SYS_RESOURCE, which
+// root lacks on the machines the tests run on; what the node does is what is tested.
+func (d *Driver) NodeExpandVolume(_ context.Context, r *csi.NodeExpandVolumeRequest) (*csi.NodeExpandVolumeResponse, error) {
+	img, err := d.backing(r.VolumeId)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	dev, ok := d.loops[r.VolumeId]
+	d.mu.Unlock()
+	if !ok {
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is not staged", r.VolumeId)
+	}
+	size := r.GetCapacityRange().GetRequiredBytes()
+	if size <= 0 {
+		return nil, status.Error(codes.InvalidArgument, "a required size is needed")
+	}
+	if err := os.Truncate(img, size); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	if _, err := run("losetup", "-c", dev); err != nil {
+		return nil, err
+	}
+	d.record(fmt.Sprintf("expand %s %d path=%s staged=%v", r.VolumeId, size, filepath.Base(r.VolumePath), r.StagingTargetPath != ""))
+	return &csi.NodeExpandVolumeResponse{CapacityBytes: size}, nil
 }
 
 // NodeGetVolumeStats measures the published volume's filesystem (statfs), bytes and inodes.
