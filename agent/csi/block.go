@@ -141,15 +141,8 @@ func (m *Manager) tearDownBlock(ctx context.Context, uid types.UID) error {
 func (m *Manager) unstageBlock(ctx context.Context, data volData, pv string) error {
 	staging := m.blockDir("staging", pv)
 	if _, err := os.Stat(staging); err == nil {
-		c, err := m.client(data.DriverName)
-		if err != nil {
-			return errors.New(logf("blockMapper.UnmapDevice failed to get CSI client: %v", err))
-		}
-		defer c.close()
-		sctx, cancel := context.WithTimeout(ctx, callTimeout)
-		defer cancel()
-		if _, err := c.node.NodeUnstageVolume(sctx, &csipb.NodeUnstageVolumeRequest{VolumeId: data.VolumeHandle, StagingTargetPath: staging}); err != nil {
-			return errors.New(logf("blockMapper.UnmapDevice failed: rpc error: %v", err))
+		if err := m.nodeUnstage(ctx, data, staging, "blockMapper.UnmapDevice"); err != nil {
+			return err
 		}
 		os.Remove(staging)
 	}

@@ -18,10 +18,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/nodelet/nodelet/test/harness/csidriver"
-	"github.com/nodelet/nodelet/test/harness/kubefake"
 	"github.com/nodelet/nodelet/test/harness/testutil"
 )
 
@@ -48,17 +45,10 @@ func TestValidation(t *testing.T) {
 // A persistent CSI volume of the test driver: the driver recorded on the node at registration,
 // the volume staged once for two pods, published for each (podInfoOnMount), unstaged with the last.
 func TestStagePublishAndTearDown(t *testing.T) {
-	testutil.Require(t, "losetup", "mkfs.ext4")
-	root := t.TempDir()
-	t.Cleanup(func() { testutil.UnmountUnder(root) })
-	d := csidriver.Start(t, filepath.Join(t.TempDir(), "driver"), "", "csi.nodelet.test")
 	no, yes := false, true
-	api := fake.NewSimpleClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "node-uid"}},
-		&storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: d.Name}, Spec: storagev1.CSIDriverSpec{AttachRequired: &no, PodInfoOnMount: &yes}})
-	m := New(Config{NodeName: "n1", RootDir: root, Client: kubefake.Wrap(api), Log: quiet()})
-	if err := m.RegisterPlugin(d.Name, d.Endpoint, []string{"1.0.0"}); err != nil {
-		t.Fatal(err)
-	}
+	f := newFixture(t, &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: testDriver}, Spec: storagev1.CSIDriverSpec{AttachRequired: &no, PodInfoOnMount: &yes}})
+	d, api, root := f.d, f.api, f.root
+	m := f.manager(t, nil)
 	ctx := context.Background()
 	cn, err := api.StorageV1().CSINodes().Get(ctx, "n1", metav1.GetOptions{})
 	if err != nil || len(cn.Spec.Drivers) != 1 || cn.Spec.Drivers[0].NodeID != d.NodeID || cn.OwnerReferences[0].UID != "node-uid" {
@@ -143,18 +133,12 @@ func TestDriverNamesAreFolderNames(t *testing.T) {
 // published without staging under the handle the kubelet derives from the pod and volume, with
 // the volume's attributes and the pod's information; unpublished at the pod's teardown.
 func TestInlineVolume(t *testing.T) {
-	testutil.Require(t, "losetup", "mkfs.ext4")
-	root := t.TempDir()
-	t.Cleanup(func() { testutil.UnmountUnder(root) })
-	d := csidriver.Start(t, filepath.Join(t.TempDir(), "driver"), "", "csi.nodelet.test")
 	yes := true
-	drv := &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: d.Name}, Spec: storagev1.CSIDriverSpec{PodInfoOnMount: &yes,
+	drv := &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: testDriver}, Spec: storagev1.CSIDriverSpec{PodInfoOnMount: &yes,
 		VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent}}}
-	api := fake.NewSimpleClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "node-uid"}}, drv)
-	m := New(Config{NodeName: "n1", RootDir: root, Client: kubefake.Wrap(api), Log: quiet()})
-	if err := m.RegisterPlugin(d.Name, d.Endpoint, []string{"1.0.0"}); err != nil {
-		t.Fatal(err)
-	}
+	f := newFixture(t, drv)
+	d, api, root := f.d, f.api, f.root
+	m := f.manager(t, nil)
 	ctx := context.Background()
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "pod-1"}}
 	vol := &v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: d.Name,
@@ -201,24 +185,18 @@ func TestInlineVolume(t *testing.T) {
 // as a JSON map by audience under the kubelet's key, and, with requiresRepublish, is published
 // again at later syncs.
 func TestTokensAndRepublish(t *testing.T) {
-	testutil.Require(t, "losetup", "mkfs.ext4")
-	root := t.TempDir()
-	t.Cleanup(func() { testutil.UnmountUnder(root) })
-	d := csidriver.Start(t, filepath.Join(t.TempDir(), "driver"), "", "csi.nodelet.test")
 	yes := true
-	drv := &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: d.Name}, Spec: storagev1.CSIDriverSpec{RequiresRepublish: &yes,
+	drv := &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: testDriver}, Spec: storagev1.CSIDriverSpec{RequiresRepublish: &yes,
 		TokenRequests:        []storagev1.TokenRequest{{Audience: "vault"}},
 		VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecycleEphemeral}}}
-	api := fake.NewSimpleClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "node-uid"}}, drv)
+	f := newFixture(t, drv)
+	d, root := f.d, f.root
 	var audiences []string
 	token := func(_ context.Context, pod *v1.Pod, audience string, _ *int64) (authenticationv1.TokenRequestStatus, error) {
 		audiences = append(audiences, audience)
 		return authenticationv1.TokenRequestStatus{Token: "tok-" + pod.Name, ExpirationTimestamp: metav1.NewTime(time.Unix(2000000000, 0).UTC())}, nil
 	}
-	m := New(Config{NodeName: "n1", RootDir: root, Client: kubefake.Wrap(api), Token: token, Log: quiet()})
-	if err := m.RegisterPlugin(d.Name, d.Endpoint, []string{"1.0.0"}); err != nil {
-		t.Fatal(err)
-	}
+	m := f.manager(t, token)
 	ctx := context.Background()
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "pod-1"}}
 	vol := &v1.Volume{Name: "secrets", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: d.Name}}}
@@ -239,10 +217,7 @@ func TestTokensAndRepublish(t *testing.T) {
 	}
 
 	// Without a token source the volume is refused, naming what failed.
-	m2 := New(Config{NodeName: "n1", RootDir: root, Client: kubefake.Wrap(api), Log: quiet()})
-	if err := m2.RegisterPlugin(d.Name, d.Endpoint, []string{"1.0.0"}); err != nil {
-		t.Fatal(err)
-	}
+	m2 := f.manager(t, nil)
 	if _, err := m2.SetUp(ctx, pod, Inline(pod, vol)); err == nil || !strings.Contains(err.Error(), "service account tokens") {
 		t.Fatalf("set up without tokens: %v", err)
 	}
@@ -258,17 +233,10 @@ func TestTokensAndRepublish(t *testing.T) {
 // device on (at the kubelet's block paths), one device shared by both pods; the pods' marks
 // let a restarted agent tear them down, and the last one unstages.
 func TestBlockVolume(t *testing.T) {
-	testutil.Require(t, "losetup", "mkfs.ext4")
-	root := t.TempDir()
-	t.Cleanup(func() { testutil.UnmountUnder(root) })
-	d := csidriver.Start(t, filepath.Join(t.TempDir(), "driver"), "", "csi.nodelet.test")
 	no := false
-	api := fake.NewSimpleClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "node-uid"}},
-		&storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: d.Name}, Spec: storagev1.CSIDriverSpec{AttachRequired: &no}})
-	m := New(Config{NodeName: "n1", RootDir: root, Client: kubefake.Wrap(api), Log: quiet()})
-	if err := m.RegisterPlugin(d.Name, d.Endpoint, []string{"1.0.0"}); err != nil {
-		t.Fatal(err)
-	}
+	f := newFixture(t, &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: testDriver}, Spec: storagev1.CSIDriverSpec{AttachRequired: &no}})
+	d, root := f.d, f.root
+	m := f.manager(t, nil)
 	ctx := context.Background()
 	block := v1.PersistentVolumeBlock
 	pv := &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-raw"}, Spec: v1.PersistentVolumeSpec{VolumeMode: &block,
@@ -291,31 +259,28 @@ func TestBlockVolume(t *testing.T) {
 		}
 		paths[uid] = pub.Path
 	}
-	f, err := os.OpenFile(paths["a"], os.O_WRONLY, 0)
+	dev, err := os.OpenFile(paths["a"], os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = f.WriteAt([]byte("shared"), 0)
-	f.Sync()
-	f.Close()
+	_, err = dev.WriteAt([]byte("shared"), 0)
+	dev.Sync()
+	dev.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := make([]byte, 6)
-	if f, err := os.Open(paths["b"]); err != nil {
+	if dev, err := os.Open(paths["b"]); err != nil {
 		t.Fatal(err)
 	} else {
-		f.ReadAt(got, 0)
-		f.Close()
+		dev.ReadAt(got, 0)
+		dev.Close()
 	}
 	if string(got) != "shared" {
 		t.Fatalf("pod b reads %q from the device pod a wrote", got)
 	}
 
-	m = New(Config{NodeName: "n1", RootDir: root, Client: kubefake.Wrap(api), Log: quiet()}) // restarted
-	if err := m.RegisterPlugin(d.Name, d.Endpoint, []string{"1.0.0"}); err != nil {
-		t.Fatal(err)
-	}
+	m = f.manager(t, nil) // restarted
 	for _, uid := range []types.UID{"a", "b"} {
 		if err := m.TearDown(ctx, uid); err != nil {
 			t.Fatal(err)
@@ -336,17 +301,10 @@ func TestBlockVolume(t *testing.T) {
 // A published volume grown on the node: the driver is asked, with the publish and staging
 // paths, to grow it to the size the controller gave it (NodeExpandVolume).
 func TestExpandVolume(t *testing.T) {
-	testutil.Require(t, "losetup", "mkfs.ext4")
-	root := t.TempDir()
-	t.Cleanup(func() { testutil.UnmountUnder(root) })
-	d := csidriver.Start(t, filepath.Join(t.TempDir(), "driver"), "", "csi.nodelet.test")
 	no := false
-	api := fake.NewSimpleClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "node-uid"}},
-		&storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: d.Name}, Spec: storagev1.CSIDriverSpec{AttachRequired: &no}})
-	m := New(Config{NodeName: "n1", RootDir: root, Client: kubefake.Wrap(api), Log: quiet()})
-	if err := m.RegisterPlugin(d.Name, d.Endpoint, []string{"1.0.0"}); err != nil {
-		t.Fatal(err)
-	}
+	f := newFixture(t, &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: testDriver}, Spec: storagev1.CSIDriverSpec{AttachRequired: &no}})
+	d := f.d
+	m := f.manager(t, nil)
 	ctx := context.Background()
 	pv := &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-1"}, Spec: v1.PersistentVolumeSpec{
 		AccessModes:            []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},

@@ -2,7 +2,6 @@ package csi
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -12,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/nodelet/nodelet/test/harness/csidriver"
 	"github.com/nodelet/nodelet/test/harness/kubefake"
 	"github.com/nodelet/nodelet/test/harness/testutil"
 )
@@ -20,15 +18,9 @@ import (
 // A volume the attach/detach controller attaches is in the node's volumesInUse from before its
 // attachment is waited for until its last pod's teardown, also across an agent restart.
 func TestVolumesInUse(t *testing.T) {
-	testutil.Require(t, "losetup", "mkfs.ext4")
-	root := t.TempDir()
-	t.Cleanup(func() { testutil.UnmountUnder(root) })
-	d := csidriver.Start(t, filepath.Join(t.TempDir(), "driver"), "", "csi.nodelet.test")
-	api := fake.NewSimpleClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "node-uid"}}) // no CSIDriver: it attaches
-	m := New(Config{NodeName: "n1", RootDir: root, Client: kubefake.Wrap(api), Log: quiet()})
-	if err := m.RegisterPlugin(d.Name, d.Endpoint, []string{"1.0.0"}); err != nil {
-		t.Fatal(err)
-	}
+	f := newFixture(t)
+	d, api, root := f.d, f.api, f.root
+	m := f.manager(t, nil)
 	ctx := context.Background()
 	pv := &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-1"}, Spec: v1.PersistentVolumeSpec{
 		AccessModes:            []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
@@ -56,10 +48,7 @@ func TestVolumesInUse(t *testing.T) {
 	}
 
 	// A restarted agent finds the published volume before any pod is synced again.
-	m = New(Config{NodeName: "n1", RootDir: root, Client: kubefake.Wrap(api), Log: quiet()})
-	if err := m.RegisterPlugin(d.Name, d.Endpoint, []string{"1.0.0"}); err != nil {
-		t.Fatal(err)
-	}
+	m = f.manager(t, nil)
 	if got := m.VolumesInUse(); !slices.Equal(got, want) {
 		t.Fatalf("in use after a restart: %v, want %v", got, want)
 	}

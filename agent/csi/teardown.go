@@ -91,16 +91,9 @@ func (m *Manager) unstage(ctx context.Context, data volData) error {
 	if _, err := os.Stat(global); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
-	c, err := m.client(data.DriverName)
-	if err != nil {
-		return errors.New(logf("attacher.UnmountDevice failed to get CSI client: %v", err))
-	}
-	defer c.close()
 	staging := filepath.Join(global, "globalmount")
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
-	if _, err := c.node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: data.VolumeHandle, StagingTargetPath: staging}); err != nil {
-		return errors.New(logf("attacher.UnmountDevice failed: rpc error: %v", err))
+	if err := m.nodeUnstage(ctx, data, staging, "attacher.UnmountDevice"); err != nil {
+		return err
 	}
 	os.Remove(staging)
 	os.Remove(filepath.Join(global, volDataFile))
@@ -130,4 +123,20 @@ func (m *Manager) publishedElsewhere(data volData) bool {
 		}
 	}
 	return false
+}
+
+// nodeUnstage asks the volume's driver to release it from the node; op names the kubelet's step
+// in messages.
+func (m *Manager) nodeUnstage(ctx context.Context, data volData, staging, op string) error {
+	c, err := m.client(data.DriverName)
+	if err != nil {
+		return errors.New(logf("%s failed to get CSI client: %v", op, err))
+	}
+	defer c.close()
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	if _, err := c.node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: data.VolumeHandle, StagingTargetPath: staging}); err != nil {
+		return errors.New(logf("%s failed: rpc error: %v", op, err))
+	}
+	return nil
 }

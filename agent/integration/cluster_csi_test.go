@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -135,18 +134,8 @@ func csiScenario(t *testing.T, e *env) {
 // that name its claim in volumeDevices: one pod writes a sector, another reads it back; a pod
 // mounting the claim as a folder is refused with the kubelet's words.
 func blockScenario(t *testing.T, e *env, client kubernetes.Interface) {
-	testutil.Require(t, "losetup")
 	ctx := context.Background()
-	img := filepath.Join(t.TempDir(), "block.img")
-	if err := os.WriteFile(img, make([]byte, 4<<20), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("losetup", "--find", "--show", img).Output()
-	if err != nil {
-		t.Fatalf("losetup: %v", err)
-	}
-	dev := strings.TrimSpace(string(out))
-	t.Cleanup(func() { exec.Command("losetup", "-d", dev).Run() })
+	dev := testutil.LoopDevice(t, 4<<20)
 	block := v1.PersistentVolumeBlock
 	empty := ""
 	affinity := &v1.VolumeNodeAffinity{Required: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{MatchExpressions: []v1.NodeSelectorRequirement{

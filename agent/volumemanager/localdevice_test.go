@@ -21,16 +21,7 @@ import (
 // the first wrote (no second format).
 func TestLocalDeviceFilesystem(t *testing.T) {
 	testutil.Require(t, "losetup", "mkfs.ext4", "blkid")
-	img := filepath.Join(t.TempDir(), "disk.img")
-	if err := os.WriteFile(img, make([]byte, 16<<20), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("losetup", "--find", "--show", img).Output()
-	if err != nil {
-		t.Fatalf("losetup: %v", err)
-	}
-	dev := strings.TrimSpace(string(out))
-	t.Cleanup(func() { exec.Command("losetup", "-d", dev).Run() })
+	dev := testutil.LoopDevice(t, 16<<20)
 	root := t.TempDir()
 	t.Cleanup(func() { testutil.UnmountUnder(root) })
 
