@@ -90,8 +90,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.collectRoot(ch, now)
 	groups := c.cgroups(k)
 	devices := &deviceNames{sys: c.cfg.SysRoot, names: map[[2]uint64]string{}}
+	pids := map[string][]int{} // by cgroup, read once a scrape
 	for _, g := range groups {
-		c.collectCgroup(ch, g, now, devices)
+		c.collectCgroup(ch, g, now, devices, pids)
 	}
-	c.collectNetwork(ctx, ch, k, groups)
+	c.collectNetwork(ctx, ch, k, groups, pids)
 }

@@ -96,7 +96,8 @@ const maxNetTries = 16
 
 // collectCgroup sends the series of one cgroup; a figure that cannot be read is left out, not
 // reported as 0 (a cgroup removed while it was read gives only what was read before).
-func (c *Collector) collectCgroup(ch chan<- prometheus.Metric, g cgroup, now float64, devices *deviceNames) {
+// The processes it reads are kept in pids by cgroup, for the network figures that follow.
+func (c *Collector) collectCgroup(ch chan<- prometheus.Metric, g cgroup, now float64, devices *deviceNames, pids map[string][]int) {
 	d := descs.Get()
 	fs, p, lv := c.cfg.FS, g.id, g.values()
 	counter := func(desc *prometheus.Desc, v float64, extra ...string) {
@@ -169,7 +170,8 @@ func (c *Collector) collectCgroup(ch chan<- prometheus.Metric, g cgroup, now flo
 		}
 	}
 	if seen {
-		c.collectProcesses(ch, lv, c.procsBelow(p, 0))
+		pids[p] = c.procsBelow(p, 0)
+		c.collectProcesses(ch, lv, pids[p])
 		if t, ok := c.startTime(g); ok {
 			gauge(d.startTime, t)
 		}
@@ -180,7 +182,7 @@ func (c *Collector) collectCgroup(ch chan<- prometheus.Metric, g cgroup, now flo
 // collectNetwork gives each ready pod's network figures (from the runtime: the pod's network
 // namespace is the sandbox's) on the pod's sandbox, as cAdvisor gives them on the pause
 // container's cgroup: container "", the sandbox's ID as name.
-func (c *Collector) collectNetwork(ctx context.Context, ch chan<- prometheus.Metric, k known, groups []cgroup) {
+func (c *Collector) collectNetwork(ctx context.Context, ch chan<- prometheus.Metric, k known, groups []cgroup, pids map[string][]int) {
 	d := descs.Get()
 	resp, err := c.cfg.Runtime.ListPodSandboxStats(ctx, &runtimeapi.ListPodSandboxStatsRequest{})
 	if err != nil {
@@ -220,7 +222,11 @@ func (c *Collector) collectNetwork(ctx context.Context, ch chan<- prometheus.Met
 		// Packets are not in CRI's figures: they come from the interfaces of the pod's network
 		// namespace, seen by one of its processes, as cAdvisor reads them.
 		var packets map[string]netCounters
-		for i, pid := range c.procsBelow(cg, 0) {
+		procs, ok := pids[cg]
+		if !ok {
+			procs = c.procsBelow(cg, 0)
+		}
+		for i, pid := range procs {
 			// The runtime's own processes in the pod's cgroup (a monitor) live in the host's
 			// namespace; the first of the pod's that does not is read.
 			if packets = c.netDev(pid); packets != nil || i == maxNetTries {
