@@ -60,3 +60,26 @@ type statusRecorder struct {
 }
 
 func (s *statusRecorder) SetPodStatus(_ *v1.Pod, st v1.PodStatus) bool { s.set = st; return true }
+
+// A pod already terminal when it is added (rejected before an agent restart) is not admitted
+// again, as the kubelet skips it: no second rejection event, and its worker cleans up.
+func TestTerminalPodIsNotAdmittedAgain(t *testing.T) {
+	w := &fakeWorkers{}
+	ready := true
+	l, updates, _ := newLoop(w, fakeRuntime{}, &ready)
+	rec := &eventRecorder{}
+	admitted := 0
+	l.Admit = func(*v1.Pod, []*v1.Pod) error { admitted++; return errors.New("no room") }
+	l.Recorder = rec
+	p := pod("a")
+	p.Status.Phase = v1.PodFailed
+	updates <- podsource.PodUpdate{Op: podsource.ADD, Pods: []*v1.Pod{p}}
+	never := make(chan time.Time)
+	l.iteration(context.Background(), never, never)
+	if admitted != 0 || rec.reason != "" {
+		t.Fatalf("a Failed pod went through admission (%d times, event %q)", admitted, rec.reason)
+	}
+	if len(w.take()) != 1 {
+		t.Fatal("the Failed pod was not handed to its worker to clean up after it")
+	}
+}

@@ -222,7 +222,9 @@ func (l *SyncLoop) handleUpdate(u podsource.PodUpdate) {
 				l.syncStaticFor(p)
 				continue
 			}
-			if l.Admit != nil {
+			// As the kubelet: a pod already terminal (rejected before an agent restart, or
+			// finished) is not admitted again; its worker only cleans up after it.
+			if l.Admit != nil && p.Status.Phase != v1.PodFailed && p.Status.Phase != v1.PodSucceeded {
 				if err := l.Admit(p, l.Pods.GetPods()); err != nil {
 					l.Log.Warn("pod rejected", "pod", kubecontainer.FormatPod(p), "err", err)
 					reason, msg := admission.OutOfPods, err.Error()
