@@ -52,16 +52,6 @@ func (m *Manager) publishBlock(ctx context.Context, c *client, pod *v1.Pod, vol 
 	if err := saveVolData(dataDir, data); err != nil {
 		return Published{}, err
 	}
-	staging := ""
-	if stage {
-		staging = m.blockDir("staging", pv)
-		if err := m.stage(ctx, c, src, capability, publishContext, dataDir, staging); err != nil {
-			return Published{}, err
-		}
-		if err := saveVolData(dataDir, data); err != nil { // stage wrote its own
-			return Published{}, err
-		}
-	}
 	publishDir := m.blockDir("publish", pv)
 	if err := os.MkdirAll(publishDir, 0o750); err != nil {
 		return Published{}, err
@@ -74,9 +64,20 @@ func (m *Manager) publishBlock(ctx context.Context, c *client, pod *v1.Pod, vol 
 	if err := os.MkdirAll(marks, 0o750); err != nil {
 		return Published{}, err
 	}
-	// Marked before the publish, so that a teardown never misses a device the driver published.
+	// Marked before the stage and the publish, so that a teardown never misses a device the
+	// driver staged or published, also when the pod went while it was staging.
 	if err := os.Symlink(target, filepath.Join(marks, pv)); err != nil && !errors.Is(err, os.ErrExist) {
 		return Published{}, err
+	}
+	staging := ""
+	if stage {
+		staging = m.blockDir("staging", pv)
+		if err := m.stage(ctx, c, src, capability, publishContext, dataDir, staging); err != nil {
+			return Published{}, err
+		}
+		if err := saveVolData(dataDir, data); err != nil { // stage wrote its own
+			return Published{}, err
+		}
 	}
 	attrs, secrets, err := m.publishInputs(ctx, pod, vol, drv)
 	if err != nil {

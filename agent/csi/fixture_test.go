@@ -22,6 +22,8 @@ type fixture struct {
 	root string
 	d    *csidriver.Driver
 	api  *fake.Clientset
+	// dir is the driver's: Start on it again is the driver restarted.
+	dir string
 }
 
 func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
@@ -29,9 +31,10 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	testutil.Require(t, "losetup", "mkfs.ext4")
 	root := t.TempDir()
 	t.Cleanup(func() { testutil.UnmountUnder(root) })
-	d := csidriver.Start(t, filepath.Join(t.TempDir(), "driver"), "", testDriver)
+	dir := filepath.Join(t.TempDir(), "driver")
+	d := csidriver.Start(t, dir, "", testDriver)
 	objs = append([]runtime.Object{&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "node-uid"}}}, objs...)
-	return &fixture{root: root, d: d, api: fake.NewSimpleClientset(objs...)}
+	return &fixture{root: root, d: d, api: fake.NewSimpleClientset(objs...), dir: dir}
 }
 
 // manager starts the node side of CSI on the fixture (again: an agent restarted) with the

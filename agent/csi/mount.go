@@ -153,14 +153,6 @@ func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod, vol Volume) (Published
 		mountGroupArg = fmt.Sprint(*group)
 		capability.GetMount().VolumeMountGroup = mountGroupArg
 	}
-	staging := ""
-	if stage && !vol.Ephemeral {
-		global := m.globalDir(src.Driver, src.VolumeHandle)
-		staging = filepath.Join(global, "globalmount")
-		if err := m.stage(ctx, c, src, capability, publishContext, global, staging); err != nil {
-			return Published{}, err
-		}
-	}
 	dir, err := m.targetDir(string(pod.UID), vol.Name)
 	if err != nil {
 		return Published{}, err
@@ -168,10 +160,20 @@ func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod, vol Volume) (Published
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return Published{}, errors.New(logf("mounter.SetUpAt failed to create dir %q: %v", dir, err))
 	}
+	// Written before the stage, so that the pod's teardown also undoes a stage that was cut
+	// short (the pod deleted meanwhile) but that the driver went on with.
 	data := volData{SpecVolID: vol.PV.Name, VolumeHandle: src.VolumeHandle, DriverName: src.Driver, NodeName: m.cfg.NodeName,
 		AttachmentID: attachmentName(src.VolumeHandle, src.Driver, m.cfg.NodeName), VolumeLifecycleMode: string(mode)}
 	if err := saveVolData(dir, data); err != nil {
 		return Published{}, err
+	}
+	staging := ""
+	if stage && !vol.Ephemeral {
+		global := m.globalDir(src.Driver, src.VolumeHandle)
+		staging = filepath.Join(global, "globalmount")
+		if err := m.stage(ctx, c, src, capability, publishContext, global, staging); err != nil {
+			return Published{}, err
+		}
 	}
 	attrs, secrets, err := m.publishInputs(ctx, pod, vol, drv)
 	if err != nil {
