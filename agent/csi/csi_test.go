@@ -73,7 +73,7 @@ func TestStagePublishAndTearDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The driver measures what it published (GET_VOLUME_STATS): the loop device's ext4.
-	fs, err := m.VolumeStats(ctx, "a", "data")
+	fs, err := m.VolumeStats(ctx, pathA)
 	if err != nil || fs == nil || fs.CapacityBytes == nil || *fs.CapacityBytes == 0 || fs.InodesUsed == nil || *fs.InodesUsed == 0 {
 		t.Fatalf("volume stats %+v %v", fs, err)
 	}
@@ -278,6 +278,11 @@ func TestBlockVolume(t *testing.T) {
 	}
 	if string(got) != "shared" {
 		t.Fatalf("pod b reads %q from the device pod a wrote", got)
+	}
+
+	// The driver measures the device (GET_VOLUME_STATS on the publish path): its size.
+	if fs, err := m.VolumeStats(ctx, paths["b"]); err != nil || fs == nil || fs.CapacityBytes == nil || *fs.CapacityBytes != 64<<20 {
+		t.Fatalf("block volume stats %+v %v", fs, err)
 	}
 
 	m = f.manager(t, nil) // restarted

@@ -3,33 +3,45 @@ package csi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/nodelet/nodelet/agent/internal/podpath"
 )
 
 // statsTimeout bounds one NodeGetVolumeStats: the summary waits for it, so a driver that hangs
 // costs a scrape this much, not the two minutes a stage may take.
 const statsTimeout = 10 * time.Second
 
-// VolumeStats is the pod's published volume as its driver measures it (NodeGetVolumeStats), as
-// the kubelet's CSI metrics provider asks it; nil for a driver without GET_VOLUME_STATS, whose
-// volumes the kubelet does not measure either.
-func (m *Manager) VolumeStats(ctx context.Context, uid types.UID, volume string) (*statsapi.FsStats, error) {
-	dir, err := m.targetDir(string(uid), volume)
-	if err != nil {
-		return nil, err
+// VolumeStats is a published volume as its driver measures it (NodeGetVolumeStats), as the
+// kubelet's CSI metrics provider asks it, for a filesystem or a raw block volume alike: path is
+// where SetUp published it. nil for a driver without GET_VOLUME_STATS, whose volumes the kubelet
+// does not measure either.
+func (m *Manager) VolumeStats(ctx context.Context, path string) (*statsapi.FsStats, error) {
+	dataDir, staging := filepath.Dir(path), ""
+	if filepath.Dir(dataDir) == m.blockDir("publish") {
+		pv := filepath.Base(dataDir)
+		if err := podpath.Element("PV name", pv); err != nil {
+			return nil, err
+		}
+		dataDir, staging = m.blockDir(pv, "data"), m.blockDir("staging", pv)
+	} else if filepath.Base(path) != "mount" {
+		return nil, fmt.Errorf("%s is no CSI volume's publish path", path)
 	}
-	data, err := loadVolData(dir)
+	data, err := loadVolData(dataDir)
 	if err != nil {
 		return nil, err
 	}
 	if err := validDriver(data.DriverName); err != nil {
 		return nil, err
+	}
+	if staging == "" {
+		staging = filepath.Join(m.globalDir(data.DriverName, data.VolumeHandle), "globalmount")
 	}
 	c, err := m.client(data.DriverName)
 	if err != nil {
@@ -45,12 +57,11 @@ func (m *Manager) VolumeStats(ctx context.Context, uid types.UID, volume string)
 	if !caps[csipb.NodeServiceCapability_RPC_GET_VOLUME_STATS] {
 		return nil, nil
 	}
-	staging := ""
-	if caps[csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME] {
-		staging = filepath.Join(m.globalDir(data.DriverName, data.VolumeHandle), "globalmount")
+	if !caps[csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME] {
+		staging = ""
 	}
 	resp, err := c.node.NodeGetVolumeStats(ctx, &csipb.NodeGetVolumeStatsRequest{VolumeId: data.VolumeHandle,
-		VolumePath: filepath.Join(dir, "mount"), StagingTargetPath: staging})
+		VolumePath: path, StagingTargetPath: staging})
 	if err != nil {
 		return nil, errors.New(logf("NodeGetVolumeStats failed: rpc error: %v", err))
 	}

@@ -35,10 +35,11 @@ type claimed struct {
 	path     string
 	readOnly bool
 	// namespace and claim name the PVC; local: the PV is a local folder, whose filesystem the
-	// kubelet measures for kubelet_volume_stats_* (a hostPath PV it does not; a local block
-	// device path is a device node, mapped into containers, not a filesystem here).
+	// kubelet measures for kubelet_volume_stats_* (a hostPath PV it does not); device: a local
+	// PV of volumeMode Block, a device node mapped into containers, of which the kubelet
+	// measures the size.
 	namespace, claim string
-	local            bool
+	local, device    bool
 	// csi: published by a CSI driver; later syncs leave it be, as the kubelet's actual state of
 	// the world keeps a mounted volume mounted, unless republish: the driver asks to be called
 	// again at each sync.
@@ -136,7 +137,7 @@ func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, v *v1.Volume) err
 		return fmt.Errorf("PV %s: only hostPath, local and CSI PersistentVolumes are supported on this node: %w", pv.Name, ErrClaim)
 	}
 	m.record(pod.UID, v.Name, claimed{path: path, readOnly: readOnly, namespace: pod.Namespace, claim: claim, local: pv.Spec.Local != nil && !block,
-		csi: pv.Spec.CSI != nil, republish: republish})
+		device: pv.Spec.Local != nil && block, csi: pv.Spec.CSI != nil, republish: republish})
 	return nil
 }
 

@@ -10,7 +10,6 @@ import (
 	"syscall"
 	"testing"
 
-	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -237,8 +236,8 @@ func (f *fakeCSI) Expand(_ context.Context, uid types.UID, volume string, pv *v1
 	return true, f.expandErr
 }
 
-func (f *fakeCSI) VolumeStats(_ context.Context, uid types.UID, volume string) (*statsapi.FsStats, error) {
-	return statfs(filepath.Join(f.dir, string(uid), volume)), nil
+func (f *fakeCSI) VolumeStats(_ context.Context, published string) (*statsapi.FsStats, error) {
+	return statfs(published), nil
 }
 
 // A claim of a CSI PV is published once per pod (later syncs leave it be), given to the pod's
@@ -321,13 +320,11 @@ func TestRepublishedCSIVolume(t *testing.T) {
 }
 
 // TestBlockClaims: a local PV of volumeMode Block is its device node, for the containers that
-// name it in volumeDevices; a claim used against its volumeMode fails with the kubelet's words.
+// name it in volumeDevices, measured as the kubelet measures a block device (its size, no
+// usage); a claim used against its volumeMode fails with the kubelet's words.
 func TestBlockClaims(t *testing.T) {
 	testutil.Require(t)
-	dev := filepath.Join(t.TempDir(), "loop-like")
-	if err := unix.Mknod(dev, unix.S_IFBLK|0o600, int(unix.Mkdev(7, 201))); err != nil {
-		t.Fatal(err)
-	}
+	dev := testutil.LoopDevice(t, 8<<20)
 	block := v1.PersistentVolumeBlock
 	blockPV := func(name, claimUID string, src v1.PersistentVolumeSource) *v1.PersistentVolume {
 		p := pv(name, claimUID, src)
@@ -367,8 +364,9 @@ func TestBlockClaims(t *testing.T) {
 			if err != nil || !ok || path != dev {
 				t.Fatalf("Prepare: %v; ClaimPath %q %v, want %s", err, path, ok, dev)
 			}
-			if claims := m.ClaimStats(); len(claims) != 0 {
-				t.Errorf("a block device measured as a filesystem: %v", claims)
+			claims := m.ClaimStats()
+			if len(claims) != 1 || *claims[0].FS.CapacityBytes != 8<<20 || *claims[0].FS.UsedBytes != 0 || *claims[0].FS.AvailableBytes != 0 {
+				t.Errorf("the block device measured %+v, want its size only", claims)
 			}
 			m.Forget(pod.UID)
 		})

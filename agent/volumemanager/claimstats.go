@@ -3,6 +3,8 @@ package volumemanager
 import (
 	"cmp"
 	"context"
+	"io"
+	"os"
 	"slices"
 
 	"golang.org/x/sys/unix"
@@ -31,7 +33,7 @@ func (m *Manager) PodClaimStats(ctx context.Context, uid types.UID) []statsapi.V
 	slices.SortFunc(list, func(a, b one) int { return cmp.Compare(a.name, b.name) })
 	var out []statsapi.VolumeStats
 	for _, v := range list {
-		fs := m.measureClaim(ctx, uid, v.name, v.c)
+		fs := m.measureClaim(ctx, v.c)
 		if fs == nil {
 			continue
 		}
@@ -47,29 +49,24 @@ func (m *Manager) PodClaimStats(ctx context.Context, uid types.UID) []statsapi.V
 // ClaimStats are the claims the node's pods use, once each (by namespace, then claim), measured:
 // what kubelet_volume_stats_* report.
 func (m *Manager) ClaimStats() []metrics.VolumeClaim {
-	type one struct {
-		uid  types.UID
-		name string
-		c    claimed
-	}
 	m.mu.Lock()
 	seen := map[[2]string]bool{}
-	var list []one
-	for uid, vols := range m.claims {
-		for name, c := range vols {
+	var list []claimed
+	for _, vols := range m.claims {
+		for _, c := range vols {
 			k := [2]string{c.namespace, c.claim}
 			if c.claim == "" || seen[k] {
 				continue
 			}
 			seen[k] = true
-			list = append(list, one{uid, name, c})
+			list = append(list, c)
 		}
 	}
 	m.mu.Unlock()
 	var out []metrics.VolumeClaim
-	for _, v := range list {
-		if fs := m.measureClaim(context.Background(), v.uid, v.name, v.c); fs != nil {
-			out = append(out, metrics.VolumeClaim{Namespace: v.c.namespace, Claim: v.c.claim, FS: *fs})
+	for _, c := range list {
+		if fs := m.measureClaim(context.Background(), c); fs != nil {
+			out = append(out, metrics.VolumeClaim{Namespace: c.namespace, Claim: c.claim, FS: *fs})
 		}
 	}
 	slices.SortFunc(out, func(a, b metrics.VolumeClaim) int {
@@ -79,18 +76,39 @@ func (m *Manager) ClaimStats() []metrics.VolumeClaim {
 }
 
 // measureClaim is one claimed volume's figures, nil when it is not measured (or cannot be now).
-func (m *Manager) measureClaim(ctx context.Context, uid types.UID, name string, c claimed) *statsapi.FsStats {
+func (m *Manager) measureClaim(ctx context.Context, c claimed) *statsapi.FsStats {
 	switch {
 	case c.csi && m.CSI != nil:
-		fs, err := m.CSI.VolumeStats(ctx, uid, name)
+		fs, err := m.CSI.VolumeStats(ctx, c.path)
 		if err != nil {
 			return nil
 		}
 		return fs
 	case c.local:
 		return statfs(c.path)
+	case c.device:
+		return deviceSize(c.path)
 	}
 	return nil
+}
+
+// deviceSize is a block device's capacity (its end, sought), with no usage: what the kubelet's
+// block metrics give of a raw block volume.
+func deviceSize(path string) *statsapi.FsStats {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || fi.Mode()&os.ModeDevice == 0 || fi.Mode()&os.ModeCharDevice != 0 {
+		return nil
+	}
+	end, err := f.Seek(0, io.SeekEnd)
+	if err != nil || end < 0 {
+		return nil
+	}
+	capacity, zero := uint64(end), uint64(0)
+	return &statsapi.FsStats{Time: metav1.Now(), CapacityBytes: &capacity, AvailableBytes: &zero, UsedBytes: &zero}
 }
 
 // statfs is the filesystem at path: capacity, available and used bytes, and inodes.

@@ -77,7 +77,7 @@ type Manager struct {
 type CSIVolumes interface {
 	SetUp(ctx context.Context, pod *v1.Pod, vol csi.Volume) (csi.Published, error)
 	TearDown(ctx context.Context, uid types.UID) error
-	VolumeStats(ctx context.Context, uid types.UID, volume string) (*statsapi.FsStats, error)
+	VolumeStats(ctx context.Context, published string) (*statsapi.FsStats, error)
 	Expand(ctx context.Context, uid types.UID, volume string, pv *v1.PersistentVolume, size int64) (bool, error)
 }
 
