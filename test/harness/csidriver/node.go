@@ -88,6 +88,17 @@ func (d *Driver) NodeGetVolumeStats(_ context.Context, r *csi.NodeGetVolumeStats
 	if !isMount(r.VolumePath) {
 		return nil, status.Errorf(codes.NotFound, "%s is not published", r.VolumePath)
 	}
+	if fi, err := os.Stat(r.VolumePath); err == nil && !fi.IsDir() { // a raw block volume: its size
+		img, err := d.backing(r.VolumeId)
+		if err != nil {
+			return nil, err
+		}
+		st, err := os.Stat(img)
+		if err != nil {
+			return nil, status.Errorf(codes.NotFound, "volume %s: %v", r.VolumeId, err)
+		}
+		return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{{Unit: csi.VolumeUsage_BYTES, Total: st.Size()}}}, nil
+	}
 	var st unix.Statfs_t
 	if err := unix.Statfs(r.VolumePath, &st); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
