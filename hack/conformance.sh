@@ -3,7 +3,7 @@
 # node of a loopback control plane, on nodelet's runtime or on containerd.
 #
 #   hack/conformance.sh [--runtime nodelet|containerd] [--node-suite | --subset]
-#                       [--focus REGEX] [--skip REGEX] [--procs N] [--keep]
+#                       [--focus REGEX] [--skip REGEX] [--procs N] [--keep] [--skipped-to FILE]
 #
 # Builds (once, cached with the other Kubernetes binaries by hack/kube/build.sh) the node and
 # storage specs of test/e2e as one test binary, agnhost and the ginkgo CLI from the module proxy
@@ -30,15 +30,16 @@
 # can enter the node's mount namespace.
 # Specs of the conformance set that cannot run on one machine are skipped with the reason from
 # hack/conformance-skips.txt in every mode. A selection that runs no spec fails. --keep keeps the
-# work dir (reports, every component's log). Exit 0 only when nothing failed.
+# work dir (reports, every component's log). --skipped-to appends to FILE (Markdown) every spec
+# the suite skipped itself, under its reason. Exit 0 only when nothing failed.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=hack/kube/lib.sh
 . "$here/kube/lib.sh"
 
-usage="usage: $0 [--runtime nodelet|containerd] [--node-suite|--subset] [--focus REGEX] [--skip REGEX] [--procs N] [--keep]"
+usage="usage: $0 [--runtime nodelet|containerd] [--node-suite|--subset] [--focus REGEX] [--skip REGEX] [--procs N] [--keep] [--skipped-to FILE]"
 args=("$@")
-runtime=nodelet procs=3 mode=conformance user_focus= user_skip=
+runtime=nodelet procs=3 mode=conformance user_focus= user_skip= skipped_to=
 while [ $# -gt 0 ]; do
   case "$1" in
     --runtime) runtime=$2; shift 2 ;;
@@ -48,6 +49,7 @@ while [ $# -gt 0 ]; do
     --subset) mode=subset; shift ;;
     --node-suite) mode=node-suite; shift ;;
     --keep) export NL_KEEP=1; shift ;;
+    --skipped-to) skipped_to=$(realpath -m -- "$2"); shift 2 ;;
     *) nl_die "unknown argument $1 ($usage)" ;;
   esac
 done
@@ -238,7 +240,7 @@ kill -0 "$agent_pid" 2>/dev/null || nl_say "the agent exited during the run: see
 tail -5 "$NL_WORK/ginkgo.log" >&2
 [ -s "$report/report.json" ] || { tail -40 "$NL_WORK/ginkgo.log" >&2; nl_die "ginkgo wrote no report (exit $ginkgo_rc)"; }
 
-(cd "$NL_ROOT" && go run ./hack/kube/e2ereport --focus "$focus" ${skip:+--skip "$skip"} "$report/report.json") || ginkgo_rc=1
+(cd "$NL_ROOT" && go run ./hack/kube/e2ereport --focus "$focus" ${skip:+--skip "$skip"} ${skipped_to:+--skipped "$skipped_to"} "$report/report.json") || ginkgo_rc=1
 echo "conformance run ($mode): $runtime, $(( $(date +%s) - t_run )) s of specs, $(( $(date +%s) - t_start )) s in all"
 if [ ${#machine_skips[@]} -gt 0 ]; then
   echo "not run on this machine:"

@@ -1,10 +1,12 @@
 // Command e2ereport summarises a ginkgo JSON report of hack/conformance.sh:
 //
-//	go run ./hack/kube/e2ereport [--focus REGEX] [--skip REGEX] report.json
+//	go run ./hack/kube/e2ereport [--focus REGEX] [--skip REGEX] [--skipped FILE] report.json
 //
 // It prints `conformance: N passed, N failed, N skipped` over the specs the run selected, then
 // each failed spec with the first line of its failure, then the reasons the suite gave for the
 // specs it skipped itself, and exits 1 when one failed or when the run selected no spec at all.
+// --skipped appends to FILE (Markdown) a section naming every spec the suite skipped, under the
+// reason it gave.
 // Specs that --focus does not match, or --skip does, were filtered out by ginkgo and are not
 // counted; a selected spec the suite skipped itself (a missing feature it checks for) counts as
 // skipped.
@@ -44,18 +46,19 @@ func (s specReport) fullText() string {
 func main() {
 	focus := flag.String("focus", "", "count only specs whose full text matches")
 	skip := flag.String("skip", "", "do not count specs whose full text matches")
+	skipped := flag.String("skipped", "", "append the specs the suite skipped, by reason, to this Markdown file")
 	flag.Parse()
 	if flag.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "usage: e2ereport [--focus REGEX] [--skip REGEX] report.json")
+		fmt.Fprintln(os.Stderr, "usage: e2ereport [--focus REGEX] [--skip REGEX] [--skipped FILE] report.json")
 		os.Exit(2)
 	}
-	if err := run(flag.Arg(0), *focus, *skip); err != nil {
+	if err := run(flag.Arg(0), *focus, *skip, *skipped); err != nil {
 		fmt.Fprintln(os.Stderr, "e2ereport:", err)
 		os.Exit(2)
 	}
 }
 
-func run(path, focus, skip string) error {
+func run(path, focus, skip, skippedTo string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -78,6 +81,11 @@ func run(path, focus, skip string) error {
 	sum := summarise(reports, focusRE, skipRE)
 	if sum.passed+len(sum.failed)+sum.skipped == 0 {
 		return errors.New("the run selected no spec: check --focus and --skip")
+	}
+	if skippedTo != "" {
+		if err := appendSkipped(skippedTo, focus, skip, sum); err != nil {
+			return err
+		}
 	}
 	fmt.Printf("conformance: %d passed, %d failed, %d skipped\n", sum.passed, len(sum.failed), sum.skipped)
 	for _, s := range sum.failed {
@@ -108,6 +116,7 @@ type summary struct {
 type skipReason struct {
 	reason string
 	count  int
+	specs  []string // sorted
 }
 
 // summarise counts the It specs the run selected: ginkgo reports every spec of the suite, those
@@ -115,7 +124,7 @@ type skipReason struct {
 // report nodes are left out (a failure there fails the run through ginkgo's exit code).
 func summarise(reports []report, focusRE, skipRE *regexp.Regexp) summary {
 	var sum summary
-	reasons := map[string]int{}
+	reasons := map[string][]string{}
 	for _, r := range reports {
 		for _, s := range r.SpecReports {
 			if s.LeafNodeType != "It" {
@@ -131,7 +140,8 @@ func summarise(reports []report, focusRE, skipRE *regexp.Regexp) summary {
 				sum.slowest = append(sum.slowest, s)
 			case "skipped", "pending":
 				sum.skipped++
-				reasons[firstLine(s.Failure.Message)]++
+				reason := firstLine(s.Failure.Message)
+				reasons[reason] = append(reasons[reason], s.fullText())
 			default: // failed, panicked, timedout, interrupted, aborted
 				sum.failed = append(sum.failed, s)
 			}
@@ -141,11 +151,12 @@ func summarise(reports []report, focusRE, skipRE *regexp.Regexp) summary {
 	if len(sum.slowest) > 5 {
 		sum.slowest = sum.slowest[:5]
 	}
-	for reason, n := range reasons {
+	for reason, specs := range reasons {
 		if reason == "" {
 			reason = "(no reason given)"
 		}
-		sum.skipReasons = append(sum.skipReasons, skipReason{reason, n})
+		sort.Strings(specs)
+		sum.skipReasons = append(sum.skipReasons, skipReason{reason, len(specs), specs})
 	}
 	sort.Slice(sum.skipReasons, func(i, j int) bool {
 		a, b := sum.skipReasons[i], sum.skipReasons[j]
@@ -174,4 +185,26 @@ func firstLine(msg string) string {
 		out = out[:240] + "…"
 	}
 	return out
+}
+
+// appendSkipped adds to path a section for this run: its selection, then every spec the suite
+// skipped under its reason.
+func appendSkipped(path, focus, skip string, sum summary) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n## focus `%s`\n\nskip `%s`: %d passed, %d failed, %d skipped by the suite:\n", focus, skip, sum.passed, len(sum.failed), sum.skipped)
+	for _, r := range sum.skipReasons {
+		fmt.Fprintf(&b, "\n### %s (%d)\n\n", r.reason, r.count)
+		for _, s := range r.specs {
+			fmt.Fprintf(&b, "- %s\n", s)
+		}
+	}
+	_, err = f.WriteString(b.String())
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

@@ -62,10 +62,40 @@ func TestSummarise(t *testing.T) {
 		t.Errorf("slowest: %+v", sum.slowest)
 	}
 	// The suite's own skips keep their reason; the specs ginkgo filtered out are not among them.
-	want := []skipReason{{"Only supported for providers [gce] (not local)", 1}}
-	if len(sum.skipReasons) != 1 || sum.skipReasons[0] != want[0] {
-		t.Errorf("skip reasons: got %+v, want %+v", sum.skipReasons, want)
+	if len(sum.skipReasons) != 1 || sum.skipReasons[0].reason != "Only supported for providers [gce] (not local)" || sum.skipReasons[0].count != 1 ||
+		len(sum.skipReasons[0].specs) != 1 || sum.skipReasons[0].specs[0] != "[sig-storage] EmptyDir on tmpfs [Conformance]" {
+		t.Errorf("skip reasons: got %+v", sum.skipReasons)
 	}
+}
+
+// --skipped appends a section per run, naming each spec the suite skipped under its reason.
+func TestSkippedList(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "report.json")
+	if err := os.WriteFile(path, []byte(sample), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "skipped.md")
+	if err := os.WriteFile(out, []byte("# Skipped\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := appendSkipped(out, `\[sig-storage\]`, "Slow", summarise(mustReports(t), regexp.MustCompile(`\[sig-storage\]`), nil)); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(out)
+	want := "# Skipped\n\n## focus `\\[sig-storage\\]`\n\nskip `Slow`: 0 passed, 0 failed, 1 skipped by the suite:\n\n" +
+		"### Only supported for providers [gce] (not local) (1)\n\n- [sig-storage] EmptyDir on tmpfs [Conformance]\n"
+	if string(b) != want {
+		t.Errorf("got\n%s\nwant\n%s", b, want)
+	}
+}
+
+func mustReports(t *testing.T) []report {
+	var reports []report
+	if err := json.Unmarshal([]byte(sample), &reports); err != nil {
+		t.Fatal(err)
+	}
+	return reports
 }
 
 // A focus or skip that selects nothing is an error, never "0 passed, 0 failed".
@@ -74,7 +104,7 @@ func TestRunRefusesAnEmptySelection(t *testing.T) {
 	if err := os.WriteFile(path, []byte(sample), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	err := run(path, `\[sig-node\]`, `.`)
+	err := run(path, `\[sig-node\]`, `.`, "")
 	if err == nil || !strings.Contains(err.Error(), "selected no spec") {
 		t.Fatalf("run with a skip matching everything: got %v, want the empty-selection error", err)
 	}
