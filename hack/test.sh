@@ -11,7 +11,9 @@
 #      Prometheus as clients, a CSI driver, local block devices, rancher's local-path provisioner
 #      under a StatefulSet), on nodelet's runtime and on containerd;
 #   5. a subset of the upstream Kubernetes conformance specs (hack/conformance-subset.txt) with
-#      nodelet agent as the node (hack/conformance.sh runs the whole node set by hand).
+#      nodelet agent as the node (hack/conformance.sh runs the whole node set by hand);
+#   6. a cluster of two nodelet nodes in network namespaces of their own (hack/cluster.sh check):
+#      a pod on each node reaches the other, the cluster DNS answers, nothing is left after.
 # go test replays every fuzz target's seed corpus (testdata/fuzz/) as plain tests; it never searches
 # for new inputs, whose outcome would depend on what a random search finds that day (that is
 # hack/fuzz.sh DURATION, run by hand). At the end, no cgroup of the tests (named nodelet-*) may be left.
@@ -35,13 +37,15 @@ step "critest against nodelet runtime"
 bash hack/critest.sh
 step "building the upstream Kubernetes binaries (cached)"
 bash hack/kube/build.sh >/dev/null
-bash hack/kube/build.sh sample-device-plugin metrics-server prometheus local-path-provisioner >/dev/null
+bash hack/kube/build.sh sample-device-plugin metrics-server prometheus local-path-provisioner coredns >/dev/null
 step "the upstream kubelet on nodelet's runtime, standalone and in a cluster"
 bash hack/kube/kubelet-on-nodelet.sh --cluster
 step "nodelet agent joined to a real control plane, on nodelet's runtime and on containerd"
 go test -tags cluster -count=1 -timeout 15m -run '^TestCluster' ./agent/integration/
 step "Kubernetes conformance specs, a subset, nodelet agent on nodelet's runtime"
 bash hack/conformance.sh --subset
+step "two nodelet nodes, one control plane: pod to pod across nodes, cluster DNS"
+bash hack/cluster.sh check
 step "nothing left behind: the tests' cgroups (all named nodelet-*)"
 left=$(find /sys/fs/cgroup -mindepth 1 -maxdepth 2 -type d -name 'nodelet-*' 2>/dev/null | sort || true)
 [ -z "$left" ] || { echo "test.sh: cgroups left behind by the tests:" >&2; echo "$left" >&2; exit 1; }

@@ -290,3 +290,17 @@ func conformanceImages(busybox, agnhost, certDir string) (map[string]v1.Image, e
 		e2e + "nonroot:1.4":      nonroot,
 	}, nil
 }
+
+// corednsName is the CoreDNS image kubeadm v1.34 deploys.
+const corednsName = "registry.k8s.io/coredns/coredns:v1.12.1"
+
+// corednsImage is CoreDNS's image as upstream lays it out: the binary alone, its entrypoint
+// (hack/kube/build.sh coredns builds it, with the plugins a cluster's DNS uses).
+func corednsImage(bin string) (v1.Image, error) {
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		return nil, err
+	}
+	return testimage.Busybox(testimage.WithoutBusybox(), testimage.WithFile("/coredns", string(b), 0o755),
+		testimage.WithEntrypoint("/coredns"), testimage.WithExposedPorts("53/tcp", "53/udp"))
+}

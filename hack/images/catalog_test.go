@@ -1,6 +1,12 @@
 package main
 
 import (
+	"archive/tar"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -88,5 +94,50 @@ func TestCatalog(t *testing.T) {
 		if cf.Config.User != user {
 			t.Errorf("%s: user %q, want %q", name, cf.Config.User, user)
 		}
+	}
+}
+
+// CoreDNS's image is the binary alone, run as its entrypoint, on kubeadm's name for it.
+func TestCoreDNSImage(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "coredns")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	img, err := corednsImage(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil || len(cfg.Config.Entrypoint) != 1 || cfg.Config.Entrypoint[0] != "/coredns" {
+		t.Fatalf("config %+v %v", cfg, err)
+	}
+	layers, err := img.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, l := range layers {
+		rc, err := l.Uncompressed()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := tar.NewReader(rc)
+		for {
+			h, err := tr.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, strings.TrimPrefix(h.Name, "/"))
+		}
+		rc.Close()
+	}
+	if !slices.Contains(names, "coredns") || slices.Contains(names, "bin/sh") {
+		t.Errorf("the layer holds %v, want the binary and no busybox", names)
+	}
+	if corednsName != "registry.k8s.io/coredns/coredns:v1.12.1" {
+		t.Errorf("CoreDNS is served as %s", corednsName)
 	}
 }

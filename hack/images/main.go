@@ -5,6 +5,8 @@
 //
 //	go run ./hack/images serve --addr 127.0.0.1:5000 [--ready-file F]  serve until SIGTERM; F gets ADDR once ready
 //	    [--busybox BIN --agnhost BIN --agnhost-certs DIR]              also the conformance suite's images (hack/conformance.sh)
+//	    [--coredns BIN]                                                also CoreDNS's image (hack/cluster.sh)
+//	    [--host-only]                                                  ADDR may be a host-only bridge's private address
 //	go run ./hack/images list                                          the names served
 //	go run ./hack/images registries                                    the registry hosts to mirror
 //	go run ./hack/images demo-tar FILE [NAME]                          a docker-archive of a busybox image
@@ -88,6 +90,9 @@ func serve(args []string) error {
 	agnhost := fs.String("agnhost", "", "an agnhost binary: also serve the Kubernetes conformance suite's images")
 	agnhostCerts := fs.String("agnhost-certs", "", "the folder of agnhost's porter/localhost.crt and .key (with --agnhost)")
 	busybox := fs.String("busybox", "", "the upstream static busybox the conformance images are made of (with --agnhost)")
+	coredns := fs.String("coredns", "", "a CoreDNS binary: also serve registry.k8s.io/coredns/coredns")
+	hostOnly := fs.Bool("host-only", false, "--addr may be a private address of a bridge only this host's network namespaces are on "+
+		"(hack/cluster.sh's nodes pull from it); never one other machines reach")
 	_ = fs.Parse(args)
 	if (*agnhost == "") != (*agnhostCerts == "") || (*agnhost == "") != (*busybox == "") {
 		return fmt.Errorf("--busybox, --agnhost and --agnhost-certs go together")
@@ -97,8 +102,8 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
-	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		return fmt.Errorf("--addr %s: only loopback addresses", *addr)
+	if ip := net.ParseIP(host); ip == nil || !(ip.IsLoopback() || (*hostOnly && ip.IsPrivate())) {
+		return fmt.Errorf("--addr %s: only loopback addresses (or, with --host-only, a host-only bridge's private one)", *addr)
 	}
 	images, err := build()
 	if err != nil {
@@ -115,6 +120,13 @@ func serve(args []string) error {
 			}
 			images[n] = img
 		}
+	}
+	if *coredns != "" {
+		img, err := corednsImage(*coredns)
+		if err != nil {
+			return err
+		}
+		images[corednsName] = img
 	}
 	paths, err := byRepoPath(images)
 	if err != nil {

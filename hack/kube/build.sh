@@ -22,8 +22,11 @@
 #                  Kubernetes service discovery (build tags remove_all_sd,enable_kubernetes_sd)
 #   local-path-provisioner  github.com/rancher/local-path-provisioner, a dynamic provisioner of
 #                  local and hostPath PVs whose helper pods make the volumes' folders on the node
+#   coredns        github.com/coredns/coredns with the plugins of a cluster's DNS (hack/kube/_coredns),
+#                  hack/cluster.sh's kube-dns
 # Env: KUBE_VERSION (v1.34.4), ETCD_VERSION (v3.6.5), METRICS_SERVER_VERSION (v0.8.0),
 # PROMETHEUS_VERSION (v0.316.0, the Go module of Prometheus 3.16), LOCAL_PATH_VERSION (v0.0.30),
+# COREDNS_VERSION (v1.14.3),
 # NODELET_CACHE (/var/cache/nodelet).
 # Prints the bin dir on its last line.
 set -euo pipefail
@@ -33,6 +36,7 @@ ETCD_VERSION=${ETCD_VERSION:-v3.6.5}
 METRICS_SERVER_VERSION=${METRICS_SERVER_VERSION:-v0.8.0}
 PROMETHEUS_VERSION=${PROMETHEUS_VERSION:-v0.316.0}
 LOCAL_PATH_VERSION=${LOCAL_PATH_VERSION:-v0.0.30}
+COREDNS_VERSION=${COREDNS_VERSION:-v1.14.3}
 cache=${NODELET_CACHE:-/var/cache/nodelet}
 base=$cache/kube-$KUBE_VERSION
 bin=$base/bin
@@ -46,7 +50,7 @@ die() { printf 'kube/build.sh: %s\n' "$*" >&2; exit 1; }
 
 kube_bins=(kubelet kube-apiserver kube-controller-manager kube-scheduler kubectl)
 etcd_bins=(etcd etcdctl)
-e2e_bins=(e2e-node.test agnhost ginkgo kube-proxy sample-device-plugin metrics-server prometheus local-path-provisioner)
+e2e_bins=(e2e-node.test agnhost ginkgo kube-proxy sample-device-plugin metrics-server prometheus local-path-provisioner coredns)
 want=("$@")
 [ ${#want[@]} -gt 0 ] || want=("${kube_bins[@]}" "${etcd_bins[@]}")
 mkdir -p "$bin"
@@ -117,8 +121,11 @@ edir=$cache/etcd-$ETCD_VERSION/wrap
 # The suite's source is ours: a binary built from another version of it is rebuilt.
 e2e_src=$(cd "$(dirname "$0")" && pwd)/_e2e/node_test.go
 e2e_sum=$(sha256sum "$e2e_src" | cut -d' ' -f1)
+coredns_src=$(cd "$(dirname "$0")" && pwd)/_coredns/main.go
+coredns_sum=$(sha256sum "$coredns_src" | cut -d' ' -f1)
 for b in "${want[@]}"; do
   if [ "$b" = e2e-node.test ] && [ "$(cat "$bin/$b.src" 2>/dev/null)" != "$e2e_sum" ]; then rm -f "$bin/$b"; fi
+  if [ "$b" = coredns ] && [ "$(cat "$bin/$b.src" 2>/dev/null)" != "$coredns_sum" ]; then rm -f "$bin/$b"; fi
   if [ -x "$bin/$b" ]; then continue; fi
   t0=$(date +%s)
   if is_kube "$b"; then
@@ -163,6 +170,13 @@ for b in "${want[@]}"; do
     tool_wrapper "$d" github.com/rancher/local-path-provisioner "$LOCAL_PATH_VERSION"
     say "building local-path-provisioner $LOCAL_PATH_VERSION"
     (cd "$d" && go build -trimpath -ldflags "-s -w" -o "$bin/$b.tmp" github.com/rancher/local-path-provisioner)
+  elif [ "$b" = coredns ]; then
+    d=$cache/coredns-$COREDNS_VERSION/wrap
+    tool_wrapper "$d" github.com/coredns/coredns "$COREDNS_VERSION"
+    cp "$coredns_src" "$d/main.go"
+    say "building coredns $COREDNS_VERSION"
+    (cd "$d" && go build -trimpath -ldflags "-s -w" -o "$bin/$b.tmp" .)
+    echo "$coredns_sum" >"$bin/$b.src"
   elif [ "$b" = ginkgo ]; then
     kube_wrapper "$kdir"
     say "building the ginkgo CLI"

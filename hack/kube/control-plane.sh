@@ -15,6 +15,8 @@
 #       Service's endpoint: pods reach it there once a proxy maps the Service (hack/conformance.sh
 #       gives the node's non-loopback address and runs kube-proxy). Its self-signed certificate
 #       (DIR/pki/apiserver.crt, with its CA) is the root CA that service account volumes carry.
+#       CP_CLUSTER_CIDR (a /16) has the controller-manager give each node a /24 of it
+#       (spec.podCIDR, the nodeipam controller), as kubeadm's --pod-network-cidr does.
 #   hack/kube/control-plane.sh stop DIR            stop exactly the processes start recorded, remove DIR.
 #   hack/kube/control-plane.sh check               start, wait for /readyz, create and read an object, stop.
 # Privileged pods are allowed (--allow-privileged), as kubeadm's and kind's control planes allow them.
@@ -153,10 +155,13 @@ start() {
   done
   # Neither serves anything a test reads, so neither listens (--secure-port 0): no port to lose.
   say "kube-controller-manager and kube-scheduler"
+  local ipam=(--controllers '*,-nodeipam')
+  [ -z "${CP_CLUSTER_CIDR:-}" ] ||
+    ipam=(--controllers '*' --allocate-node-cidrs --cluster-cidr "$CP_CLUSTER_CIDR" --node-cidr-mask-size 24)
   "$bin/kube-controller-manager" --kubeconfig "$dir/admin.kubeconfig" --bind-address 127.0.0.1 \
     --secure-port 0 --service-account-private-key-file "$dir/sa.key" --use-service-account-credentials \
     --root-ca-file "$dir/pki/apiserver.crt" \
-    --leader-elect=false --controllers '*,-nodeipam' >"$dir/controller-manager.log" 2>&1 &
+    --leader-elect=false "${ipam[@]}" >"$dir/controller-manager.log" 2>&1 &
   echo $! >>"$dir/pids"
   "$bin/kube-scheduler" --kubeconfig "$dir/admin.kubeconfig" --bind-address 127.0.0.1 \
     --secure-port 0 --leader-elect=false >"$dir/scheduler.log" 2>&1 &

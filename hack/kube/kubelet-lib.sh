@@ -3,7 +3,9 @@
 #   kl_build              build (or find) the kubelet; sets KL_BIN (its bin dir) and KL_KUBELET
 #   kl_guard_host         undo at exit what the kubelet changes on the host (kernel tunables,
 #                         KUBE-* iptables chains, /var/lib/kubelet)
-#   kl_config DIR EP      write DIR/config.yaml: standalone, static pods from DIR/manifests, runtime EP
+#   kl_config DIR EP      write DIR/config.yaml: standalone, static pods from DIR/manifests, runtime EP;
+#                         with KL_SERVE=ADDR its server on ADDR:10250 (client certificates of
+#                         KL_CLIENT_CA, webhook authorization), pods under KL_CGROUP_ROOT, KL_CLUSTER_DNS
 #   kl_start DIR NODE [ARGS...]   start it; sets KL_PID (stopped with the rest by nl_cleanup)
 
 kl_build() {
@@ -53,8 +55,25 @@ kl_restore_host() {
 }
 
 kl_config() {
-  local k=$1 endpoint=$2
+  local k=$1 endpoint=$2 server qos dns=
   mkdir -p "$k/manifests" "$k/root" "$k/logs"
+  if [ -n "${KL_SERVE:-}" ]; then
+    # Joined as a node is: its API served to the API server, pods in QoS cgroups under a root.
+    server="address: $KL_SERVE
+port: 10250
+authentication: {anonymous: {enabled: false}, webhook: {enabled: true}, x509: {clientCAFile: $KL_CLIENT_CA}}
+authorization: {mode: Webhook}"
+    qos="cgroupRoot: $KL_CGROUP_ROOT"
+  else
+    # Standalone: no kubelet server, pods from the manifest dir (and the API server if joined).
+    server="enableServer: false
+authentication: {anonymous: {enabled: false}, webhook: {enabled: false}}
+authorization: {mode: AlwaysAllow}"
+    qos="cgroupsPerQOS: false
+enforceNodeAllocatable: []"
+  fi
+  [ -z "${KL_CLUSTER_DNS:-}" ] || dns="clusterDNS: [$KL_CLUSTER_DNS]
+clusterDomain: cluster.local"
   cat >"$k/config.yaml" <<EOC
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -66,14 +85,11 @@ imageServiceEndpoint: $endpoint
 cgroupDriver: cgroupfs
 # This machine has cgroup v1; kubelets from 1.35 on refuse it unless told.
 failCgroupV1: false
-# Standalone: no kubelet server, pods from the manifest dir (and the API server if joined).
-enableServer: false
+$server
 healthzPort: 0
 readOnlyPort: 0
-authentication: {anonymous: {enabled: false}, webhook: {enabled: false}}
-authorization: {mode: AlwaysAllow}
-cgroupsPerQOS: false
-enforceNodeAllocatable: []
+$qos
+$dns
 failSwapOn: false
 podLogsDir: $k/logs
 resolvConf: /etc/resolv.conf

@@ -20,6 +20,9 @@ NL_NODELET_ARGS=()  # extra `nodelet runtime` flags a caller adds after sourcing
 NL_REGISTRY_ARGS=() # extra `images serve` flags (the conformance images)
 NL_AFTER=()         # commands nl_cleanup runs once every process is stopped
 NL_UP_DRAIN=()      # "MANIFESTS SOCKET" of each `nodelet up`, drained first at cleanup
+NL_NETNS=           # a network namespace (ip netns) nl_containerd and nl_nodelet start the runtime in
+NL_CNI_LATER=       # set: nl_containerd and nl_nodelet leave the CNI folder empty (the caller fills it)
+NL_REGISTRY_ADDR=127.0.0.1:0  # where nl_registry listens (a host-only bridge's address: --host-only)
 export PATH=$PATH:/usr/local/go/bin:/usr/local/bin:/usr/sbin:/sbin
 export GOFLAGS=${GOFLAGS:--buildvcs=false}
 
@@ -100,7 +103,7 @@ nl_remove_cgroup() {
 nl_registry() {
   nl_say "building and starting the image registry (hack/images)"
   (cd "$NL_ROOT" && go build -o "$NL_WORK/bin/images" ./hack/images) || nl_die "go build ./hack/images failed"
-  (cd "$NL_ROOT" && exec "$NL_WORK/bin/images" serve --addr 127.0.0.1:0 --ready-file "$NL_WORK/registry.addr" "${NL_REGISTRY_ARGS[@]}") \
+  (cd "$NL_ROOT" && exec "$NL_WORK/bin/images" serve --addr "$NL_REGISTRY_ADDR" --ready-file "$NL_WORK/registry.addr" "${NL_REGISTRY_ARGS[@]}") \
     >"$NL_WORK/registry.log" 2>&1 &
   NL_PIDS+=($!)
   nl_wait 120 test -s "$NL_WORK/registry.addr" || { cat "$NL_WORK/registry.log" >&2; nl_die "registry did not start"; }
@@ -127,6 +130,17 @@ EOC
   NL_NETWORKS+=("$2")
 }
 
+# nl_in_netns CMD...: CMD in NL_NETNS when set (nsenter enters only the network namespace: the
+# mount namespace, with its cgroup and sysfs mounts, stays the host's).
+nl_in_netns() {
+  if [ -n "$NL_NETNS" ]; then exec nsenter --net="/run/netns/$NL_NETNS" -- "$@"; else exec "$@"; fi
+}
+
+# nl_runtime_cni DIR NAME BRIDGE SUBNET: the runtime's CNI folder, empty when NL_CNI_LATER says so.
+nl_runtime_cni() {
+  if [ -n "$NL_CNI_LATER" ]; then mkdir -p "$1"; else nl_cni_conf "$@"; fi
+}
+
 nl_containerd() {
   local name=$1 dir=$NL_WORK/$1 h
   command -v containerd >/dev/null || nl_die "containerd missing: apt-get install -y containerd"
@@ -138,7 +152,7 @@ nl_containerd() {
     printf '# %s\nserver = "http://%s"\n\n[host."http://%s"]\n  capabilities = ["pull", "resolve"]\n' \
       "$h" "$NL_REGISTRY" "$NL_REGISTRY" >"$dir/certs.d/$h/hosts.toml"
   done
-  nl_cni_conf "$dir/net.d" "ctrd-$name" "ctrd${name:0:6}0" "${NL_CONTAINERD_SUBNET:-10.89.0.0/16}"
+  nl_runtime_cni "$dir/net.d" "ctrd-$name" "ctrd${name:0:6}0" "${NL_CONTAINERD_SUBNET:-10.89.0.0/16}"
   cat >"$dir/config.toml" <<EOC
 version = 2
 root = "$dir/root"
@@ -170,7 +184,7 @@ state = "$dir/state"
     config_path = "$dir/certs.d"
 EOC
   nl_say "starting containerd ($dir)"
-  containerd --config "$dir/config.toml" >"$dir/containerd.log" 2>&1 &
+  (nl_in_netns containerd --config "$dir/config.toml") >"$dir/containerd.log" 2>&1 &
   NL_PIDS+=($!)
   NL_CONTAINERD_PID=$!
   NL_CONTAINERD_SOCK=unix://$dir/containerd.sock
@@ -235,14 +249,14 @@ nl_nodelet() {
     nl_die "this nodelet's runtime has no --registry-mirror flag yet: it cannot pull the stand-in images"
   for h in "${NL_MIRRORED[@]}"; do mirrors+=(--registry-mirror "$h=http://$NL_REGISTRY"); done
   # The same bridge + portmap network as the containerd here, on its own bridge and subnet.
-  nl_cni_conf "$dir/net.d" "nodelet-$name" "nl${name:0:8}0" "${NL_NODELET_SUBNET:-10.92.0.0/16}"
+  nl_runtime_cni "$dir/net.d" "nodelet-$name" "nl${name:0:8}0" "${NL_NODELET_SUBNET:-10.92.0.0/16}"
   nl_say "starting nodelet runtime ($dir)"
   # Sandboxes that name no cgroup parent (critest's) go under one of this run's own, not the
   # runtime's default /nodelet, and it goes with the run.
   NL_NODELET_CGROUP=/nodelet-$name-runtime-$$
   NL_AFTER+=("nl_remove_cgroup $NL_NODELET_CGROUP")
-  "$NL_NODELET_BIN" runtime --root "$dir/root" --state "$dir/state" --listen "unix://$dir/nodelet.sock" \
-    --cni-conf-dir "$dir/net.d" --cgroup-parent "$NL_NODELET_CGROUP" "${mirrors[@]}" "${NL_NODELET_ARGS[@]}" \
+  (nl_in_netns "$NL_NODELET_BIN" runtime --root "$dir/root" --state "$dir/state" --listen "unix://$dir/nodelet.sock" \
+    --cni-conf-dir "$dir/net.d" --cgroup-parent "$NL_NODELET_CGROUP" "${mirrors[@]}" "${NL_NODELET_ARGS[@]}") \
     >"$dir/nodelet.log" 2>&1 &
   NL_PIDS+=($!)
   NL_NODELET_PID=$!
