@@ -97,6 +97,8 @@ type Manager struct {
 	nodeUID atomic.Value // types.UID
 	now     func() time.Time
 
+	updating sync.Mutex // held through an UpdateStatus
+
 	mu          sync.Mutex
 	lease       *coordinationv1.Lease // as last written, renewed without a read; nil: read it first
 	node        *v1.Node              // the latest built or posted, nil before the first
@@ -182,6 +184,9 @@ func (m *Manager) NodeUID() types.UID { return m.nodeUID.Load().(types.UID) }
 // after a conflict from etcd; a status unchanged but for its heartbeats is posted only once per
 // StatusReportFrequency.
 func (m *Manager) UpdateStatus(ctx context.Context) error {
+	// One update at a time: the periodic loop and the one that waits for Ready may meet.
+	m.updating.Lock()
+	defer m.updating.Unlock()
 	try := 0
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		try++

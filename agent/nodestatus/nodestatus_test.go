@@ -333,3 +333,53 @@ func TestRenewalsAndUpdatesReadNothing(t *testing.T) {
 		t.Fatalf("renewal after a conflict: %v", err)
 	}
 }
+
+// A node not Ready at registration posts Ready the moment its runtime is, as the kubelet's
+// fastStatusUpdateOnce does, not a status period later (an hour here); the pod CIDR the
+// controller-manager gives the Node after registration reaches the runtime meanwhile.
+func TestReadyIsPostedAsSoonAsTheRuntimeIs(t *testing.T) {
+	cri := fakecri.Start(t)
+	client := fake.NewSimpleClientset()
+	ctx, cancel := context.WithCancel(context.Background())
+	m := New(Deps{Client: kubefake.Wrap(client), Runtime: cri.Runtime(), Images: cri.Images(), NodeName: "n1", MaxPods: 10,
+		StatusUpdateFrequency: time.Hour, LeaseRenewInterval: time.Hour})
+	m.Watched = func() (*v1.Node, error) { return client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{}) }
+	cri.SetNotReady(true)
+	if err := m.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	node, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	if c := ready(t, node); c.Status != v1.ConditionFalse {
+		t.Fatalf("Ready at registration with the runtime down: %+v", c)
+	}
+	done := make(chan struct{})
+	go func() { m.keepCurrent(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	node.Spec.PodCIDR, node.Spec.PodCIDRs = "10.244.3.0/24", []string{"10.244.3.0/24"}
+	if _, err := client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The bounds only fail a test that would otherwise wait for the hour-long period.
+	bound := time.Now().Add(time.Minute)
+	for len(cri.CallsWithPrefix("UpdateRuntimeConfig")) == 0 {
+		if time.Now().After(bound) {
+			t.Fatal("the pod CIDR never reached the runtime")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if got := cri.CallsWithPrefix("UpdateRuntimeConfig"); got[0] != "UpdateRuntimeConfig 10.244.3.0/24" {
+		t.Fatalf("the runtime was given %q", got)
+	}
+	cri.SetNotReady(false)
+	for {
+		node, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+		if ready(t, node).Status == v1.ConditionTrue {
+			break
+		}
+		if time.Now().After(bound) {
+			t.Fatal("Ready was not posted when the runtime became ready")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -15,7 +15,14 @@ import (
 func (m *Manager) syncPodCIDR(ctx context.Context) {
 	want := m.PodCIDR
 	if m.Client != nil {
+		// The watched Node first: the controller-manager allocates the range after the
+		// registration, and the runtime's network may wait for it.
 		node, ok := m.Node()
+		if m.Watched != nil {
+			if w, err := m.Watched(); err == nil && w != nil && w.Name == m.NodeName {
+				node, ok = w, true
+			}
+		}
 		if !ok {
 			return
 		}
